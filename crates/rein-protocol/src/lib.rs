@@ -1,0 +1,36 @@
+//! The shared vocabulary of rein, and the ports between the loop and the outside world.
+//!
+//! This crate owns the types every other rein crate speaks: [`Message`]s with their content
+//! parts, [`ToolCall`]s, [`ToolSpec`]s, [`ToolOutput`]s, [`StopReason`], [`Usage`], the
+//! [`ModelRequest`] / [`ModelReply`] pair and the [`AgentEvent`]s a turn emits. It also declares
+//! the port traits [`Model`], [`Tool`] and [`ToolSource`], so that the loop never names a
+//! provider, a transport or a database.
+//!
+//! Serde forms match the OpenAI Chat Completions wire JSON wherever they name the same thing
+//! (roles, `tool_calls`, `tool_call_id`, `finish_reason` values, usage fields).
+//!
+//! This crate must never do I/O, spawn tasks or depend on a runtime: it compiles for
+//! `wasm32-unknown-unknown`.
+
+#![warn(missing_docs, unreachable_pub)]
+
+mod event;
+mod message;
+mod model;
+mod tool;
+
+pub use crate::{
+    event::{AgentEvent, TurnEnding},
+    message::{Content, ContentPart, ImageUrl, Message, Role, ToolCall},
+    model::{
+        DeltaSink, Model, ModelError, ModelErrorKind, ModelInfo, ModelReply, ModelRequest,
+        RawFunction, RawToolCall, ReplyDelta, Sampling, StopReason, ToolChoice, Usage,
+    },
+    tool::{Tool, ToolContext, ToolError, ToolOutput, ToolSource, ToolSpec},
+};
+
+/// Re-exported so that implementors of the ports name the same cancellation token.
+pub use tokio_util::sync::CancellationToken;
+
+/// A JSON object: the type of tool-call arguments and tool input schemas.
+pub type JsonObject = serde_json::Map<String, serde_json::Value>;

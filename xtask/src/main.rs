@@ -1,0 +1,47 @@
+//! `cargo xtask`: rein's build system as one small Rust binary.
+//!
+//! Subcommands: `bench NAME` (writes `target/bench/NAME.json`), `fuzz [--target T] [--seconds N]`,
+//! `tidy` (repository policy as code). Nothing here reads outside the repository.
+
+mod bench;
+mod fuzz;
+mod peers;
+mod test;
+mod tidy;
+
+use std::path::PathBuf;
+
+fn main() -> anyhow::Result<()> {
+    let args: Vec<String> = std::env::args().skip(1).collect();
+    let Some((task, rest)) = args.split_first() else {
+        print_help();
+        return Ok(());
+    };
+    match task.as_str() {
+        "bench" => bench::run(rest),
+        "fuzz" => fuzz::run(rest),
+        "test" => test::run(rest),
+        "tidy" => tidy::run(),
+        "help" | "--help" | "-h" => {
+            print_help();
+            Ok(())
+        }
+        other => anyhow::bail!("unknown task `{other}`; try `cargo xtask help`"),
+    }
+}
+
+fn print_help() {
+    println!(
+        "cargo xtask <task>\n\n\
+         bench NAME            run a benchmark (recover, ...) and write target/bench/NAME.json\n\
+         fuzz [--target T] [--seconds N]\n                      run cargo-fuzz targets (installs cargo-fuzz when missing)\n\
+         test [ARGS]           install test peers, run every test (nextest + doctests)
+         tidy                  check repository policy (crate docs, file docs, layering)"
+    );
+}
+
+/// The repository root (the parent of `xtask/`).
+pub(crate) fn project_root() -> PathBuf {
+    let manifest_dir = PathBuf::from(env!("CARGO_MANIFEST_DIR"));
+    manifest_dir.parent().map(PathBuf::from).unwrap_or(manifest_dir)
+}

@@ -1,0 +1,130 @@
+//! `cargo xtask tidy`: repository policy as code.
+//!
+//! Checks that the crate graph follows the allowed edges written in `docs/architecture.md`,
+//! that every crate is on the code map, that every crate starts with a `//!` doc and every
+//! Rust source file with a one-line `//!`.
+
+use std::{
+    collections::{BTreeMap, BTreeSet},
+    path::Path,
+    process::Command,
+};
+
+use anyhow::Context as _;
+
+pub(crate) fn run() -> anyhow::Result<()> {
+    let root = crate::project_root();
+    let mut problems = check_layering(&root)?;
+    problems.extend(check_file_docs(&root)?);
+    if problems.is_empty() {
+        println!("tidy: ok");
+        return Ok(());
+    }
+    for problem in &problems {
+        eprintln!("tidy: {problem}");
+    }
+    anyhow::bail!("{} tidy problem(s)", problems.len())
+}
+
+/// Allowed normal dependencies between workspace crates, as written in the architecture doc.
+fn allowed_edges(doc: &str) -> anyhow::Result<BTreeMap<String, BTreeSet<String>>> {
+    let begin = doc.find("<!-- allowed-edges:begin -->").context("no allowed-edges:begin marker")?;
+    let end = doc.find("<!-- allowed-edges:end -->").context("no allowed-edges:end marker")?;
+    let mut edges = BTreeMap::new();
+    for line in doc[begin..end].lines() {
+        let Some((from, to)) = line.split_once("->") else { continue };
+        let targets = to.split(',').map(str::trim).filter(|t| !t.is_empty()).map(str::to_owned).collect();
+        edges.insert(from.trim().to_owned(), targets);
+    }
+    Ok(edges)
+}
+
+/// Checks every workspace crate's dependencies on other workspace crates against the doc.
+pub(crate) fn check_layering(root: &Path) -> anyhow::Result<Vec<String>> {
+    let doc = std::fs::read_to_string(root.join("docs/architecture.md")).context("reading docs/architecture.md")?;
+    let allowed = allowed_edges(&doc)?;
+    let output = Command::new(std::env::var("CARGO").unwrap_or_else(|_| "cargo".into()))
+        .args(["metadata", "--format-version", "1", "--no-deps", "--offline"])
+        .current_dir(root)
+        .output()
+        .context("running cargo metadata")?;
+    anyhow::ensure!(output.status.success(), "cargo metadata failed: {}", String::from_utf8_lossy(&output.stderr));
+    let metadata: serde_json::Value = serde_json::from_slice(&output.stdout)?;
+    let packages = metadata["packages"].as_array().context("cargo metadata has no packages")?;
+    let members: BTreeSet<String> =
+        packages.iter().filter_map(|p| p["name"].as_str()).map(str::to_owned).collect();
+
+    let mut problems = Vec::new();
+    for package in packages {
+        let name = package["name"].as_str().unwrap_or_default();
+        if !doc.contains(&format!("`{name}`")) {
+            problems.push(format!("crate {name} is not on the code map in docs/architecture.md"));
+        }
+        let Some(allowed_here) = allowed.get(name) else {
+            problems.push(format!("crate {name} has no allowed-edges line in docs/architecture.md"));
+            continue;
+        };
+        for dep in package["dependencies"].as_array().into_iter().flatten() {
+            let dep_name = dep["name"].as_str().unwrap_or_default();
+            if !members.contains(dep_name) {
+                continue;
+            }
+            let is_dev = dep["kind"].as_str() == Some("dev");
+            let ok = allowed_here.contains(dep_name) || (is_dev && dep_name == "rein-testkit");
+            if !ok {
+                let kind = if is_dev { "dev-dependency" } else { "dependency" };
+                problems.push(format!("{name} has a {kind} on {dep_name}, which docs/architecture.md does not allow"));
+            }
+        }
+    }
+    Ok(problems)
+}
+
+/// Every `.rs` file under `crates/` and `xtask/` starts with a `//!` line.
+fn check_file_docs(root: &Path) -> anyhow::Result<Vec<String>> {
+    let mut problems = Vec::new();
+    for dir in ["crates", "xtask"] {
+        let mut stack = vec![root.join(dir)];
+        while let Some(dir) = stack.pop() {
+            for entry in std::fs::read_dir(&dir)? {
+                let path = entry?.path();
+                let name = path.file_name().and_then(|n| n.to_str()).unwrap_or_default();
+                if path.is_dir() {
+                    if !matches!(name, "target" | "test_data" | "snapshots" | "node_modules") {
+                        stack.push(path);
+                    }
+                } else if name.ends_with(".rs") {
+                    let text = std::fs::read_to_string(&path)?;
+                    if !text.trim_start().starts_with("//!") {
+                        let shown = path.strip_prefix(root).unwrap_or(&path).display().to_string();
+                        problems.push(format!("{shown} does not start with a `//!` line"));
+                    }
+                }
+            }
+        }
+    }
+    Ok(problems)
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn layering() {
+        let problems = super::check_layering(&crate::project_root()).expect("layering check runs");
+        assert!(problems.is_empty(), "layering problems:\n{}", problems.join("\n"));
+    }
+
+    #[test]
+    fn file_docs() {
+        let problems = super::check_file_docs(&crate::project_root()).expect("file-doc check runs");
+        assert!(problems.is_empty(), "file-doc problems:\n{}", problems.join("\n"));
+    }
+
+    #[test]
+    fn allowed_edges_parse() {
+        let doc = "<!-- allowed-edges:begin -->\na ->\nb -> a, c\n<!-- allowed-edges:end -->";
+        let edges = super::allowed_edges(doc).expect("parses");
+        assert!(edges["a"].is_empty());
+        assert_eq!(edges["b"].iter().cloned().collect::<Vec<_>>(), ["a", "c"]);
+    }
+}
