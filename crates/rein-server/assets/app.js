@@ -1,0 +1,935 @@
+// rein web chat: sessions, streamed turns over SSE, approvals, tasks and export.
+// Plain ES module, no build step, nothing loaded from outside this server.
+
+import { escapeHtml, renderMarkdown, scrubCredentials, scrubValue } from './markdown.js';
+
+const API = '/agent/api/runtime';
+const $ = (id) => document.getElementById(id);
+const store = {
+  get: (k, d) => {
+    try {
+      const v = localStorage.getItem(k);
+      return v === null ? d : JSON.parse(v);
+    } catch {
+      return d;
+    }
+  },
+  set: (k, v) => {
+    try {
+      localStorage.setItem(k, JSON.stringify(v));
+    } catch {
+      /* storage may be disabled */
+    }
+  },
+};
+
+const state = {
+  token: store.get('rein.token', ''),
+  agents: [],
+  models: [],
+  sessions: [],
+  sessionId: null,
+  session: null,
+  source: null,
+  busy: false,
+  turn: null, // the turn being rendered
+  approvals: new Map(), // approvalId -> card element
+  prefs: {
+    model: store.get('rein.model', ''),
+    autoApprove: store.get('rein.autoApprove', false),
+    reasoning: store.get('rein.reasoning', true),
+  },
+};
+
+// ---------------------------------------------------------------------------------------------
+// HTTP
+
+class ApiError extends Error {
+  constructor(status, body) {
+    const err = (body && body.error) || {};
+    super(err.message || `HTTP ${status}`);
+    this.status = status;
+    this.code = err.code || 'http_error';
+  }
+}
+
+async function api(method, path, body) {
+  const headers = { Accept: 'application/json' };
+  if (body !== undefined) headers['Content-Type'] = 'application/json';
+  if (state.token) headers.Authorization = `Bearer ${state.token}`;
+  const response = await fetch(API + path, {
+    method,
+    headers,
+    body: body === undefined ? undefined : JSON.stringify(body),
+  });
+  const text = await response.text();
+  let data = null;
+  try {
+    data = text ? JSON.parse(text) : null;
+  } catch {
+    data = null;
+  }
+  if (response.status === 401) {
+    askForToken();
+    throw new ApiError(401, data);
+  }
+  if (!response.ok) throw new ApiError(response.status, data);
+  return data;
+}
+
+function askForToken() {
+  const dialog = $('token-dialog');
+  if (!dialog.open) dialog.showModal();
+}
+
+// ---------------------------------------------------------------------------------------------
+// Status line and banner
+
+function setStatus(text) {
+  $('status').textContent = text || '';
+}
+
+function showBanner(text, kind = '') {
+  const banner = $('banner');
+  banner.textContent = text;
+  banner.className = `banner ${kind}`;
+  banner.hidden = !text;
+}
+
+function setBusy(busy) {
+  state.busy = busy;
+  $('send').hidden = busy;
+  $('stop').hidden = !busy;
+  setStatus(busy ? 'Working…' : '');
+}
+
+// ---------------------------------------------------------------------------------------------
+// Catalog: agents, models, sessions
+
+async function loadCatalog() {
+  try {
+    const [agents, models] = await Promise.all([api('GET', '/agents'), api('GET', '/models')]);
+    state.agents = agents.agents || [];
+    state.models = models.models || [];
+    const select = $('model-select');
+    select.replaceChildren();
+    for (const model of state.models) {
+      const option = document.createElement('option');
+      option.value = model.name;
+      option.textContent = model.label || model.name;
+      select.append(option);
+    }
+    const preferred = state.models.some((m) => m.name === state.prefs.model) ? state.prefs.model : models.defaultModel;
+    if (preferred) select.value = preferred;
+    select.disabled = state.models.length === 0;
+    const agent = state.agents[0];
+    if (agent && !agent.runtimeConfigured && agent.runtimeSetupMessage) showBanner(agent.runtimeSetupMessage);
+  } catch (error) {
+    if (error.status !== 401) showBanner(`Could not load agents: ${error.message}`, 'error');
+  }
+}
+
+async function loadSessions() {
+  try {
+    const data = await api('GET', '/sessions');
+    state.sessions = data.sessions || [];
+  } catch (error) {
+    if (error.status !== 401) showBanner(`Could not load chats: ${error.message}`, 'error');
+    return;
+  }
+  renderSessionList();
+}
+
+function renderSessionList() {
+  const list = $('session-list');
+  list.replaceChildren();
+  for (const s of state.sessions) {
+    const li = document.createElement('li');
+    const button = document.createElement('button');
+    button.type = 'button';
+    button.dataset.sessionId = s.sessionId;
+    if (s.sessionId === state.sessionId) button.setAttribute('aria-current', 'true');
+    const title = document.createElement('span');
+    title.className = 's-title';
+    title.textContent = s.title || 'Untitled chat';
+    const meta = document.createElement('span');
+    meta.className = 's-meta';
+    meta.textContent = s.lastMessagePreview || `${s.messageCount || 0} messages`;
+    button.append(title, meta);
+    button.addEventListener('click', () => openSession(s.sessionId));
+    li.append(button);
+    list.append(li);
+  }
+  $('session-empty').hidden = state.sessions.length > 0;
+}
+
+// ---------------------------------------------------------------------------------------------
+// Sessions
+
+async function createSession() {
+  const agent = state.agents[0];
+  if (!agent) throw new Error('This server offers no agent.');
+  const body = { agentName: agent.name, metadata: {} };
+  const model = $('model-select').value;
+  if (model) body.runtimeModel = model;
+  const session = await api('POST', '/sessions', body);
+  await api('PATCH', `/sessions/${encodeURIComponent(session.sessionId)}`, {
+    autoApprove: $('auto-approve').checked,
+    reasoning: $('reasoning').checked,
+  });
+  await loadSessions();
+  await openSession(session.sessionId);
+  return session.sessionId;
+}
+
+function resetLog() {
+  const log = $('log');
+  log.replaceChildren();
+  state.turn = null;
+  state.approvals.clear();
+  $('checkpoint').hidden = true;
+}
+
+function newChat() {
+  closeStream();
+  state.sessionId = null;
+  state.session = null;
+  resetLog();
+  const welcome = document.createElement('div');
+  welcome.className = 'welcome';
+  welcome.id = 'welcome';
+  welcome.innerHTML = '<h2>What can I help with?</h2><p class="muted">Answers stream in as they are written. Tool calls and reasoning fold under each answer.</p>';
+  $('log').append(welcome);
+  $('session-title').textContent = 'New chat';
+  for (const id of ['export-md', 'export-json', 'delete-session']) $(id).disabled = true;
+  renderSessionList();
+  renderTasks([]);
+  setBusy(false);
+  $('composer-input').focus();
+}
+
+async function openSession(sessionId) {
+  closeStream();
+  state.sessionId = sessionId;
+  store.set('rein.activeSession', sessionId);
+  resetLog();
+  renderSessionList();
+  for (const id of ['export-md', 'export-json', 'delete-session']) $(id).disabled = false;
+  let session;
+  try {
+    session = await api('GET', `/sessions/${encodeURIComponent(sessionId)}`);
+  } catch (error) {
+    if (error.status === 404) {
+      store.set('rein.activeSession', null);
+      newChat();
+      await loadSessions();
+    }
+    return;
+  }
+  state.session = session;
+  applySession(session);
+  openStream(sessionId);
+  refreshTasks();
+}
+
+function applySession(session) {
+  const summary = state.sessions.find((s) => s.sessionId === session.sessionId);
+  $('session-title').textContent = (summary && summary.title) || 'New chat';
+  if (session.runtimeModel) $('model-select').value = session.runtimeModel;
+  const policy = session.policy || {};
+  if (typeof policy.autoApprove === 'boolean') $('auto-approve').checked = policy.autoApprove;
+  if (typeof policy.reasoning === 'boolean') $('reasoning').checked = policy.reasoning;
+  const meta = session.metadata || {};
+  setBusy(Boolean(meta.turnInFlight));
+  if (!meta.turnInFlight && meta.turnUnfinished) {
+    showBanner(`The last turn did not finish (${meta.turnUnfinished}). Send a message to go on.`);
+  } else {
+    showBanner('');
+  }
+  showCheckpoint(session.checkpoint);
+}
+
+async function deleteSession() {
+  if (!state.sessionId) return;
+  if (!window.confirm('Delete this chat?')) return;
+  try {
+    await api('DELETE', `/sessions/${encodeURIComponent(state.sessionId)}`);
+    store.set('rein.activeSession', null);
+    newChat();
+    await loadSessions();
+  } catch (error) {
+    showBanner(error.message, 'error');
+  }
+}
+
+async function updateSettings(patch) {
+  if (!state.sessionId) return;
+  try {
+    state.session = await api('PATCH', `/sessions/${encodeURIComponent(state.sessionId)}`, patch);
+  } catch (error) {
+    showBanner(error.message, 'error');
+  }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Event stream
+
+function closeStream() {
+  if (state.source) state.source.close();
+  state.source = null;
+}
+
+function openStream(sessionId) {
+  let url = `${API}/sessions/${encodeURIComponent(sessionId)}/events`;
+  if (state.token) url += `?access_token=${encodeURIComponent(state.token)}`;
+  const source = new EventSource(url);
+  state.source = source;
+  // Every event type arrives as a named SSE event; one handler renders them all.
+  const types = [
+    'turn_started', 'request_started', 'text_delta', 'reasoning_delta', 'reasoning', 'message',
+    'tool_proposal', 'approval_requested', 'tool_started', 'tool_result', 'notice', 'checkpoint',
+    'task_update', 'turn_end', 'error',
+  ];
+  for (const type of types) {
+    source.addEventListener(type, (e) => {
+      if (state.source !== source) return;
+      try {
+        handleEvent(JSON.parse(e.data), e.lastEventId);
+      } catch (err) {
+        console.error('bad event', err);
+      }
+    });
+  }
+  source.addEventListener('ready', () => {
+    if (state.source === source) document.body.dataset.stream = 'open';
+  });
+}
+
+// ---------------------------------------------------------------------------------------------
+// Rendering turns
+
+function removeWelcome() {
+  const welcome = $('welcome');
+  if (welcome) welcome.remove();
+}
+
+function scrollDown() {
+  const log = $('log');
+  if (log.scrollHeight - log.scrollTop - log.clientHeight < 160) log.scrollTop = log.scrollHeight;
+}
+
+function startTurn(userText) {
+  removeWelcome();
+  const el = document.createElement('article');
+  el.className = 'turn';
+  el.setAttribute('aria-label', 'Turn');
+  const user = document.createElement('div');
+  user.className = 'bubble-user';
+  user.textContent = userText;
+  const assistant = document.createElement('div');
+  assistant.className = 'assistant';
+  const activity = document.createElement('details');
+  activity.className = 'activity';
+  activity.hidden = true;
+  const summary = document.createElement('summary');
+  summary.textContent = 'Activity';
+  const list = document.createElement('ol');
+  list.className = 'activity-list';
+  activity.append(summary, list);
+  const answer = document.createElement('div');
+  answer.className = 'answer markdown';
+  assistant.append(activity, answer);
+  el.append(user, assistant);
+  $('log').append(el);
+  const turn = {
+    el, userText, assistant, activity, summary, list, answer,
+    text: '', reasoning: null, calls: new Map(), toolCount: 0, ended: false, renderPending: false,
+  };
+  state.turn = turn;
+  scrollDown();
+  return turn;
+}
+
+function currentTurn() {
+  return state.turn && !state.turn.ended ? state.turn : startTurn('');
+}
+
+function updateSummary(turn) {
+  const parts = [];
+  if (turn.list.querySelector('.reasoning-item')) parts.push('reasoning');
+  if (turn.toolCount) parts.push(`${turn.toolCount} tool call${turn.toolCount === 1 ? '' : 's'}`);
+  turn.summary.textContent = parts.length ? `Activity: ${parts.join(', ')}` : 'Activity';
+  turn.activity.hidden = turn.list.children.length === 0;
+}
+
+function renderAnswer(turn) {
+  if (turn.renderPending) return;
+  turn.renderPending = true;
+  requestAnimationFrame(() => {
+    turn.renderPending = false;
+    turn.answer.innerHTML = renderMarkdown(turn.text);
+    scrollDown();
+  });
+}
+
+function reasoningItem(turn) {
+  if (turn.reasoning) return turn.reasoning;
+  const li = document.createElement('li');
+  li.className = 'reasoning-item';
+  const details = document.createElement('details');
+  const summary = document.createElement('summary');
+  summary.textContent = 'Reasoning';
+  const body = document.createElement('div');
+  body.className = 'body';
+  const text = document.createElement('div');
+  text.className = 'reasoning-text';
+  body.append(text);
+  details.append(summary, body);
+  li.append(details);
+  turn.list.append(li);
+  turn.reasoning = { li, text, value: '' };
+  updateSummary(turn);
+  return turn.reasoning;
+}
+
+function pretty(value) {
+  if (typeof value === 'string') {
+    try {
+      return JSON.stringify(JSON.parse(value), null, 2);
+    } catch {
+      return value;
+    }
+  }
+  return JSON.stringify(value, null, 2);
+}
+
+function callArguments(call) {
+  if (call.function) return pretty(call.function.arguments || '{}');
+  return pretty(call.arguments || {});
+}
+
+function callName(call) {
+  return (call.function && call.function.name) || call.name || 'tool';
+}
+
+function toolItem(turn, callId, name, args) {
+  let item = turn.calls.get(callId);
+  if (item) return item;
+  const li = document.createElement('li');
+  li.className = 'tool-item';
+  li.dataset.callId = callId;
+  const details = document.createElement('details');
+  const summary = document.createElement('summary');
+  const nameEl = document.createElement('span');
+  nameEl.className = 'mono';
+  nameEl.textContent = name;
+  const status = document.createElement('span');
+  status.className = 'badge tool-status';
+  status.textContent = 'proposed';
+  summary.append(document.createTextNode('Tool '), nameEl, status);
+  const body = document.createElement('div');
+  body.className = 'body';
+  const argsLabel = document.createElement('span');
+  argsLabel.className = 'label';
+  argsLabel.textContent = 'Arguments';
+  const argsPre = document.createElement('pre');
+  argsPre.className = 'tool-args';
+  argsPre.textContent = args;
+  const resultLabel = document.createElement('span');
+  resultLabel.className = 'label';
+  resultLabel.textContent = 'Result';
+  resultLabel.hidden = true;
+  const resultPre = document.createElement('pre');
+  resultPre.className = 'tool-result';
+  resultPre.hidden = true;
+  body.append(argsLabel, argsPre, resultLabel, resultPre);
+  details.append(summary, body);
+  li.append(details);
+  turn.list.append(li);
+  turn.toolCount += 1;
+  item = { li, status, resultLabel, resultPre };
+  turn.calls.set(callId, item);
+  updateSummary(turn);
+  return item;
+}
+
+function setToolResult(turn, callId, name, text, isError) {
+  const item = toolItem(turn, callId, name, '{}');
+  item.resultLabel.hidden = false;
+  item.resultPre.hidden = false;
+  item.resultPre.textContent = pretty(text);
+  item.status.textContent = isError ? 'error' : 'done';
+  item.status.className = `badge tool-status ${isError ? 'failed' : 'completed'}`;
+}
+
+function addNotice(turn, text) {
+  const li = document.createElement('li');
+  li.className = 'notice';
+  li.textContent = text;
+  turn.list.append(li);
+  updateSummary(turn);
+}
+
+function contentText(content) {
+  if (content == null) return '';
+  if (typeof content === 'string') return content;
+  if (Array.isArray(content)) return content.filter((p) => p.type === 'text').map((p) => p.text).join('');
+  return '';
+}
+
+/** Moves text streamed beside tool calls into the activity list (it was not the answer). */
+function settleInterimText(turn) {
+  const interim = turn.text.trim();
+  if (interim) addNotice(turn, interim);
+  turn.text = '';
+  turn.answer.replaceChildren();
+}
+
+function handleEvent(event, eventId) {
+  if (eventId) state.lastEventId = eventId;
+  switch (event.type) {
+    case 'turn_started': {
+      startTurn(event.text);
+      if (!state.sendingText || state.sendingText !== event.text) setBusy(true);
+      break;
+    }
+    case 'request_started':
+      currentTurn().reasoning = null;
+      break;
+    case 'text_delta': {
+      const turn = currentTurn();
+      turn.text += event.text;
+      renderAnswer(turn);
+      break;
+    }
+    case 'reasoning_delta': {
+      const item = reasoningItem(currentTurn());
+      item.value += event.text;
+      item.text.textContent = item.value;
+      break;
+    }
+    case 'reasoning': {
+      const item = reasoningItem(currentTurn());
+      item.value = event.text;
+      item.text.textContent = event.text;
+      break;
+    }
+    case 'message':
+      handleMessage(event.message);
+      break;
+    case 'tool_proposal': {
+      const turn = currentTurn();
+      settleInterimText(turn);
+      for (const call of event.calls || []) toolItem(turn, call.id, callName(call), callArguments(call));
+      break;
+    }
+    case 'approval_requested':
+      addApproval(currentTurn(), event.approval_id, event.call);
+      break;
+    case 'tool_started': {
+      const item = toolItem(currentTurn(), event.call_id, event.name, '{}');
+      item.status.textContent = 'running';
+      item.status.className = 'badge tool-status running';
+      break;
+    }
+    case 'tool_result': {
+      const output = event.output || {};
+      setToolResult(currentTurn(), event.call_id, event.name, output.structured ?? output.text ?? '', output.is_error);
+      break;
+    }
+    case 'notice':
+      addNotice(currentTurn(), event.message);
+      break;
+    case 'checkpoint':
+      showCheckpoint({ summary: event.summary });
+      break;
+    case 'task_update':
+      refreshTasks();
+      break;
+    case 'turn_end':
+      endTurn(event);
+      break;
+    case 'error':
+      addNotice(currentTurn(), `Error: ${event.message}`);
+      break;
+    default:
+      break;
+  }
+}
+
+function handleMessage(message) {
+  if (!message) return;
+  if (message.role === 'user') {
+    const text = contentText(message.content);
+    const turn = state.turn;
+    if (!turn || turn.ended || turn.userText !== text || turn.sawUser) {
+      startTurn(text).sawUser = true;
+    } else {
+      turn.sawUser = true;
+    }
+    return;
+  }
+  const turn = currentTurn();
+  if (message.role === 'assistant') {
+    if (message.reasoning_content && !turn.reasoning) reasoningItem(turn).text.textContent = message.reasoning_content;
+    const calls = message.tool_calls || [];
+    if (calls.length) {
+      const beside = contentText(message.content);
+      if (turn.text.trim() === '' && beside.trim()) turn.text = beside;
+      settleInterimText(turn);
+      for (const call of calls) toolItem(turn, call.id, callName(call), callArguments(call));
+    } else {
+      turn.text = contentText(message.content);
+      renderAnswer(turn);
+    }
+    turn.reasoning = null;
+  } else if (message.role === 'tool') {
+    const item = turn.calls.get(message.tool_call_id);
+    if (!item || item.resultPre.hidden) {
+      setToolResult(turn, message.tool_call_id, item ? item.li.querySelector('.mono').textContent : 'tool', contentText(message.content), message.is_error);
+    }
+  }
+}
+
+function endTurn(event) {
+  const turn = currentTurn();
+  if (!turn.text.trim() && event.text) turn.text = event.text;
+  turn.answer.innerHTML = renderMarkdown(turn.text);
+  turn.ended = true;
+  turn.assistant.classList.add('done');
+  if (event.ending && event.ending !== 'answered') {
+    const badge = document.createElement('div');
+    badge.className = 'ending';
+    const labels = {
+      checkpoint: 'Paused at a checkpoint',
+      step_limit: 'Step limit reached',
+      length: 'Cut at the output limit',
+      interrupted: 'Stopped',
+      fallback: 'Ended after repeated tool errors',
+      error: 'The turn failed',
+    };
+    badge.innerHTML = `<span class="badge">${escapeHtml(labels[event.ending] || event.ending)}</span>`;
+    turn.assistant.append(badge);
+  }
+  if (event.ending !== 'checkpoint') showCheckpoint(null);
+  if (!state.sendingText) setBusy(false);
+  scrollDown();
+  loadSessions();
+}
+
+// ---------------------------------------------------------------------------------------------
+// Sending, stopping, checkpoints
+
+async function send(text) {
+  if (state.busy) return;
+  showBanner('');
+  setBusy(true);
+  state.sendingText = text;
+  const input = $('composer-input');
+  input.value = '';
+  autosize();
+  try {
+    if (!state.sessionId) await createSession();
+    const body = { content: text };
+    const viewContextId = sessionStorage.getItem('rein.view-context-id');
+    if (viewContextId) body.viewContextId = viewContextId;
+    const run = await api('POST', `/sessions/${encodeURIComponent(state.sessionId)}/messages`, body);
+    // The stream normally rendered the turn already; if it did not, render the answer now.
+    if (!state.turn || state.turn.userText !== text || !state.turn.ended) {
+      if (!state.turn || state.turn.userText !== text) startTurn(text);
+      endTurn({ ending: run.turnEnding, text: run.finalMessage });
+    }
+    state.session = run.session;
+    showCheckpoint(run.session && run.session.checkpoint);
+  } catch (error) {
+    if (error.code === 'hosted_agent_turn_in_flight') {
+      input.value = text; // not sent: give the text back
+      autosize();
+      showBanner('A turn is still running in this chat. Wait for it or stop it, then send again.');
+    } else if (error.status === 401) {
+      input.value = text;
+      autosize();
+    } else {
+      showBanner(`Not answered: ${error.message}`, 'error');
+    }
+  } finally {
+    state.sendingText = null;
+    setBusy(false);
+    loadSessions();
+  }
+}
+
+async function stop() {
+  if (!state.sessionId) return;
+  setStatus('Stopping…');
+  try {
+    await api('POST', `/sessions/${encodeURIComponent(state.sessionId)}/interrupt`);
+  } catch (error) {
+    showBanner(`Could not stop: ${error.message}`, 'error');
+  }
+}
+
+function showCheckpoint(checkpoint) {
+  const box = $('checkpoint');
+  if (!checkpoint) {
+    box.hidden = true;
+    return;
+  }
+  $('checkpoint-summary').innerHTML = renderMarkdown(checkpoint.summary || '');
+  box.hidden = false;
+}
+
+async function continueTurn() {
+  if (!state.sessionId || state.busy) return;
+  $('checkpoint').hidden = true;
+  setBusy(true);
+  state.sendingText = '(continue)';
+  try {
+    const run = await api('POST', `/sessions/${encodeURIComponent(state.sessionId)}/continue`);
+    state.session = run.session;
+    showCheckpoint(run.session && run.session.checkpoint);
+  } catch (error) {
+    showBanner(error.message, 'error');
+  } finally {
+    state.sendingText = null;
+    setBusy(false);
+  }
+}
+
+async function discardCheckpoint() {
+  if (!state.sessionId) return;
+  try {
+    state.session = await api('POST', `/sessions/${encodeURIComponent(state.sessionId)}/discard`);
+    showCheckpoint(null);
+    addNotice(currentTurnOrLast(), 'Paused turn discarded.');
+  } catch (error) {
+    showBanner(error.message, 'error');
+  }
+}
+
+function currentTurnOrLast() {
+  return state.turn || startTurn('');
+}
+
+// ---------------------------------------------------------------------------------------------
+// Approvals
+
+function addApproval(turn, approvalId, call) {
+  if (state.approvals.has(approvalId)) return;
+  const card = $('approval-template').content.firstElementChild.cloneNode(true);
+  card.dataset.approvalId = approvalId;
+  card.setAttribute('aria-label', `Approval for ${callName(call || {})}`);
+  card.querySelector('.approval-tool').textContent = callName(call || {});
+  card.querySelector('.approval-args').textContent = callArguments(call || {});
+  const decide = (approve) => decideApproval(card, approvalId, approve);
+  card.querySelector('.approval-approve').addEventListener('click', () => decide(true));
+  card.querySelector('.approval-deny').addEventListener('click', () => decide(false));
+  turn.assistant.insertBefore(card, turn.answer);
+  state.approvals.set(approvalId, card);
+  scrollDown();
+  // The stream may replay an approval decided long ago: show its current state.
+  api('GET', `/approvals/${encodeURIComponent(approvalId)}`).then(markApproval, () => {});
+}
+
+function markApproval(approval) {
+  const card = state.approvals.get(approval.approvalId);
+  if (!card || approval.status === 'pending') return;
+  card.classList.add('resolved');
+  for (const b of card.querySelectorAll('button')) b.disabled = true;
+  card.querySelector('.approval-note').disabled = true;
+  const note = approval.decisionNote ? ` — ${approval.decisionNote}` : '';
+  card.querySelector('.approval-state').textContent = `${approval.status}${note}`;
+}
+
+async function decideApproval(card, approvalId, approve) {
+  const note = card.querySelector('.approval-note').value.trim();
+  const body = note ? { note } : {};
+  try {
+    const approval = await api('POST', `/approvals/${encodeURIComponent(approvalId)}/${approve ? 'approve' : 'deny'}`, body);
+    markApproval(approval);
+  } catch (error) {
+    card.querySelector('.approval-state').textContent = error.message;
+  }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Tasks
+
+async function refreshTasks() {
+  if (!state.sessionId) return renderTasks([]);
+  try {
+    const data = await api('GET', `/sessions/${encodeURIComponent(state.sessionId)}/tasks`);
+    renderTasks(data.tasks || []);
+  } catch {
+    /* the panel keeps its last state */
+  }
+}
+
+function renderTasks(tasks) {
+  const list = $('task-list');
+  list.replaceChildren();
+  for (const task of tasks) {
+    const li = document.createElement('li');
+    li.dataset.taskId = task.taskId;
+    const head = document.createElement('div');
+    head.className = 't-head';
+    const name = document.createElement('span');
+    name.className = 'mono';
+    name.textContent = task.capabilityName;
+    const badge = document.createElement('span');
+    badge.className = `badge ${task.status}`;
+    badge.textContent = task.status;
+    head.append(name, badge);
+    li.append(head);
+    if (task.description) {
+      const d = document.createElement('span');
+      d.className = 'small muted';
+      d.textContent = task.description;
+      li.append(d);
+    }
+    if (task.status === 'pending' || task.status === 'running') {
+      const cancel = document.createElement('button');
+      cancel.type = 'button';
+      cancel.className = 'ghost danger';
+      cancel.textContent = 'Cancel';
+      cancel.setAttribute('aria-label', `Cancel task ${task.capabilityName}`);
+      cancel.addEventListener('click', async () => {
+        cancel.disabled = true;
+        try {
+          await api('POST', `/tasks/${encodeURIComponent(task.taskId)}/cancel`);
+        } catch (error) {
+          showBanner(error.message, 'error');
+        }
+        refreshTasks();
+      });
+      li.append(cancel);
+    }
+    list.append(li);
+  }
+  $('task-empty').hidden = tasks.length > 0;
+}
+
+// ---------------------------------------------------------------------------------------------
+// Export
+
+function download(name, type, text) {
+  const blob = new Blob([text], { type });
+  const url = URL.createObjectURL(blob);
+  const a = document.createElement('a');
+  a.href = url;
+  a.download = name;
+  document.body.append(a);
+  a.click();
+  a.remove();
+  setTimeout(() => URL.revokeObjectURL(url), 1000);
+}
+
+async function exportSession(kind) {
+  if (!state.sessionId) return;
+  let session;
+  try {
+    session = await api('GET', `/sessions/${encodeURIComponent(state.sessionId)}`);
+  } catch (error) {
+    showBanner(error.message, 'error');
+    return;
+  }
+  const clean = scrubValue(session);
+  const base = `rein-${state.sessionId.replace(/[^A-Za-z0-9_-]+/g, '-')}`;
+  if (kind === 'json') {
+    download(`${base}.json`, 'application/json', JSON.stringify(clean, null, 2) + '\n');
+  } else {
+    download(`${base}.md`, 'text/markdown', sessionMarkdown(clean));
+  }
+}
+
+/** The session as a Markdown report (input already scrubbed; scrubbed again line by line). */
+export function sessionMarkdown(session) {
+  const lines = [`# Chat ${session.sessionId}`, ''];
+  lines.push(`- Agent: ${session.agentName}`);
+  if (session.runtimeModel) lines.push(`- Model: ${session.runtimeModel}`);
+  lines.push(`- Created: ${session.createdAt}`, '');
+  for (const m of session.messages || []) {
+    const text = contentText(m.content);
+    if (m.role === 'system') continue;
+    if (m.role === 'user') lines.push('## User', '', text, '');
+    if (m.role === 'assistant') {
+      lines.push('## Assistant', '');
+      if (m.reasoning_content) lines.push('<details><summary>Reasoning</summary>', '', m.reasoning_content, '', '</details>', '');
+      if (text) lines.push(text, '');
+      for (const call of m.tool_calls || []) {
+        lines.push(`**Tool call** \`${callName(call)}\` (${call.id})`, '', '```json', callArguments(call), '```', '');
+      }
+    }
+    if (m.role === 'tool') lines.push(`**Tool result** (${m.tool_call_id}${m.is_error ? ', error' : ''})`, '', '```', text, '```', '');
+  }
+  return scrubCredentials(lines.join('\n'));
+}
+
+// ---------------------------------------------------------------------------------------------
+// Wiring
+
+function autosize() {
+  const input = $('composer-input');
+  input.style.height = 'auto';
+  input.style.height = `${Math.min(input.scrollHeight, 220)}px`;
+}
+
+function wire() {
+  $('composer').addEventListener('submit', (e) => {
+    e.preventDefault();
+    const text = $('composer-input').value.trim();
+    if (text) send(text);
+  });
+  $('composer-input').addEventListener('keydown', (e) => {
+    if (e.key === 'Enter' && !e.shiftKey && !e.isComposing) {
+      e.preventDefault();
+      $('composer').requestSubmit();
+    }
+  });
+  $('composer-input').addEventListener('input', autosize);
+  document.addEventListener('keydown', (e) => {
+    if (e.key === 'Escape' && state.busy && !$('token-dialog').open) {
+      e.preventDefault();
+      stop();
+    }
+  });
+  $('stop').addEventListener('click', stop);
+  $('new-session').addEventListener('click', newChat);
+  $('delete-session').addEventListener('click', deleteSession);
+  $('export-md').addEventListener('click', () => exportSession('md'));
+  $('export-json').addEventListener('click', () => exportSession('json'));
+  $('checkpoint-continue').addEventListener('click', continueTurn);
+  $('checkpoint-discard').addEventListener('click', discardCheckpoint);
+  $('model-select').addEventListener('change', (e) => {
+    store.set('rein.model', e.target.value);
+    updateSettings({ runtimeModel: e.target.value });
+  });
+  $('auto-approve').checked = state.prefs.autoApprove;
+  $('reasoning').checked = state.prefs.reasoning;
+  $('auto-approve').addEventListener('change', (e) => {
+    store.set('rein.autoApprove', e.target.checked);
+    updateSettings({ autoApprove: e.target.checked });
+  });
+  $('reasoning').addEventListener('change', (e) => {
+    store.set('rein.reasoning', e.target.checked);
+    updateSettings({ reasoning: e.target.checked });
+  });
+  $('token-form').addEventListener('submit', () => {
+    state.token = $('token-input').value.trim();
+    store.set('rein.token', state.token);
+    start();
+  });
+}
+
+async function start() {
+  await loadCatalog();
+  await loadSessions();
+  const active = store.get('rein.activeSession', null);
+  if (active && state.sessions.some((s) => s.sessionId === active)) await openSession(active);
+  else newChat();
+  document.body.dataset.ready = 'true';
+}
+
+window.rein = { renderMarkdown, scrubCredentials, scrubValue, sessionMarkdown, state };
+wire();
+start();

@@ -1,0 +1,426 @@
+//! The wire types of `/agent/api/runtime/*`: requests and responses with TerraFin's camelCase names.
+//!
+//! Requests reject unknown fields (a typo is a 422, never silently ignored). Timestamps are
+//! RFC 3339 strings in UTC.
+
+use rein_protocol::{AgentEvent, Message, TurnEnding, Usage};
+use serde::{Deserialize, Serialize};
+
+/// A JSON object, for free-form metadata.
+pub type JsonObject = serde_json::Map<String, serde_json::Value>;
+
+/// A tool as an agent offers it.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct AgentTool {
+    /// The name the model calls it by.
+    pub name: String,
+    /// What it does.
+    pub description: String,
+    /// Whether the tool changes something outside the conversation (may need approval).
+    pub side_effecting: bool,
+    /// Whether the tool only reads.
+    pub read_only: bool,
+    /// The JSON Schema of its arguments.
+    pub input_schema: JsonObject,
+}
+
+/// An agent a session can be created for.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Agent {
+    /// Its name (`agentName` when creating a session).
+    pub name: String,
+    /// What it is for.
+    pub description: String,
+    /// Whether it may start background tasks.
+    pub allow_background_tasks: bool,
+    /// The model new sessions use.
+    pub runtime_model: Option<String>,
+    /// Whether a model is configured so that turns can run.
+    pub runtime_configured: bool,
+    /// What to do when no model is configured.
+    pub runtime_setup_message: Option<String>,
+    /// Free-form metadata.
+    pub metadata: JsonObject,
+    /// The tools it offers.
+    pub tools: Vec<AgentTool>,
+}
+
+/// `GET /agents`.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct AgentList {
+    /// The public agents.
+    pub agents: Vec<Agent>,
+}
+
+/// A model a session can be pinned to.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ModelEntry {
+    /// The name sessions select it by (`runtimeModel`).
+    pub name: String,
+    /// A human label.
+    pub label: Option<String>,
+    /// The context window in tokens, when known.
+    pub context_window: Option<u64>,
+}
+
+/// `GET /models`.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ModelList {
+    /// Every configured model.
+    pub models: Vec<ModelEntry>,
+    /// The model new sessions use unless told otherwise.
+    pub default_model: Option<String>,
+}
+
+/// `POST /sessions`.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct CreateSession {
+    /// The agent to talk to.
+    pub agent_name: String,
+    /// A session id of the client's choosing (`[A-Za-z0-9:._-]`, at most 128 characters).
+    #[serde(default)]
+    pub session_id: Option<String>,
+    /// A system prompt replacing the agent's.
+    #[serde(default)]
+    pub system_prompt: Option<String>,
+    /// The model to pin the session to (one of `GET /models`).
+    #[serde(default)]
+    pub runtime_model: Option<String>,
+    /// Free-form metadata; `viewContextId` links a view context,
+    /// `requireHumanApprovalForSideEffects` overrides the approval policy.
+    #[serde(default)]
+    pub metadata: JsonObject,
+}
+
+/// `PATCH /sessions/{id}`: the settings the chat's footer changes.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct SessionSettings {
+    /// Pin the session to this model.
+    #[serde(default)]
+    pub runtime_model: Option<String>,
+    /// Run side-effecting tools without asking.
+    #[serde(default)]
+    pub auto_approve: Option<bool>,
+    /// Ask the model to reason (where the provider supports a switch).
+    #[serde(default)]
+    pub reasoning: Option<bool>,
+}
+
+/// Why a session's last turn did not finish, read from its transcript.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+#[non_exhaustive]
+pub enum TurnUnfinished {
+    /// The newest tool call has no result.
+    MidTool,
+    /// Tools ran but no answer followed.
+    MidTurn,
+    /// The user's message has no answer.
+    NoAnswer,
+}
+
+/// A paused turn waiting to be continued or discarded.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct PendingCheckpoint {
+    /// The model's summary of its progress so far.
+    pub summary: String,
+}
+
+/// A background task.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Task {
+    /// Its id (`task:<hex>`).
+    pub task_id: String,
+    /// The capability (tool) it runs.
+    pub capability_name: String,
+    /// `pending`, `running`, `completed`, `failed` or `cancelled`.
+    pub status: String,
+    /// A human description.
+    pub description: String,
+    /// The session that started it.
+    pub session_id: String,
+    /// When it was created.
+    pub created_at: String,
+    /// When a worker started it.
+    pub started_at: Option<String>,
+    /// When it ended.
+    pub completed_at: Option<String>,
+    /// Its input.
+    pub input_payload: serde_json::Value,
+    /// Progress (`{state, stage?}`).
+    pub progress: serde_json::Value,
+    /// Its result, once completed.
+    pub result: Option<serde_json::Value>,
+    /// Its error, once failed or cancelled.
+    pub error: Option<String>,
+}
+
+/// An approval request for a tool call with side effects.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Approval {
+    /// Its id (`approval:<hex>`).
+    pub approval_id: String,
+    /// When it was created.
+    pub created_at: String,
+    /// When it last changed.
+    pub updated_at: String,
+    /// When it was approved or denied.
+    pub resolved_at: Option<String>,
+    /// The session it belongs to.
+    pub session_id: String,
+    /// The session's agent.
+    pub agent_name: String,
+    /// `invoke` or `task`.
+    pub action: String,
+    /// The capability.
+    pub capability_name: String,
+    /// The tool the model called.
+    pub tool_name: String,
+    /// Whether the call has side effects.
+    pub side_effecting: bool,
+    /// `pending`, `approved`, `denied` or `consumed`.
+    pub status: String,
+    /// Why approval is needed.
+    pub reason: String,
+    /// The call's arguments.
+    pub input_payload: serde_json::Value,
+    /// The note given with the decision.
+    pub decision_note: Option<String>,
+    /// Free-form metadata.
+    pub metadata: JsonObject,
+}
+
+/// `POST /approvals/{id}/approve` and `/deny`.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct ApprovalDecision {
+    /// A note kept with the decision.
+    #[serde(default)]
+    pub note: Option<String>,
+}
+
+/// A session with its conversation: `SessionResponse`.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Session {
+    /// Its id.
+    pub session_id: String,
+    /// Its agent.
+    pub agent_name: String,
+    /// When it was created.
+    pub created_at: String,
+    /// When it last changed.
+    pub updated_at: String,
+    /// Session metadata; always holds `turnInFlight` (bool) and `turnUnfinished`
+    /// (`mid-tool`, `mid-turn`, `no-answer` or null).
+    pub metadata: JsonObject,
+    /// The model the session is pinned to.
+    pub runtime_model: Option<String>,
+    /// The session's policy (`requireHumanApprovalForSideEffects`, `autoApprove`, `reasoning`, ...).
+    pub policy: JsonObject,
+    /// A paused turn, when there is one.
+    pub checkpoint: Option<PendingCheckpoint>,
+    /// Its tasks.
+    pub tasks: Vec<Task>,
+    /// Its approvals.
+    pub approvals: Vec<Approval>,
+    /// The tools its agent offers.
+    pub tools: Vec<AgentTool>,
+    /// The conversation (internal messages left out), in the OpenAI message shape.
+    pub messages: Vec<Message>,
+}
+
+/// One row of `GET /sessions`.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct SessionSummary {
+    /// Its id.
+    pub session_id: String,
+    /// Its agent.
+    pub agent_name: String,
+    /// When it was created.
+    pub created_at: String,
+    /// When it last changed.
+    pub updated_at: String,
+    /// When it was last read or written.
+    pub last_accessed_at: String,
+    /// Its model.
+    pub runtime_model: Option<String>,
+    /// Its title (the first user message, cut).
+    pub title: Option<String>,
+    /// The newest user or assistant text, cut.
+    pub last_message_preview: Option<String>,
+    /// When the newest message was added.
+    pub last_message_at: Option<String>,
+    /// User and assistant messages.
+    pub message_count: u64,
+    /// Tasks not yet ended.
+    pub pending_task_count: u64,
+}
+
+/// `GET /sessions`.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct SessionList {
+    /// The caller's sessions, newest first.
+    pub sessions: Vec<SessionSummary>,
+}
+
+/// `DELETE /sessions/{id}`.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct DeletedSession {
+    /// The deleted session.
+    pub session_id: String,
+    /// When.
+    pub deleted_at: String,
+}
+
+/// `POST /sessions/{id}/messages`.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct SendMessage {
+    /// The user's text (not empty).
+    pub content: String,
+    /// The view context to link before the turn.
+    #[serde(default)]
+    pub view_context_id: Option<String>,
+}
+
+/// One tool result of a turn.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ToolResultEntry {
+    /// The tool.
+    pub tool_name: String,
+    /// The call it answers.
+    pub call_id: String,
+    /// The result: the structured value when the tool gave one, else its text.
+    pub payload: serde_json::Value,
+    /// Whether the tool reported a failure.
+    pub is_error: bool,
+}
+
+/// The answer to a message: TerraFin's `RunResponse` plus `turnEnding` and `usage`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct RunResponse {
+    /// The session.
+    pub session_id: String,
+    /// Its agent.
+    pub agent_name: String,
+    /// Model requests made in the turn.
+    pub steps: u32,
+    /// The text shown to the user.
+    pub final_message: String,
+    /// How the turn ended.
+    pub turn_ending: TurnEnding,
+    /// Messages the turn added (internal ones left out).
+    pub messages_added: Vec<Message>,
+    /// Every tool result of the turn, in order.
+    pub tool_results: Vec<ToolResultEntry>,
+    /// Tokens used.
+    pub usage: Usage,
+    /// The session after the turn.
+    pub session: Session,
+}
+
+/// `POST /sessions/{id}/interrupt`.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Interrupted {
+    /// The session.
+    pub session_id: String,
+    /// Whether a turn was running and was asked to stop.
+    pub turn_in_flight: bool,
+    /// When the stop was requested.
+    pub requested_at: String,
+}
+
+/// `GET /sessions/{id}/tasks`.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct TaskList {
+    /// The session.
+    pub session_id: String,
+    /// Its tasks, oldest first.
+    pub tasks: Vec<Task>,
+}
+
+/// `GET /sessions/{id}/approvals`.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ApprovalList {
+    /// The session.
+    pub session_id: String,
+    /// Its approvals, oldest first.
+    pub approvals: Vec<Approval>,
+}
+
+/// `PUT /view-contexts/{id}`: what the user is looking at.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct ViewContextInput {
+    /// The page's route.
+    pub route: String,
+    /// The kind of page.
+    pub page_type: String,
+    /// Its title.
+    #[serde(default)]
+    pub title: Option<String>,
+    /// A summary.
+    #[serde(default)]
+    pub summary: Option<String>,
+    /// What is selected.
+    #[serde(default)]
+    pub selection: JsonObject,
+    /// Entities on the page.
+    #[serde(default)]
+    pub entities: Vec<serde_json::Value>,
+    /// Anything else.
+    #[serde(default)]
+    pub metadata: JsonObject,
+}
+
+/// A stored view context.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ViewContext {
+    /// Its id.
+    pub context_id: String,
+    /// When it was first stored.
+    pub created_at: String,
+    /// When it last changed.
+    pub updated_at: String,
+    /// The page's route.
+    pub route: String,
+    /// The kind of page.
+    pub page_type: String,
+    /// Its title.
+    pub title: Option<String>,
+    /// A summary.
+    pub summary: Option<String>,
+    /// What is selected.
+    pub selection: JsonObject,
+    /// Entities on the page.
+    pub entities: Vec<serde_json::Value>,
+    /// Anything else.
+    pub metadata: JsonObject,
+}
+
+/// One event of a session's stream, numbered so a client can resume after it.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct SessionEvent {
+    /// Increasing within a session; the SSE `id:` and what `Last-Event-ID` names.
+    pub id: u64,
+    /// What happened.
+    pub event: AgentEvent,
+}

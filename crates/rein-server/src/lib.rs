@@ -1,0 +1,101 @@
+//! rein's HTTP server: the hosted runtime's routes, its live event stream, and the web chat.
+//!
+//! This crate owns the `/agent/api/runtime/*` routes (field names as TerraFin's), the one
+//! [`ApiError`] every failure becomes (`{error: {code, message, request_id, details?}}`, with
+//! 4xx for anything the client got wrong), bearer-token principals that own their sessions,
+//! CORS and size limits, the per-session Server-Sent Events stream (resumable with
+//! `Last-Event-ID`), the OpenAPI document at `/agent/api/openapi.json`, and the web chat: static
+//! HTML, CSS and JavaScript embedded in the binary and served at `/`, loading nothing from
+//! outside.
+//!
+//! It must never hold harness logic (turns, policy, storage all belong to the runtime behind
+//! [`Backend`]), print anything (the caller prints the URL), bind anything but 127.0.0.1 unless
+//! told, or let an axum type out of its API other than the mountable [`router`].
+
+#![warn(missing_docs, unreachable_pub)]
+
+mod api;
+mod assets;
+mod auth;
+mod backend;
+mod config;
+mod error;
+mod openapi;
+mod routes;
+
+use std::{future::Future, net::SocketAddr, sync::Arc};
+
+pub use crate::{
+    api::{
+        Agent, AgentList, AgentTool, Approval, ApprovalDecision, ApprovalList, CreateSession,
+        DeletedSession, Interrupted, JsonObject, ModelEntry, ModelList, PendingCheckpoint,
+        RunResponse, SendMessage, Session, SessionEvent, SessionList, SessionSettings,
+        SessionSummary, Task, TaskList, ToolResultEntry, TurnUnfinished, ViewContext,
+        ViewContextInput,
+    },
+    auth::Principal,
+    backend::{Backend, BackendError, EventStream},
+    config::ServerConfig,
+    error::ApiError,
+};
+
+/// The whole HTTP surface over a backend, to mount in a host's axum application or to drive
+/// with `tower::ServiceExt::oneshot` in tests. [`serve`] runs it on its own listener.
+pub fn router(config: &ServerConfig, backend: Arc<dyn Backend>) -> axum::Router {
+    routes::router(config, backend, rein_protocol::CancellationToken::new())
+}
+
+/// The OpenAPI 3.1 document of the API (also served at `/agent/api/openapi.json`).
+pub fn openapi_document() -> serde_json::Value {
+    openapi::document()
+}
+
+/// Why the server could not run.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum ServeError {
+    /// The address could not be bound.
+    #[error("cannot listen on {addr}: {source}")]
+    Bind {
+        /// The address.
+        addr: SocketAddr,
+        /// Why.
+        source: std::io::Error,
+    },
+    /// The listener failed while serving.
+    #[error("server failed: {0}")]
+    Io(#[from] std::io::Error),
+}
+
+/// Binds `config.addr`, calls `ready` with the bound address (the port is real even when
+/// `config.addr` asked for port 0), and serves until the returned future is dropped.
+/// Prints nothing.
+pub async fn serve(
+    config: ServerConfig,
+    backend: Arc<dyn Backend>,
+    ready: impl FnOnce(SocketAddr),
+) -> Result<(), ServeError> {
+    serve_until(config, backend, ready, std::future::pending()).await
+}
+
+/// Like [`serve`], and stops gracefully (open event streams are closed) once `shutdown` completes.
+pub async fn serve_until(
+    config: ServerConfig,
+    backend: Arc<dyn Backend>,
+    ready: impl FnOnce(SocketAddr),
+    shutdown: impl Future<Output = ()> + Send + 'static,
+) -> Result<(), ServeError> {
+    let listener = tokio::net::TcpListener::bind(config.addr)
+        .await
+        .map_err(|source| ServeError::Bind { addr: config.addr, source })?;
+    let addr = listener.local_addr()?;
+    let streams = rein_protocol::CancellationToken::new();
+    let app = routes::router(&config, backend, streams.clone());
+    ready(addr);
+    let shutdown = async move {
+        shutdown.await;
+        streams.cancel();
+    };
+    axum::serve(listener, app).with_graceful_shutdown(shutdown).await?;
+    Ok(())
+}

@@ -1,0 +1,570 @@
+//! The router: every `/agent/api/runtime/*` handler, its extractors, and the middleware stack.
+
+use std::{
+    convert::Infallible,
+    sync::{
+        Arc,
+        atomic::{AtomicU64, Ordering},
+    },
+    time::{SystemTime, UNIX_EPOCH},
+};
+
+use axum::{
+    Json, Router,
+    body::Bytes,
+    extract::{DefaultBodyLimit, FromRequest, FromRequestParts, Path, RawQuery, Request, State},
+    http::{HeaderMap, HeaderName, HeaderValue, Method, StatusCode, header, request::Parts},
+    middleware::{self, Next},
+    response::{
+        IntoResponse, Response,
+        sse::{Event, KeepAlive, Sse},
+    },
+    routing::{get, post, put},
+};
+use futures::StreamExt as _;
+use rein_protocol::CancellationToken;
+use serde::de::DeserializeOwned;
+use tower_http::cors::{AllowOrigin, CorsLayer};
+
+use crate::{
+    api::{
+        AgentList, ApprovalDecision, ApprovalList, CreateSession, SendMessage, SessionEvent,
+        SessionList, SessionSettings, TaskList, ViewContextInput,
+    },
+    assets,
+    auth::{Auth, Principal},
+    backend::{Backend, BackendError},
+    config::ServerConfig,
+    error::{ApiError, REQUEST_ID, payload_too_large},
+    openapi,
+};
+
+/// What every handler shares.
+#[derive(Clone)]
+pub(crate) struct AppState {
+    backend: Arc<dyn Backend>,
+    auth: Arc<Auth>,
+    config: Arc<ServerConfig>,
+    /// Fires when the server shuts down; open event streams end then.
+    shutdown: CancellationToken,
+}
+
+/// The whole HTTP surface over a backend, as an axum router with its middleware.
+pub(crate) fn router(
+    config: &ServerConfig,
+    backend: Arc<dyn Backend>,
+    shutdown: CancellationToken,
+) -> Router {
+    let state = AppState {
+        backend,
+        auth: Arc::new(Auth::new(&config.tokens)),
+        config: Arc::new(config.clone()),
+        shutdown,
+    };
+    let runtime = Router::new()
+        .route("/agents", get(agents))
+        .route("/models", get(models))
+        .route("/sessions", post(create_session).get(list_sessions))
+        .route("/sessions/{id}", get(get_session).patch(update_session).delete(delete_session))
+        .route("/sessions/{id}/messages", post(send_message))
+        .route("/sessions/{id}/interrupt", post(interrupt))
+        .route("/sessions/{id}/continue", post(continue_turn))
+        .route("/sessions/{id}/discard", post(discard_checkpoint))
+        .route("/sessions/{id}/tasks", get(session_tasks))
+        .route("/sessions/{id}/approvals", get(session_approvals))
+        .route("/sessions/{id}/events", get(events))
+        .route("/tasks/{id}", get(get_task))
+        .route("/tasks/{id}/cancel", post(cancel_task))
+        .route("/approvals/{id}", get(get_approval))
+        .route("/approvals/{id}/approve", post(approve))
+        .route("/approvals/{id}/deny", post(deny))
+        .route("/view-contexts/{id}", put(put_view_context).get(get_view_context));
+    let mut app = Router::new()
+        .route("/", get(assets::index))
+        .route("/assets/{name}", get(assets::asset))
+        .route("/agent/api/openapi.json", get(openapi_document))
+        .route("/agent/api/health", get(health))
+        .nest("/agent/api/runtime", runtime)
+        .fallback(not_found)
+        .method_not_allowed_fallback(method_not_allowed)
+        .with_state(state)
+        .layer(DefaultBodyLimit::max(config.max_body_bytes));
+    if let Some(cors) = cors_layer(&config.cors_origins) {
+        app = app.layer(cors);
+    }
+    app.layer(middleware::from_fn(request_id))
+}
+
+fn cors_layer(origins: &[String]) -> Option<CorsLayer> {
+    let origins: Vec<HeaderValue> =
+        origins.iter().filter_map(|origin| HeaderValue::from_str(origin).ok()).collect();
+    if origins.is_empty() {
+        return None;
+    }
+    Some(
+        CorsLayer::new()
+            .allow_origin(AllowOrigin::list(origins))
+            .allow_methods([Method::GET, Method::POST, Method::PUT, Method::PATCH, Method::DELETE])
+            .allow_headers([
+                header::AUTHORIZATION,
+                header::CONTENT_TYPE,
+                HeaderName::from_static("last-event-id"),
+            ])
+            .expose_headers([HeaderName::from_static("x-request-id")]),
+    )
+}
+
+// ---------------------------------------------------------------------------------------------
+// Middleware and extractors
+
+static REQUEST_COUNTER: AtomicU64 = AtomicU64::new(0);
+
+fn next_request_id() -> String {
+    static SEED: std::sync::OnceLock<u64> = std::sync::OnceLock::new();
+    let seed = *SEED.get_or_init(|| {
+        SystemTime::now()
+            .duration_since(UNIX_EPOCH)
+            .map(|d| d.as_nanos() as u64)
+            .unwrap_or_default()
+            & 0xffff_ffff
+    });
+    format!("req_{seed:08x}{:08x}", REQUEST_COUNTER.fetch_add(1, Ordering::Relaxed))
+}
+
+/// Gives every request an id: in the error bodies (`request_id`) and the `x-request-id` header.
+async fn request_id(request: Request, next: Next) -> Response {
+    let id = next_request_id();
+    let mut response = REQUEST_ID.scope(id.clone(), next.run(request)).await;
+    if let Ok(value) = HeaderValue::from_str(&id) {
+        response.headers_mut().insert(HeaderName::from_static("x-request-id"), value);
+    }
+    response
+}
+
+/// The calling principal, from the bearer token (or `local` without configured tokens).
+struct Caller(Principal);
+
+impl FromRequestParts<AppState> for Caller {
+    type Rejection = ApiError;
+
+    async fn from_request_parts(parts: &mut Parts, state: &AppState) -> Result<Self, ApiError> {
+        state.auth.principal(&parts.headers, parts.uri.query()).map(Caller)
+    }
+}
+
+/// The one `{id}` path segment of a route.
+struct Id(String);
+
+impl<S: Send + Sync> FromRequestParts<S> for Id {
+    type Rejection = ApiError;
+
+    async fn from_request_parts(parts: &mut Parts, state: &S) -> Result<Self, ApiError> {
+        let Path(id) = Path::<String>::from_request_parts(parts, state).await?;
+        Ok(Id(id))
+    }
+}
+
+/// A JSON body: syntax errors are 400 `invalid_json`, a body that does not fit the schema
+/// (unknown or missing fields, wrong types) is 422 `validation_error`, an oversize body is 413.
+/// An empty body reads as `{}` for routes whose fields are all optional.
+struct Body<T>(T);
+
+impl<S: Send + Sync, T: DeserializeOwned> FromRequest<S> for Body<T> {
+    type Rejection = ApiError;
+
+    async fn from_request(request: Request, state: &S) -> Result<Self, ApiError> {
+        let is_json = request
+            .headers()
+            .get(header::CONTENT_TYPE)
+            .and_then(|value| value.to_str().ok())
+            .map(|value| {
+                let media = value.split(';').next().unwrap_or_default().trim().to_ascii_lowercase();
+                media == "application/json"
+                    || (media.starts_with("application/") && media.ends_with("+json"))
+            });
+        let bytes = Bytes::from_request(request, state).await.map_err(|rejection| {
+            if rejection.status() == StatusCode::PAYLOAD_TOO_LARGE {
+                payload_too_large()
+            } else {
+                ApiError::bad_request(rejection.body_text())
+            }
+        })?;
+        let bytes: &[u8] = if bytes.iter().all(u8::is_ascii_whitespace) { b"{}" } else { &bytes };
+        if is_json == Some(false) || (is_json.is_none() && bytes != b"{}") {
+            return Err(ApiError::new(
+                StatusCode::UNSUPPORTED_MEDIA_TYPE,
+                "unsupported_media_type",
+                "Send the body as JSON with `Content-Type: application/json`.",
+            ));
+        }
+        serde_json::from_slice(bytes).map(Body).map_err(|error| {
+            let message = error.to_string();
+            match error.classify() {
+                serde_json::error::Category::Data => ApiError::validation(message),
+                _ => ApiError::new(StatusCode::BAD_REQUEST, "invalid_json", message),
+            }
+        })
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Errors from the backend
+
+impl From<BackendError> for ApiError {
+    fn from(error: BackendError) -> Self {
+        let message = error.to_string();
+        match error {
+            BackendError::SessionNotFound(id) => ApiError::session_not_found(&id),
+            BackendError::TaskNotFound(id) => {
+                ApiError::not_found("hosted_task_not_found", "Task", &id)
+            }
+            BackendError::ApprovalNotFound(id) => {
+                ApiError::not_found("hosted_approval_not_found", "Approval", &id)
+            }
+            BackendError::ViewContextNotFound(id) => {
+                ApiError::not_found("hosted_view_context_not_found", "View context", &id)
+            }
+            BackendError::AgentNotFound(id) => {
+                ApiError::not_found("hosted_agent_not_found", "Agent", &id)
+            }
+            BackendError::ModelNotFound(name) => ApiError::new(
+                StatusCode::UNPROCESSABLE_ENTITY,
+                "hosted_model_not_found",
+                format!("No model named '{name}' is configured."),
+            )
+            .with_details(serde_json::json!({ "model": name })),
+            BackendError::TurnInFlight(id) => ApiError::turn_in_flight(&id),
+            BackendError::ActiveTasks(id) => ApiError::new(
+                StatusCode::CONFLICT,
+                "hosted_session_has_active_tasks",
+                format!("Session '{id}' has tasks still running; cancel them first."),
+            ),
+            BackendError::NoCheckpoint(id) => ApiError::new(
+                StatusCode::CONFLICT,
+                "hosted_no_checkpoint",
+                format!("Session '{id}' has no paused turn to continue or discard."),
+            ),
+            BackendError::ApprovalResolved(id) => ApiError::new(
+                StatusCode::CONFLICT,
+                "hosted_approval_resolved",
+                format!("Approval '{id}' was already decided."),
+            ),
+            BackendError::SessionExists(id) => ApiError::new(
+                StatusCode::UNPROCESSABLE_ENTITY,
+                "hosted_session_exists",
+                format!("A session with id '{id}' already exists."),
+            ),
+            BackendError::Invalid(_) => ApiError::validation(message),
+            BackendError::PolicyDenied(_) => {
+                ApiError::new(StatusCode::FORBIDDEN, "hosted_agent_policy_denied", message)
+            }
+            BackendError::NotConfigured(_) => ApiError::new(
+                StatusCode::SERVICE_UNAVAILABLE,
+                "hosted_agent_not_configured",
+                message,
+            ),
+            BackendError::Provider(_) => {
+                ApiError::new(StatusCode::BAD_GATEWAY, "hosted_agent_provider_error", message)
+            }
+            BackendError::Internal(_) => ApiError::internal(message),
+        }
+    }
+}
+
+type ApiResult<T> = Result<Json<T>, ApiError>;
+
+// ---------------------------------------------------------------------------------------------
+// Handlers
+
+async fn not_found() -> ApiError {
+    ApiError::new(StatusCode::NOT_FOUND, "not_found", "No such route.")
+}
+
+async fn method_not_allowed() -> ApiError {
+    ApiError::new(
+        StatusCode::METHOD_NOT_ALLOWED,
+        "method_not_allowed",
+        "This route does not take that method.",
+    )
+}
+
+async fn health() -> Json<serde_json::Value> {
+    Json(serde_json::json!({ "status": "ok" }))
+}
+
+async fn openapi_document() -> Response {
+    let mut response = Json(openapi::document()).into_response();
+    response.headers_mut().insert(header::CACHE_CONTROL, HeaderValue::from_static("no-cache"));
+    response
+}
+
+async fn agents(State(s): State<AppState>, Caller(_): Caller) -> ApiResult<AgentList> {
+    Ok(Json(AgentList { agents: s.backend.agents().await? }))
+}
+
+async fn models(State(s): State<AppState>, Caller(_): Caller) -> ApiResult<crate::api::ModelList> {
+    Ok(Json(s.backend.models().await?))
+}
+
+/// Ids a client may choose: short, and only characters that need no escaping anywhere.
+fn valid_client_id(id: &str) -> bool {
+    !id.is_empty()
+        && id.len() <= 128
+        && id.chars().all(|c| c.is_ascii_alphanumeric() || matches!(c, ':' | '.' | '_' | '-'))
+}
+
+async fn create_session(
+    State(s): State<AppState>,
+    Caller(owner): Caller,
+    Body(request): Body<CreateSession>,
+) -> Result<(StatusCode, Json<crate::api::Session>), ApiError> {
+    if request.agent_name.trim().is_empty() {
+        return Err(
+            ApiError::validation("`agentName` must not be empty.").with_details(field("agentName"))
+        );
+    }
+    if let Some(id) = &request.session_id {
+        if !valid_client_id(id) {
+            return Err(ApiError::validation(
+                "`sessionId` must be 1 to 128 characters from A-Z, a-z, 0-9, ':', '.', '_' and '-'.",
+            )
+            .with_details(field("sessionId")));
+        }
+    }
+    let session = s.backend.create_session(&owner, request).await?;
+    Ok((StatusCode::CREATED, Json(session)))
+}
+
+fn field(name: &str) -> serde_json::Value {
+    serde_json::json!({ "field": name })
+}
+
+async fn list_sessions(State(s): State<AppState>, Caller(owner): Caller) -> ApiResult<SessionList> {
+    Ok(Json(SessionList { sessions: s.backend.list_sessions(&owner).await? }))
+}
+
+async fn get_session(
+    State(s): State<AppState>,
+    Caller(owner): Caller,
+    Id(id): Id,
+) -> ApiResult<crate::api::Session> {
+    Ok(Json(s.backend.session(&owner, &id).await?))
+}
+
+async fn update_session(
+    State(s): State<AppState>,
+    Caller(owner): Caller,
+    Id(id): Id,
+    Body(settings): Body<SessionSettings>,
+) -> ApiResult<crate::api::Session> {
+    Ok(Json(s.backend.update_session(&owner, &id, settings).await?))
+}
+
+async fn delete_session(
+    State(s): State<AppState>,
+    Caller(owner): Caller,
+    Id(id): Id,
+) -> ApiResult<crate::api::DeletedSession> {
+    Ok(Json(s.backend.delete_session(&owner, &id).await?))
+}
+
+/// Runs a turn on its own task, so a client that goes away does not cancel the turn halfway.
+async fn detached<T: Send + 'static>(
+    work: impl Future<Output = Result<T, BackendError>> + Send + 'static,
+) -> Result<T, ApiError> {
+    match tokio::spawn(work).await {
+        Ok(result) => result.map_err(ApiError::from),
+        Err(join) => Err(ApiError::internal(format!("the turn's task ended abnormally: {join}"))),
+    }
+}
+
+async fn send_message(
+    State(s): State<AppState>,
+    Caller(owner): Caller,
+    Id(id): Id,
+    Body(message): Body<SendMessage>,
+) -> ApiResult<crate::api::RunResponse> {
+    if message.content.trim().is_empty() {
+        return Err(
+            ApiError::validation("`content` must not be empty.").with_details(field("content"))
+        );
+    }
+    let chars = message.content.chars().count();
+    if chars > s.config.max_message_chars {
+        return Err(ApiError::new(
+            StatusCode::UNPROCESSABLE_ENTITY,
+            "message_too_long",
+            format!(
+                "The message has {chars} characters; this server accepts at most {}.",
+                s.config.max_message_chars
+            ),
+        )
+        .with_details(
+            serde_json::json!({ "field": "content", "limit": s.config.max_message_chars }),
+        ));
+    }
+    let backend = s.backend.clone();
+    Ok(Json(detached(async move { backend.send_message(&owner, &id, message).await }).await?))
+}
+
+async fn continue_turn(
+    State(s): State<AppState>,
+    Caller(owner): Caller,
+    Id(id): Id,
+) -> ApiResult<crate::api::RunResponse> {
+    let backend = s.backend.clone();
+    Ok(Json(detached(async move { backend.continue_turn(&owner, &id).await }).await?))
+}
+
+async fn discard_checkpoint(
+    State(s): State<AppState>,
+    Caller(owner): Caller,
+    Id(id): Id,
+) -> ApiResult<crate::api::Session> {
+    Ok(Json(s.backend.discard_checkpoint(&owner, &id).await?))
+}
+
+async fn interrupt(
+    State(s): State<AppState>,
+    Caller(owner): Caller,
+    Id(id): Id,
+) -> ApiResult<crate::api::Interrupted> {
+    Ok(Json(s.backend.interrupt(&owner, &id).await?))
+}
+
+async fn session_tasks(
+    State(s): State<AppState>,
+    Caller(owner): Caller,
+    Id(id): Id,
+) -> ApiResult<TaskList> {
+    let tasks = s.backend.session_tasks(&owner, &id).await?;
+    Ok(Json(TaskList { session_id: id, tasks }))
+}
+
+async fn session_approvals(
+    State(s): State<AppState>,
+    Caller(owner): Caller,
+    Id(id): Id,
+) -> ApiResult<ApprovalList> {
+    let approvals = s.backend.session_approvals(&owner, &id).await?;
+    Ok(Json(ApprovalList { session_id: id, approvals }))
+}
+
+async fn get_task(
+    State(s): State<AppState>,
+    Caller(owner): Caller,
+    Id(id): Id,
+) -> ApiResult<crate::api::Task> {
+    Ok(Json(s.backend.task(&owner, &id).await?))
+}
+
+async fn cancel_task(
+    State(s): State<AppState>,
+    Caller(owner): Caller,
+    Id(id): Id,
+) -> ApiResult<crate::api::Task> {
+    Ok(Json(s.backend.cancel_task(&owner, &id).await?))
+}
+
+async fn get_approval(
+    State(s): State<AppState>,
+    Caller(owner): Caller,
+    Id(id): Id,
+) -> ApiResult<crate::api::Approval> {
+    Ok(Json(s.backend.approval(&owner, &id).await?))
+}
+
+async fn approve(
+    State(s): State<AppState>,
+    Caller(owner): Caller,
+    Id(id): Id,
+    Body(decision): Body<ApprovalDecision>,
+) -> ApiResult<crate::api::Approval> {
+    Ok(Json(s.backend.decide_approval(&owner, &id, true, decision.note).await?))
+}
+
+async fn deny(
+    State(s): State<AppState>,
+    Caller(owner): Caller,
+    Id(id): Id,
+    Body(decision): Body<ApprovalDecision>,
+) -> ApiResult<crate::api::Approval> {
+    Ok(Json(s.backend.decide_approval(&owner, &id, false, decision.note).await?))
+}
+
+async fn put_view_context(
+    State(s): State<AppState>,
+    Caller(owner): Caller,
+    Id(id): Id,
+    Body(context): Body<ViewContextInput>,
+) -> ApiResult<crate::api::ViewContext> {
+    if !valid_client_id(&id) {
+        return Err(ApiError::validation(
+            "A view context id must be 1 to 128 characters from A-Z, a-z, 0-9, ':', '.', '_' and '-'.",
+        ));
+    }
+    if context.route.trim().is_empty() || context.page_type.trim().is_empty() {
+        return Err(ApiError::validation("`route` and `pageType` must not be empty."));
+    }
+    Ok(Json(s.backend.put_view_context(&owner, &id, context).await?))
+}
+
+async fn get_view_context(
+    State(s): State<AppState>,
+    Caller(owner): Caller,
+    Id(id): Id,
+) -> ApiResult<crate::api::ViewContext> {
+    Ok(Json(s.backend.view_context(&owner, &id).await?))
+}
+
+/// The `Last-Event-ID` to resume after: the header (sent by a reconnecting EventSource), else
+/// the `lastEventId` query parameter.
+fn resume_after(parts_headers: &HeaderMap, query: Option<&str>) -> Result<Option<u64>, ApiError> {
+    let from_header = parts_headers
+        .get("last-event-id")
+        .map(|value| value.to_str().unwrap_or("").trim().to_owned());
+    let from_query = query.and_then(|query| {
+        query.split('&').find_map(|pair| pair.strip_prefix("lastEventId=")).map(str::to_owned)
+    });
+    match from_header.or(from_query) {
+        None => Ok(None),
+        Some(text) if text.is_empty() => Ok(None),
+        Some(text) => text.parse::<u64>().map(Some).map_err(|_| {
+            ApiError::bad_request(format!(
+                "`Last-Event-ID` must be an event id this stream sent, not '{text}'."
+            ))
+        }),
+    }
+}
+
+/// `GET /sessions/{id}/events`: the session's events as SSE, stored ones first.
+async fn events(
+    State(s): State<AppState>,
+    Caller(owner): Caller,
+    Id(id): Id,
+    headers: HeaderMap,
+    RawQuery(query): RawQuery,
+) -> Result<Response, ApiError> {
+    let after = resume_after(&headers, query.as_deref())?;
+    let stream = s.backend.events(&owner, &id, after).await?;
+    let ready = futures::stream::once(async {
+        Ok::<_, Infallible>(Event::default().event("ready").data("{}"))
+    });
+    let events = stream.map(|event| Ok::<_, Infallible>(sse_event(&event)));
+    let events = ready.chain(events).take_until(s.shutdown.cancelled_owned());
+    let mut response =
+        Sse::new(events).keep_alive(KeepAlive::new().interval(s.config.keep_alive)).into_response();
+    response.headers_mut().insert(header::CACHE_CONTROL, HeaderValue::from_static("no-cache"));
+    response
+        .headers_mut()
+        .insert(HeaderName::from_static("x-accel-buffering"), HeaderValue::from_static("no"));
+    Ok(response)
+}
+
+/// One SSE frame: `id:` the event id, `event:` the event's type, `data:` its JSON.
+pub(crate) fn sse_event(event: &SessionEvent) -> Event {
+    let data = serde_json::to_value(&event.event)
+        .unwrap_or_else(|_| serde_json::json!({ "type": "error" }));
+    let kind = data.get("type").and_then(|kind| kind.as_str()).unwrap_or("message").to_owned();
+    Event::default().id(event.id.to_string()).event(kind).data(data.to_string())
+}
