@@ -1,0 +1,471 @@
+//! `JsonlTranscriptStore`: one append-only JSONL file per session, torn tails cut on open.
+
+use std::{
+    collections::HashMap,
+    fs::{File, OpenOptions},
+    io::{Read, Seek, SeekFrom, Write},
+    path::{Path, PathBuf},
+    sync::{Arc, Mutex, MutexGuard, PoisonError},
+};
+
+use serde::Deserialize;
+
+use crate::{
+    Clock, NewEvent, RecoveryReport, Result, StoreError, SystemClock, TranscriptEvent,
+    TranscriptStore,
+};
+
+/// When an append reaches the disk.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+#[non_exhaustive]
+pub enum Durability {
+    /// `fsync` (`fdatasync`) before an append returns: once per event for
+    /// [`TranscriptStore::append`], once per batch for [`TranscriptStore::append_batch`]. The default.
+    #[default]
+    Fsync,
+    /// Leave the data in the OS page cache: survives a process crash, not a power loss.
+    OsBuffered,
+}
+
+/// How to open a [`JsonlTranscriptStore`].
+#[derive(Debug, Clone)]
+pub struct TranscriptConfig {
+    /// The directory holding `<session>.jsonl` files (created when missing).
+    pub dir: PathBuf,
+    /// When appends reach the disk. Default [`Durability::Fsync`].
+    pub durability: Durability,
+    /// Where `createdAt` comes from. Default the system clock.
+    pub clock: Arc<dyn Clock>,
+}
+
+impl Default for TranscriptConfig {
+    fn default() -> Self {
+        TranscriptConfig {
+            dir: PathBuf::from("transcripts"),
+            durability: Durability::Fsync,
+            clock: Arc::new(SystemClock),
+        }
+    }
+}
+
+impl TranscriptConfig {
+    /// A config for the directory `dir`, defaults otherwise.
+    pub fn at(dir: impl Into<PathBuf>) -> Self {
+        TranscriptConfig { dir: dir.into(), ..TranscriptConfig::default() }
+    }
+}
+
+/// A sparse index entry is kept every this many events, so `read_since` seeks near its start.
+const INDEX_EVERY: u64 = 64;
+
+/// What is known about one session's file once it has been opened (scanned).
+#[derive(Debug)]
+struct OpenLog {
+    path: PathBuf,
+    /// Bytes of complete lines: everything up to here is whole events.
+    len: u64,
+    last_id: u64,
+    /// `(event id, byte offset of its line)`, increasing, about every [`INDEX_EVERY`] events.
+    index: Vec<(u64, u64)>,
+    report: RecoveryReport,
+}
+
+impl OpenLog {
+    fn note(&mut self, id: u64, offset: u64) {
+        let due = self.index.last().is_none_or(|&(last, _)| id >= last + INDEX_EVERY);
+        if due && id > self.last_id {
+            self.index.push((id, offset));
+        }
+        self.last_id = self.last_id.max(id);
+    }
+
+    /// Where to start reading for events after `after`.
+    fn seek_for(&self, after: u64) -> u64 {
+        let pos = self.index.partition_point(|&(id, _)| id <= after);
+        if pos == 0 { 0 } else { self.index[pos - 1].1 }
+    }
+}
+
+/// Append-only JSONL transcripts in one directory; deleted ones move to `deleted/`.
+///
+/// Assumes one process appends to a directory at a time (a second writer's appends are noticed
+/// by the file size and re-scanned, but two concurrent writers may race on event ids).
+#[derive(Debug)]
+pub struct JsonlTranscriptStore {
+    dir: PathBuf,
+    durability: Durability,
+    clock: Arc<dyn Clock>,
+    logs: Mutex<HashMap<String, Arc<Mutex<Option<OpenLog>>>>>,
+}
+
+/// Only the id of a line, for the scan on open.
+#[derive(Deserialize)]
+struct LineId {
+    #[serde(rename = "eventId")]
+    event_id: u64,
+}
+
+fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
+    // State behind these locks is re-validated against the file on use, so a poisoned one is usable.
+    mutex.lock().unwrap_or_else(PoisonError::into_inner)
+}
+
+/// The file name stem of a session id: `[A-Za-z0-9_-]` and inner dots kept, every other byte
+/// as `%XX`, so any id maps to one safe file name and back.
+pub(crate) fn encode_session_id(id: &str) -> Result<String> {
+    let mut out = String::with_capacity(id.len());
+    for (i, byte) in id.bytes().enumerate() {
+        if byte.is_ascii_alphanumeric() || byte == b'_' || byte == b'-' || (byte == b'.' && i > 0) {
+            out.push(char::from(byte));
+        } else {
+            out.push_str(&format!("%{byte:02X}"));
+        }
+    }
+    if id.is_empty() || out.len() > 200 {
+        return Err(StoreError::InvalidInput {
+            what: "session id",
+            detail: format!(
+                "must be non-empty and short enough for a file name, got {} bytes",
+                id.len()
+            ),
+        });
+    }
+    Ok(out)
+}
+
+/// The inverse of [`encode_session_id`]; `None` for a name it could not have made.
+pub(crate) fn decode_session_id(stem: &str) -> Option<String> {
+    let bytes = stem.as_bytes();
+    let mut out = Vec::with_capacity(bytes.len());
+    let mut i = 0;
+    while i < bytes.len() {
+        if bytes[i] == b'%' {
+            let hex = std::str::from_utf8(bytes.get(i + 1..i + 3)?).ok()?;
+            out.push(u8::from_str_radix(hex, 16).ok()?);
+            i += 3;
+        } else {
+            out.push(bytes[i]);
+            i += 1;
+        }
+    }
+    String::from_utf8(out).ok()
+}
+
+impl JsonlTranscriptStore {
+    /// Opens the store, creating its directory when missing. Transcripts are opened lazily.
+    pub fn open(config: &TranscriptConfig) -> Result<Self> {
+        std::fs::create_dir_all(&config.dir)
+            .map_err(|e| StoreError::io("creating directory", &config.dir, e))?;
+        Ok(JsonlTranscriptStore {
+            dir: config.dir.clone(),
+            durability: config.durability,
+            clock: config.clock.clone(),
+            logs: Mutex::new(HashMap::new()),
+        })
+    }
+
+    /// The directory of the transcripts.
+    pub fn dir(&self) -> &Path {
+        &self.dir
+    }
+
+    /// The file of a session's transcript (whether or not it exists).
+    pub fn path_of(&self, session_id: &str) -> Result<PathBuf> {
+        Ok(self.dir.join(format!("{}.jsonl", encode_session_id(session_id)?)))
+    }
+
+    fn slot(&self, session_id: &str) -> Arc<Mutex<Option<OpenLog>>> {
+        lock(&self.logs).entry(session_id.to_owned()).or_default().clone()
+    }
+
+    /// Makes sure the slot holds a scanned log that matches the file on disk. With `create`,
+    /// a missing file is created; without, a missing file leaves the slot empty.
+    fn ensure_open<'a>(
+        &self,
+        slot: &'a mut Option<OpenLog>,
+        session_id: &str,
+        create: bool,
+    ) -> Result<Option<&'a mut OpenLog>> {
+        let path = self.path_of(session_id)?;
+        let on_disk = match std::fs::metadata(&path) {
+            Ok(meta) => Some(meta.len()),
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => None,
+            Err(e) => return Err(StoreError::io("reading metadata of", &path, e)),
+        };
+        // A file that changed behind our back (another process, a hand edit, a delete) is
+        // scanned again.
+        let stale = match (slot.as_ref(), on_disk) {
+            (Some(log), Some(size)) => log.len != size,
+            (Some(_), None) => true,
+            (None, _) => false,
+        };
+        if stale {
+            *slot = None;
+        }
+        if slot.is_none() {
+            match on_disk {
+                Some(_) => *slot = Some(scan(&path, session_id, self.durability)?),
+                None if create => {
+                    File::create_new(&path)
+                        .or_else(|e| {
+                            if e.kind() == std::io::ErrorKind::AlreadyExists {
+                                File::open(&path)
+                            } else {
+                                Err(e)
+                            }
+                        })
+                        .map_err(|e| StoreError::io("creating", &path, e))?;
+                    if self.durability == Durability::Fsync {
+                        sync_dir(&self.dir)?;
+                    }
+                    *slot = Some(OpenLog {
+                        path,
+                        len: 0,
+                        last_id: 0,
+                        index: Vec::new(),
+                        report: RecoveryReport::default(),
+                    });
+                }
+                None => return Ok(None),
+            }
+        }
+        Ok(slot.as_mut())
+    }
+}
+
+fn sync_dir(dir: &Path) -> Result<()> {
+    File::open(dir)
+        .and_then(|d| d.sync_all())
+        .map_err(|e| StoreError::io("syncing directory", dir, e))
+}
+
+/// Reads a transcript file, cuts a torn last line, and builds the log state.
+fn scan(path: &Path, session_id: &str, durability: Durability) -> Result<OpenLog> {
+    let data = std::fs::read(path).map_err(|e| StoreError::io("reading", path, e))?;
+    let mut log = OpenLog {
+        path: path.to_owned(),
+        len: 0,
+        last_id: 0,
+        index: Vec::new(),
+        report: RecoveryReport::default(),
+    };
+    let mut pos = 0usize;
+    while pos < data.len() {
+        let Some(newline) = data[pos..].iter().position(|&b| b == b'\n') else { break };
+        let line = &data[pos..pos + newline];
+        let offset = pos as u64;
+        pos += newline + 1;
+        if line.iter().all(u8::is_ascii_whitespace) {
+            continue;
+        }
+        match serde_json::from_slice::<LineId>(line) {
+            Ok(LineId { event_id }) if event_id > log.last_id => {
+                log.note(event_id, offset);
+                log.report.events += 1;
+            }
+            Ok(LineId { event_id }) => {
+                tracing::warn!(
+                    session = session_id,
+                    event_id,
+                    last = log.last_id,
+                    "transcript event id out of order; skipped"
+                );
+                log.report.skipped_lines += 1;
+            }
+            Err(error) => {
+                tracing::warn!(session = session_id, offset, %error, "transcript line does not parse; skipped");
+                log.report.skipped_lines += 1;
+            }
+        }
+    }
+    log.len = pos as u64;
+    log.report.last_event_id = log.last_id;
+    let torn = data.len() - pos;
+    if torn > 0 {
+        tracing::warn!(
+            session = session_id,
+            path = %path.display(),
+            bytes = torn,
+            "transcript ends in a torn line (a crash during an append); cutting it off"
+        );
+        let file = OpenOptions::new()
+            .write(true)
+            .open(path)
+            .map_err(|e| StoreError::io("opening", path, e))?;
+        file.set_len(log.len).map_err(|e| StoreError::io("truncating", path, e))?;
+        if durability == Durability::Fsync {
+            file.sync_data().map_err(|e| StoreError::io("syncing", path, e))?;
+        }
+        log.report.truncated_bytes = torn as u64;
+    }
+    Ok(log)
+}
+
+/// Parses the complete lines of `bytes`, keeping events with `eventId > after`.
+fn parse_lines(bytes: &[u8], after: u64, session_id: &str) -> Vec<TranscriptEvent> {
+    let mut events = Vec::new();
+    let mut last = after;
+    for line in bytes.split(|&b| b == b'\n') {
+        if line.iter().all(u8::is_ascii_whitespace) {
+            continue;
+        }
+        match serde_json::from_slice::<TranscriptEvent>(line) {
+            Ok(event) if event.event_id > last => {
+                last = event.event_id;
+                events.push(event);
+            }
+            Ok(_) => {}
+            Err(error) => {
+                tracing::debug!(session = session_id, %error, "skipping a transcript line that does not parse")
+            }
+        }
+    }
+    events
+}
+
+impl TranscriptStore for JsonlTranscriptStore {
+    fn append_batch(
+        &self,
+        session_id: &str,
+        events: Vec<NewEvent>,
+    ) -> Result<Vec<TranscriptEvent>> {
+        if let Some(bad) = events.iter().find(|e| e.kind.is_empty()) {
+            return Err(StoreError::InvalidInput {
+                what: "event type",
+                detail: format!("empty type for {:?}", bad.payload),
+            });
+        }
+        if events.is_empty() {
+            return Ok(Vec::new());
+        }
+        let slot = self.slot(session_id);
+        let mut slot = lock(&slot);
+        let Some(log) = self.ensure_open(&mut slot, session_id, true)? else {
+            return Err(StoreError::not_found("transcript", session_id));
+        };
+        let created_at = self.clock.now().to_rfc3339();
+        let mut buf = Vec::with_capacity(events.len() * 256);
+        let mut written = Vec::with_capacity(events.len());
+        let mut offsets = Vec::with_capacity(events.len());
+        for (n, event) in events.into_iter().enumerate() {
+            let event = TranscriptEvent {
+                event_id: log.last_id + 1 + n as u64,
+                session_id: session_id.to_owned(),
+                kind: event.kind,
+                created_at: created_at.clone(),
+                payload: event.payload,
+            };
+            offsets.push(log.len + buf.len() as u64);
+            serde_json::to_writer(&mut buf, &event)
+                .map_err(|source| StoreError::Json { what: "transcript event", source })?;
+            buf.push(b'\n');
+            written.push(event);
+        }
+        let path = log.path.clone();
+        let outcome = OpenOptions::new().append(true).open(&path).and_then(|mut file| {
+            file.write_all(&buf)?;
+            if self.durability == Durability::Fsync {
+                file.sync_data()?;
+            }
+            Ok(file)
+        });
+        if let Err(error) = outcome {
+            // Cut whatever part of the batch reached the file; if even that fails, forget the
+            // state so the next call scans (and repairs) the file again.
+            let cut = OpenOptions::new().write(true).open(&path).and_then(|f| f.set_len(log.len));
+            if cut.is_err() {
+                *slot = None;
+            }
+            return Err(StoreError::io("appending to", path, error));
+        }
+        for (event, offset) in written.iter().zip(offsets) {
+            log.note(event.event_id, offset);
+        }
+        log.len += buf.len() as u64;
+        log.report.events += written.len() as u64;
+        log.report.last_event_id = log.last_id;
+        Ok(written)
+    }
+
+    fn read_since(&self, session_id: &str, after_event_id: u64) -> Result<Vec<TranscriptEvent>> {
+        let (path, start, end) = {
+            let slot = self.slot(session_id);
+            let mut slot = lock(&slot);
+            let Some(log) = self.ensure_open(&mut slot, session_id, false)? else {
+                return Ok(Vec::new());
+            };
+            (log.path.clone(), log.seek_for(after_event_id), log.len)
+        };
+        let mut file = match File::open(&path) {
+            Ok(file) => file,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(Vec::new()),
+            Err(e) => return Err(StoreError::io("opening", path, e)),
+        };
+        let mut bytes = Vec::new();
+        file.seek(SeekFrom::Start(start))
+            .and_then(|_| file.take(end.saturating_sub(start)).read_to_end(&mut bytes))
+            .map_err(|e| StoreError::io("reading", &path, e))?;
+        Ok(parse_lines(&bytes, after_event_id, session_id))
+    }
+
+    fn last_event_id(&self, session_id: &str) -> Result<u64> {
+        let slot = self.slot(session_id);
+        let mut slot = lock(&slot);
+        Ok(self.ensure_open(&mut slot, session_id, false)?.map_or(0, |log| log.last_id))
+    }
+
+    fn open(&self, session_id: &str) -> Result<RecoveryReport> {
+        let slot = self.slot(session_id);
+        let mut slot = lock(&slot);
+        Ok(self
+            .ensure_open(&mut slot, session_id, false)?
+            .map_or_else(RecoveryReport::default, |log| log.report))
+    }
+
+    fn delete(&self, session_id: &str) -> Result<bool> {
+        let path = self.path_of(session_id)?;
+        let slot = self.slot(session_id);
+        let mut slot = lock(&slot);
+        *slot = None;
+        if !path.exists() {
+            return Ok(false);
+        }
+        let deleted_dir = self.dir.join("deleted");
+        std::fs::create_dir_all(&deleted_dir)
+            .map_err(|e| StoreError::io("creating directory", &deleted_dir, e))?;
+        let stem = encode_session_id(session_id)?;
+        let stamp = self.clock.now().as_millis();
+        let mut target = deleted_dir.join(format!("{stem}.{stamp}.jsonl"));
+        let mut n = 1;
+        while target.exists() {
+            target = deleted_dir.join(format!("{stem}.{stamp}-{n}.jsonl"));
+            n += 1;
+        }
+        std::fs::rename(&path, &target).map_err(|e| StoreError::io("moving aside", &path, e))?;
+        if self.durability == Durability::Fsync {
+            sync_dir(&self.dir)?;
+            sync_dir(&deleted_dir)?;
+        }
+        tracing::info!(session = session_id, to = %target.display(), "transcript deleted (moved aside)");
+        Ok(true)
+    }
+
+    fn list_sessions(&self) -> Result<Vec<String>> {
+        let entries =
+            std::fs::read_dir(&self.dir).map_err(|e| StoreError::io("listing", &self.dir, e))?;
+        let mut ids = Vec::new();
+        for entry in entries {
+            let entry = entry.map_err(|e| StoreError::io("listing", &self.dir, e))?;
+            let name = entry.file_name();
+            let Some(stem) = name.to_str().and_then(|n| n.strip_suffix(".jsonl")) else { continue };
+            if !entry.file_type().is_ok_and(|t| t.is_file()) {
+                continue;
+            }
+            if let Some(id) = decode_session_id(stem) {
+                ids.push(id);
+            }
+        }
+        ids.sort();
+        Ok(ids)
+    }
+}

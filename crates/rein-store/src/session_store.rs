@@ -1,0 +1,186 @@
+//! The `SessionStore` port: everything the hosted runtime keeps about sessions besides the transcript.
+
+use std::time::Duration;
+
+use serde_json::Value;
+
+use rein_protocol::JsonObject;
+
+use crate::{
+    Approval, ApprovalDecision, ApprovalMatch, AuditEntry, NewApproval, NewAuditEntry, NewSession,
+    NewTask, Result, Session, SessionFilter, SessionPatch, StopRequest, Task, TaskOutcome,
+    TurnUnfinished, ViewContext,
+};
+
+/// Sessions, background tasks, approvals, the audit log, view contexts, task checkpoints and
+/// stop requests.
+///
+/// The API is synchronous and every method is one short transaction; async callers run it on
+/// a blocking thread (`tokio::task::spawn_blocking`). Implementations are `Send + Sync` and are
+/// shared as `Arc<dyn SessionStore>`.
+///
+/// Rules every implementation keeps:
+/// - each change writes only the columns it changes (no whole-record rewrite from a stale copy);
+/// - reads never write (in particular a session's pinned model is never changed by a read);
+/// - a task is claimed by one worker at a time, and only the lease holder can renew, checkpoint
+///   or finish it;
+/// - the audit log is append-only.
+pub trait SessionStore: Send + Sync {
+    // --- sessions -------------------------------------------------------------------------
+
+    /// Creates a session. [`StoreError::AlreadyExists`](crate::StoreError::AlreadyExists) for a
+    /// taken id, [`NotFound`](crate::StoreError::NotFound) for a missing parent.
+    fn create_session(&self, new: NewSession) -> Result<Session>;
+
+    /// Reads a session (hidden ones too; hiding them from the public is the caller's job).
+    fn get_session(&self, id: &str) -> Result<Option<Session>>;
+
+    /// Lists sessions, most recently updated first.
+    fn list_sessions(&self, filter: &SessionFilter) -> Result<Vec<Session>>;
+
+    /// Writes the columns named in the patch, and `updated_at`.
+    fn update_session(&self, id: &str, patch: &SessionPatch) -> Result<Session>;
+
+    /// Merges keys into the session's metadata in the database (RFC 7396: a `null` value removes
+    /// the key), so two writers of different keys never erase each other's.
+    fn merge_session_metadata(&self, id: &str, patch: &JsonObject) -> Result<Session>;
+
+    /// Takes the session's turn lease for `owner`: succeeds when no turn is in flight, when the
+    /// lease of the one in flight ran out (its process died), or when `owner` already holds it.
+    /// Clears `turn_unfinished`. `Ok(false)` means another live turn holds it.
+    fn begin_turn(&self, id: &str, owner: &str, lease: Duration) -> Result<bool>;
+
+    /// Extends the turn lease; `Ok(false)` when `owner` no longer holds it.
+    fn renew_turn(&self, id: &str, owner: &str, lease: Duration) -> Result<bool>;
+
+    /// Ends the turn held by `owner`, recording how it ended (`None`: cleanly). `Ok(false)` when
+    /// `owner` no longer holds it (nothing is changed then).
+    fn end_turn(&self, id: &str, owner: &str, unfinished: Option<TurnUnfinished>) -> Result<bool>;
+
+    /// Deletes a session and its child sessions (with their tasks, approvals, checkpoints and
+    /// stop requests; the audit log stays). Refused with
+    /// [`ActiveTasks`](crate::StoreError::ActiveTasks) while any of them has a queued or running
+    /// task. Returns the deleted ids, children first, so the caller can delete their transcripts.
+    fn delete_session(&self, id: &str) -> Result<Vec<String>>;
+
+    // --- view contexts --------------------------------------------------------------------
+
+    /// Creates or replaces a view context (its `created_at` is kept on replace).
+    fn put_view_context(&self, id: &str, payload: &Value) -> Result<ViewContext>;
+
+    /// Reads a view context.
+    fn get_view_context(&self, id: &str) -> Result<Option<ViewContext>>;
+
+    // --- background tasks -----------------------------------------------------------------
+
+    /// Queues a task.
+    fn create_task(&self, new: NewTask) -> Result<Task>;
+
+    /// Reads a task.
+    fn get_task(&self, id: &str) -> Result<Option<Task>>;
+
+    /// The tasks of a session, oldest first.
+    fn list_tasks(&self, session_id: &str) -> Result<Vec<Task>>;
+
+    /// Atomically claims the oldest queued task, or running task whose lease ran out, for
+    /// `worker`, with a lease of `lease`. On the way, a lease-expired task that was already
+    /// claimed `restart_limit` times is failed with a note, and a lease-expired task whose
+    /// cancellation was requested is cancelled; neither is returned. `Ok(None)` when nothing is
+    /// claimable.
+    fn claim_task(&self, worker: &str, lease: Duration) -> Result<Option<Task>>;
+
+    /// Renews the lease (the handler's `heartbeat(stage)` and the dispatcher's renewal), setting
+    /// the stage when given. Returns the task, so the caller sees `cancel_requested`.
+    /// [`LeaseLost`](crate::StoreError::LeaseLost) when `worker` no longer holds it.
+    fn renew_task_lease(
+        &self,
+        id: &str,
+        worker: &str,
+        lease: Duration,
+        stage: Option<&str>,
+    ) -> Result<Task>;
+
+    /// Finishes a running task held by `worker`. [`LeaseLost`](crate::StoreError::LeaseLost)
+    /// otherwise, so a worker that lost its lease can never overwrite the outcome of the one
+    /// that took over.
+    fn finish_task(&self, id: &str, worker: &str, outcome: TaskOutcome) -> Result<Task>;
+
+    /// Gives a running task back to the queue without counting the attempt (graceful shutdown).
+    fn release_task(&self, id: &str, worker: &str) -> Result<Task>;
+
+    /// Cancels a task: a queued one at once; a running one is marked `cancel_requested` for its
+    /// worker to honour (and is cancelled instead of re-claimed if its lease runs out); a
+    /// terminal one is returned unchanged.
+    fn cancel_task(&self, id: &str) -> Result<Task>;
+
+    /// Terminal tasks of a session whose outcome has not been delivered to the model, oldest
+    /// finished first.
+    fn undelivered_tasks(&self, session_id: &str) -> Result<Vec<Task>>;
+
+    /// Marks a terminal task delivered. `Ok(true)` only for the call that changed it, so a
+    /// completion is delivered once. Call it after the delivery note is stored.
+    fn mark_task_delivered(&self, id: &str) -> Result<bool>;
+
+    /// Queued or running tasks of a session and of its child sessions.
+    fn count_active_tasks(&self, session_id: &str) -> Result<usize>;
+
+    /// Saves a task's resume state; only the lease holder may.
+    fn save_task_checkpoint(&self, task_id: &str, worker: &str, payload: &Value) -> Result<()>;
+
+    /// Loads a task's resume state.
+    fn load_task_checkpoint(&self, task_id: &str) -> Result<Option<Value>>;
+
+    // --- approvals ------------------------------------------------------------------------
+
+    /// Creates a pending approval request.
+    fn create_approval(&self, new: NewApproval) -> Result<Approval>;
+
+    /// Reads an approval.
+    fn get_approval(&self, id: &str) -> Result<Option<Approval>>;
+
+    /// The approvals of a session, oldest first.
+    fn list_approvals(&self, session_id: &str) -> Result<Vec<Approval>>;
+
+    /// Approves or denies a pending approval with an optional note.
+    /// [`InvalidState`](crate::StoreError::InvalidState) when it is not pending.
+    fn resolve_approval(
+        &self,
+        id: &str,
+        decision: ApprovalDecision,
+        note: Option<&str>,
+    ) -> Result<Approval>;
+
+    /// Looks up what covers a call, atomically: a session-scoped approval for `tool` allows it;
+    /// else the newest request with `fingerprint` decides: approved (once) is consumed and allows
+    /// it, pending is returned as pending; anything else is [`ApprovalMatch::None`].
+    fn match_approval(
+        &self,
+        session_id: &str,
+        tool: &str,
+        fingerprint: &str,
+    ) -> Result<ApprovalMatch>;
+
+    // --- audit log ------------------------------------------------------------------------
+
+    /// Appends an entry.
+    fn append_audit(&self, entry: NewAuditEntry) -> Result<AuditEntry>;
+
+    /// Entries of a session (all sessions when `None`) with `seq > after_seq`, oldest first.
+    fn list_audit(
+        &self,
+        session_id: Option<&str>,
+        after_seq: i64,
+        limit: usize,
+    ) -> Result<Vec<AuditEntry>>;
+
+    // --- stop requests --------------------------------------------------------------------
+
+    /// Records a stop request (replacing an earlier one of the same session).
+    fn request_stop(&self, session_id: &str, reason: Option<&str>) -> Result<StopRequest>;
+
+    /// Reads the stop request of a session without consuming it.
+    fn peek_stop(&self, session_id: &str) -> Result<Option<StopRequest>>;
+
+    /// Removes and returns the stop request of a session (atomically: only one caller gets it).
+    fn take_stop(&self, session_id: &str) -> Result<Option<StopRequest>>;
+}

@@ -1,0 +1,976 @@
+//! `SqliteSessionStore`: the `SessionStore` on one SQLite file in WAL mode.
+
+mod migrations;
+mod rows;
+
+use std::{
+    path::{Path, PathBuf},
+    sync::{Arc, Mutex},
+    time::Duration,
+};
+
+use rusqlite::{
+    Connection, ErrorCode, OptionalExtension, TransactionBehavior, params, types::Value as SqlValue,
+};
+use serde_json::Value;
+
+use rein_protocol::JsonObject;
+
+use self::rows::{
+    APPROVAL_COLS, AUDIT_COLS, SESSION_COLS, TASK_COLS, approval_from_row, audit_from_row,
+    session_from_row, task_from_row,
+};
+use crate::{
+    Approval, ApprovalDecision, ApprovalMatch, ApprovalScope, ApprovalStatus, AuditEntry, Clock,
+    NewApproval, NewAuditEntry, NewSession, NewTask, Result, Session, SessionFilter, SessionPatch,
+    SessionStore, StopRequest, StoreError, SystemClock, Task, TaskOutcome, TaskStatus, Timestamp,
+    TurnUnfinished, ViewContext, ids::new_id, paths::ensure_parent,
+};
+
+pub(crate) use self::migrations::known_version;
+
+/// How hard SQLite syncs the WAL to disk (`PRAGMA synchronous`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+#[non_exhaustive]
+pub enum Synchronous {
+    /// `NORMAL`: the WAL is synced at checkpoints. A process crash loses nothing; a power loss
+    /// may lose the last commits but never corrupts the file. The default.
+    #[default]
+    Normal,
+    /// `FULL`: every commit is synced before it returns.
+    Full,
+}
+
+/// How to open a [`SqliteSessionStore`].
+#[derive(Debug, Clone)]
+pub struct SqliteConfig {
+    /// The database file; `None` keeps the database in memory (tests, throwaway runs).
+    pub path: Option<PathBuf>,
+    /// How long a statement waits for another connection's lock before
+    /// [`StoreError::Busy`]. Default 5 s.
+    pub busy_timeout: Duration,
+    /// The sync level. Default [`Synchronous::Normal`].
+    pub synchronous: Synchronous,
+    /// Where "now" comes from. Default the system clock.
+    pub clock: Arc<dyn Clock>,
+}
+
+impl Default for SqliteConfig {
+    fn default() -> Self {
+        SqliteConfig {
+            path: None,
+            busy_timeout: Duration::from_secs(5),
+            synchronous: Synchronous::Normal,
+            clock: Arc::new(SystemClock),
+        }
+    }
+}
+
+impl SqliteConfig {
+    /// A config for the database file at `path`, defaults otherwise.
+    pub fn at(path: impl Into<PathBuf>) -> Self {
+        SqliteConfig { path: Some(path.into()), ..SqliteConfig::default() }
+    }
+}
+
+/// The session store on SQLite: WAL mode, foreign keys on, versioned migrations.
+///
+/// One connection behind a mutex serves all threads of a process; other processes may open
+/// the same file (SQLite's locking and `BEGIN IMMEDIATE` keep claims atomic across them).
+#[derive(Debug)]
+pub struct SqliteSessionStore {
+    conn: Mutex<Connection>,
+    clock: Arc<dyn Clock>,
+    path: PathBuf,
+}
+
+/// Turns a rusqlite error into a store error (the path of a corrupt file is filled in later).
+pub(crate) fn db_error(error: rusqlite::Error) -> StoreError {
+    let detail = error.to_string();
+    match error.sqlite_error_code() {
+        Some(ErrorCode::DatabaseBusy | ErrorCode::DatabaseLocked) => StoreError::Busy { detail },
+        Some(ErrorCode::NotADatabase | ErrorCode::DatabaseCorrupt) => {
+            StoreError::Corrupt { path: PathBuf::new(), detail }
+        }
+        _ => StoreError::Database { detail },
+    }
+}
+
+trait DbResult<T> {
+    fn db(self) -> Result<T>;
+}
+
+impl<T> DbResult<T> for rusqlite::Result<T> {
+    fn db(self) -> Result<T> {
+        self.map_err(db_error)
+    }
+}
+
+fn millis(at: Timestamp) -> i64 {
+    at.as_millis()
+}
+
+fn json_text(what: &'static str, value: &impl serde::Serialize) -> Result<String> {
+    serde_json::to_string(value).map_err(|source| StoreError::Json { what, source })
+}
+
+fn check_id(what: &'static str, id: &str) -> Result<()> {
+    if id.is_empty() || id.len() > 512 || id.chars().any(char::is_control) {
+        return Err(StoreError::InvalidInput {
+            what,
+            detail: format!("must be 1..=512 bytes without control characters, got {id:?}"),
+        });
+    }
+    Ok(())
+}
+
+impl SqliteSessionStore {
+    /// Opens (creating when missing) the database and migrates it to the newest schema.
+    ///
+    /// A file that is not a SQLite database gives [`StoreError::Corrupt`]; a database from a
+    /// newer rein gives [`StoreError::SchemaTooNew`].
+    pub fn open(config: &SqliteConfig) -> Result<Self> {
+        let path = config.path.clone().unwrap_or_else(|| PathBuf::from(":memory:"));
+        let fill = |error: StoreError| match error {
+            StoreError::Corrupt { detail, .. } => {
+                StoreError::Corrupt { path: path.clone(), detail }
+            }
+            other => other,
+        };
+        let mut conn = match &config.path {
+            Some(file) => {
+                ensure_parent(file)?;
+                Connection::open(file)
+            }
+            None => Connection::open_in_memory(),
+        }
+        .db()
+        .map_err(fill)?;
+        Self::configure(&mut conn, config).map_err(fill)?;
+        migrations::migrate(&mut conn).map_err(fill)?;
+        Ok(SqliteSessionStore { conn: Mutex::new(conn), clock: config.clock.clone(), path })
+    }
+
+    fn configure(conn: &mut Connection, config: &SqliteConfig) -> Result<()> {
+        conn.busy_timeout(config.busy_timeout).db()?;
+        // The first statement that reads the file: a non-database fails here.
+        let _mode: String =
+            conn.query_row("PRAGMA journal_mode = WAL", [], |row| row.get(0)).db()?;
+        conn.pragma_update(None, "foreign_keys", true).db()?;
+        let sync = match config.synchronous {
+            Synchronous::Normal => "NORMAL",
+            Synchronous::Full => "FULL",
+        };
+        conn.pragma_update(None, "synchronous", sync).db()?;
+        Ok(())
+    }
+
+    /// The database file (`:memory:` for an in-memory store).
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+
+    /// The schema version of the open database.
+    pub fn schema_version(&self) -> Result<i64> {
+        self.with(|conn| migrations::current_version(conn))
+    }
+
+    /// The newest schema version this build knows.
+    pub fn known_schema_version() -> i64 {
+        known_version()
+    }
+
+    fn now(&self) -> i64 {
+        millis(self.clock.now())
+    }
+
+    fn with<T>(&self, f: impl FnOnce(&mut Connection) -> Result<T>) -> Result<T> {
+        // A panic while the lock was held cannot leave a transaction open (rusqlite rolls back
+        // on drop), so a poisoned lock is safe to take over.
+        let mut conn = self.conn.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+        f(&mut conn).map_err(|error| match error {
+            StoreError::Corrupt { detail, .. } => {
+                StoreError::Corrupt { path: self.path.clone(), detail }
+            }
+            other => other,
+        })
+    }
+
+    fn tx<T>(&self, f: impl FnOnce(&rusqlite::Transaction<'_>) -> Result<T>) -> Result<T> {
+        self.with(|conn| {
+            let tx = conn.transaction_with_behavior(TransactionBehavior::Immediate).db()?;
+            let value = f(&tx)?;
+            tx.commit().db()?;
+            Ok(value)
+        })
+    }
+}
+
+fn load_session(conn: &Connection, id: &str) -> Result<Option<Session>> {
+    conn.query_row(
+        &format!("SELECT {SESSION_COLS} FROM sessions WHERE id = ?1"),
+        [id],
+        session_from_row,
+    )
+    .optional()
+    .db()
+}
+
+fn require_session(conn: &Connection, id: &str) -> Result<Session> {
+    load_session(conn, id)?.ok_or_else(|| StoreError::not_found("session", id))
+}
+
+fn load_task(conn: &Connection, id: &str) -> Result<Option<Task>> {
+    conn.query_row(&format!("SELECT {TASK_COLS} FROM tasks WHERE id = ?1"), [id], task_from_row)
+        .optional()
+        .db()
+}
+
+fn require_task(conn: &Connection, id: &str) -> Result<Task> {
+    load_task(conn, id)?.ok_or_else(|| StoreError::not_found("task", id))
+}
+
+fn load_approval(conn: &Connection, id: &str) -> Result<Option<Approval>> {
+    conn.query_row(
+        &format!("SELECT {APPROVAL_COLS} FROM approvals WHERE id = ?1"),
+        [id],
+        approval_from_row,
+    )
+    .optional()
+    .db()
+}
+
+/// The task, if `worker` holds its lease; `LeaseLost` or `NotFound` otherwise.
+fn require_lease(conn: &Connection, id: &str, worker: &str) -> Result<Task> {
+    let task = require_task(conn, id)?;
+    if task.status != TaskStatus::Running || task.lease_owner.as_deref() != Some(worker) {
+        return Err(StoreError::LeaseLost { task_id: id.to_owned(), worker: worker.to_owned() });
+    }
+    Ok(task)
+}
+
+const SESSION_TREE: &str = "WITH RECURSIVE tree(id, depth) AS ( \
+     SELECT id, 0 FROM sessions WHERE id = ?1 \
+     UNION ALL SELECT s.id, tree.depth + 1 FROM sessions s JOIN tree ON s.parent_id = tree.id)";
+
+fn active_tasks_in_tree(conn: &Connection, id: &str) -> Result<usize> {
+    let count: i64 = conn
+        .query_row(
+            &format!(
+                "{SESSION_TREE} SELECT count(*) FROM tasks \
+                 WHERE session_id IN (SELECT id FROM tree) AND status IN ('queued', 'running')"
+            ),
+            [id],
+            |row| row.get(0),
+        )
+        .db()?;
+    Ok(usize::try_from(count).unwrap_or(0))
+}
+
+fn lease_until(now: i64, lease: Duration) -> i64 {
+    Timestamp(now).plus(lease).as_millis()
+}
+
+impl SessionStore for SqliteSessionStore {
+    fn create_session(&self, new: NewSession) -> Result<Session> {
+        let id = new.id.clone().unwrap_or_else(|| new_id("session"));
+        check_id("session id", &id)?;
+        if new.agent_id.trim().is_empty() {
+            return Err(StoreError::InvalidInput {
+                what: "agent id",
+                detail: "must not be empty".into(),
+            });
+        }
+        let metadata = json_text("session metadata", &new.metadata)?;
+        let now = self.now();
+        self.tx(|tx| {
+            if load_session(tx, &id)?.is_some() {
+                return Err(StoreError::AlreadyExists { kind: "session", id: id.clone() });
+            }
+            if let Some(parent) = &new.parent_id {
+                require_session(tx, parent)?;
+            }
+            tx.execute(
+                "INSERT INTO sessions (id, owner, agent_id, model, title, parent_id, hidden, created_at, \
+                 updated_at, view_context_id, metadata) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?8, ?9, ?10)",
+                params![
+                    id,
+                    new.owner,
+                    new.agent_id,
+                    new.model,
+                    new.title,
+                    new.parent_id,
+                    new.hidden,
+                    now,
+                    new.view_context_id,
+                    metadata
+                ],
+            )
+            .db()?;
+            require_session(tx, &id)
+        })
+    }
+
+    fn get_session(&self, id: &str) -> Result<Option<Session>> {
+        self.with(|conn| load_session(conn, id))
+    }
+
+    fn list_sessions(&self, filter: &SessionFilter) -> Result<Vec<Session>> {
+        let limit = filter.limit.map_or(-1, |n| i64::try_from(n).unwrap_or(i64::MAX));
+        self.with(|conn| {
+            let mut stmt = conn
+                .prepare_cached(&format!(
+                    "SELECT {SESSION_COLS} FROM sessions \
+                     WHERE (?1 IS NULL OR owner = ?1) AND (?2 IS NULL OR parent_id = ?2) AND (?3 OR hidden = 0) \
+                     ORDER BY updated_at DESC, rowid DESC LIMIT ?4"
+                ))
+                .db()?;
+            let rows = stmt
+                .query_map(params![filter.owner, filter.parent_id, filter.include_hidden, limit], session_from_row)
+                .db()?;
+            rows.collect::<rusqlite::Result<Vec<_>>>().db()
+        })
+    }
+
+    fn update_session(&self, id: &str, patch: &SessionPatch) -> Result<Session> {
+        let mut sets: Vec<&str> = Vec::new();
+        let mut values: Vec<SqlValue> = Vec::new();
+        let text = |value: &Option<String>| value.clone().map_or(SqlValue::Null, SqlValue::Text);
+        if let Some(title) = &patch.title {
+            sets.push("title");
+            values.push(text(title));
+        }
+        if let Some(model) = &patch.model {
+            sets.push("model");
+            values.push(text(model));
+        }
+        if let Some(hidden) = patch.hidden {
+            sets.push("hidden");
+            values.push(SqlValue::Integer(i64::from(hidden)));
+        }
+        if let Some(unfinished) = patch.turn_unfinished {
+            sets.push("turn_unfinished");
+            values
+                .push(unfinished.map_or(SqlValue::Null, |u| SqlValue::Text(u.as_str().to_owned())));
+        }
+        if let Some(context) = &patch.view_context_id {
+            sets.push("view_context_id");
+            values.push(text(context));
+        }
+        if let Some(metadata) = &patch.metadata {
+            sets.push("metadata");
+            values.push(SqlValue::Text(json_text("session metadata", metadata)?));
+        }
+        if sets.is_empty() {
+            return self.with(|conn| require_session(conn, id));
+        }
+        let mut sql = String::from("UPDATE sessions SET ");
+        for (index, column) in sets.iter().enumerate() {
+            sql.push_str(&format!("{column} = ?{}, ", index + 1));
+        }
+        sql.push_str(&format!("updated_at = ?{} WHERE id = ?{}", sets.len() + 1, sets.len() + 2));
+        values.push(SqlValue::Integer(self.now()));
+        values.push(SqlValue::Text(id.to_owned()));
+        self.tx(|tx| {
+            let changed = tx.execute(&sql, rusqlite::params_from_iter(values.iter())).db()?;
+            if changed == 0 {
+                return Err(StoreError::not_found("session", id));
+            }
+            require_session(tx, id)
+        })
+    }
+
+    fn merge_session_metadata(&self, id: &str, patch: &JsonObject) -> Result<Session> {
+        let patch = json_text("metadata patch", patch)?;
+        let now = self.now();
+        self.tx(|tx| {
+            let changed = tx
+                .execute(
+                    "UPDATE sessions SET metadata = json_patch(metadata, ?1), updated_at = ?2 WHERE id = ?3",
+                    params![patch, now, id],
+                )
+                .db()?;
+            if changed == 0 {
+                return Err(StoreError::not_found("session", id));
+            }
+            require_session(tx, id)
+        })
+    }
+
+    fn begin_turn(&self, id: &str, owner: &str, lease: Duration) -> Result<bool> {
+        let now = self.now();
+        self.tx(|tx| {
+            let changed = tx
+                .execute(
+                    "UPDATE sessions SET turn_in_flight = 1, turn_owner = ?2, turn_expires_at = ?3, \
+                     turn_unfinished = NULL, updated_at = ?4 \
+                     WHERE id = ?1 AND (turn_in_flight = 0 OR turn_expires_at IS NULL \
+                     OR turn_expires_at <= ?4 OR turn_owner = ?2)",
+                    params![id, owner, lease_until(now, lease), now],
+                )
+                .db()?;
+            if changed == 0 {
+                require_session(tx, id)?;
+            }
+            Ok(changed == 1)
+        })
+    }
+
+    fn renew_turn(&self, id: &str, owner: &str, lease: Duration) -> Result<bool> {
+        let now = self.now();
+        self.tx(|tx| {
+            let changed = tx
+                .execute(
+                    "UPDATE sessions SET turn_expires_at = ?3 \
+                     WHERE id = ?1 AND turn_in_flight = 1 AND turn_owner = ?2",
+                    params![id, owner, lease_until(now, lease)],
+                )
+                .db()?;
+            if changed == 0 {
+                require_session(tx, id)?;
+            }
+            Ok(changed == 1)
+        })
+    }
+
+    fn end_turn(&self, id: &str, owner: &str, unfinished: Option<TurnUnfinished>) -> Result<bool> {
+        let now = self.now();
+        self.tx(|tx| {
+            let changed = tx
+                .execute(
+                    "UPDATE sessions SET turn_in_flight = 0, turn_owner = NULL, turn_expires_at = NULL, \
+                     turn_unfinished = ?3, updated_at = ?4 \
+                     WHERE id = ?1 AND turn_in_flight = 1 AND turn_owner = ?2",
+                    params![id, owner, unfinished.map(TurnUnfinished::as_str), now],
+                )
+                .db()?;
+            if changed == 0 {
+                require_session(tx, id)?;
+            }
+            Ok(changed == 1)
+        })
+    }
+
+    fn delete_session(&self, id: &str) -> Result<Vec<String>> {
+        self.tx(|tx| {
+            require_session(tx, id)?;
+            let count = active_tasks_in_tree(tx, id)?;
+            if count > 0 {
+                return Err(StoreError::ActiveTasks { session_id: id.to_owned(), count });
+            }
+            let ids = {
+                let mut stmt = tx
+                    .prepare(&format!("{SESSION_TREE} SELECT id FROM tree ORDER BY depth DESC"))
+                    .db()?;
+                let rows = stmt.query_map([id], |row| row.get::<_, String>(0)).db()?;
+                rows.collect::<rusqlite::Result<Vec<_>>>().db()?
+            };
+            // Children go with the parent through ON DELETE CASCADE, and with them their
+            // tasks, approvals, checkpoints and stop requests.
+            tx.execute("DELETE FROM sessions WHERE id = ?1", [id]).db()?;
+            Ok(ids)
+        })
+    }
+
+    fn put_view_context(&self, id: &str, payload: &Value) -> Result<ViewContext> {
+        check_id("view context id", id)?;
+        let text = json_text("view context payload", payload)?;
+        let now = self.now();
+        self.tx(|tx| {
+            tx.execute(
+                "INSERT INTO view_contexts (id, payload, created_at, updated_at) VALUES (?1, ?2, ?3, ?3) \
+                 ON CONFLICT(id) DO UPDATE SET payload = excluded.payload, updated_at = excluded.updated_at",
+                params![id, text, now],
+            )
+            .db()?;
+            load_view_context(tx, id)?.ok_or_else(|| StoreError::not_found("view context", id))
+        })
+    }
+
+    fn get_view_context(&self, id: &str) -> Result<Option<ViewContext>> {
+        self.with(|conn| load_view_context(conn, id))
+    }
+
+    fn create_task(&self, new: NewTask) -> Result<Task> {
+        let id = new.id.clone().unwrap_or_else(|| new_id("task"));
+        check_id("task id", &id)?;
+        if new.tool.is_empty() {
+            return Err(StoreError::InvalidInput {
+                what: "task tool",
+                detail: "must not be empty".into(),
+            });
+        }
+        if new.restart_limit == 0 {
+            return Err(StoreError::InvalidInput {
+                what: "restart_limit",
+                detail: "must be at least 1".into(),
+            });
+        }
+        let args = json_text("task args", &new.args)?;
+        let now = self.now();
+        self.tx(|tx| {
+            require_session(tx, &new.session_id)?;
+            if load_task(tx, &id)?.is_some() {
+                return Err(StoreError::AlreadyExists { kind: "task", id: id.clone() });
+            }
+            tx.execute(
+                "INSERT INTO tasks (id, session_id, tool, args, status, restart_limit, origin_call_id, \
+                 created_at, updated_at) VALUES (?1, ?2, ?3, ?4, 'queued', ?5, ?6, ?7, ?7)",
+                params![id, new.session_id, new.tool, args, new.restart_limit, new.origin_call_id, now],
+            )
+            .db()?;
+            require_task(tx, &id)
+        })
+    }
+
+    fn get_task(&self, id: &str) -> Result<Option<Task>> {
+        self.with(|conn| load_task(conn, id))
+    }
+
+    fn list_tasks(&self, session_id: &str) -> Result<Vec<Task>> {
+        self.with(|conn| {
+            let mut stmt = conn
+                .prepare_cached(&format!(
+                    "SELECT {TASK_COLS} FROM tasks WHERE session_id = ?1 ORDER BY created_at, rowid"
+                ))
+                .db()?;
+            let rows = stmt.query_map([session_id], task_from_row).db()?;
+            rows.collect::<rusqlite::Result<Vec<_>>>().db()
+        })
+    }
+
+    fn claim_task(&self, worker: &str, lease: Duration) -> Result<Option<Task>> {
+        check_id("worker id", worker)?;
+        let now = self.now();
+        self.tx(|tx| {
+            loop {
+                let candidate = tx
+                    .query_row(
+                        &format!(
+                            "SELECT {TASK_COLS} FROM tasks WHERE status = 'queued' \
+                             OR (status = 'running' AND lease_expires_at <= ?1) \
+                             ORDER BY created_at, rowid LIMIT 1"
+                        ),
+                        [now],
+                        task_from_row,
+                    )
+                    .optional()
+                    .db()?;
+                let Some(task) = candidate else { return Ok(None) };
+                if task.status == TaskStatus::Running {
+                    // Its worker is lost: the lease ran out without a renewal.
+                    if task.cancel_requested {
+                        finish(tx, &task.id, TaskStatus::Cancelled, None, Some("Cancelled; its worker was lost."), now)?;
+                        continue;
+                    }
+                    if task.attempts >= task.restart_limit {
+                        let note = format!(
+                            "Task failed: its worker was lost {} time(s) and restart_limit {} was reached.",
+                            task.attempts, task.restart_limit
+                        );
+                        tracing::warn!(task = %task.id, attempts = task.attempts, "task failed after losing its worker");
+                        finish(tx, &task.id, TaskStatus::Failed, None, Some(&note), now)?;
+                        continue;
+                    }
+                    tracing::info!(task = %task.id, attempts = task.attempts, worker, "re-claiming a task whose lease ran out");
+                }
+                tx.execute(
+                    "UPDATE tasks SET status = 'running', lease_owner = ?2, lease_expires_at = ?3, \
+                     attempts = attempts + 1, started_at = COALESCE(started_at, ?4), updated_at = ?4 WHERE id = ?1",
+                    params![task.id, worker, lease_until(now, lease), now],
+                )
+                .db()?;
+                return require_task(tx, &task.id).map(Some);
+            }
+        })
+    }
+
+    fn renew_task_lease(
+        &self,
+        id: &str,
+        worker: &str,
+        lease: Duration,
+        stage: Option<&str>,
+    ) -> Result<Task> {
+        let now = self.now();
+        self.tx(|tx| {
+            let changed = tx
+                .execute(
+                    "UPDATE tasks SET lease_expires_at = ?3, stage = COALESCE(?4, stage), updated_at = ?5 \
+                     WHERE id = ?1 AND status = 'running' AND lease_owner = ?2",
+                    params![id, worker, lease_until(now, lease), stage, now],
+                )
+                .db()?;
+            if changed == 0 {
+                require_lease(tx, id, worker)?;
+            }
+            require_task(tx, id)
+        })
+    }
+
+    fn finish_task(&self, id: &str, worker: &str, outcome: TaskOutcome) -> Result<Task> {
+        let (status, result, error) = match outcome {
+            TaskOutcome::Completed(value) => {
+                (TaskStatus::Completed, Some(json_text("task result", &value)?), None)
+            }
+            TaskOutcome::Failed(error) => (TaskStatus::Failed, None, Some(error)),
+            TaskOutcome::Cancelled(reason) => (
+                TaskStatus::Cancelled,
+                None,
+                Some(reason.unwrap_or_else(|| "Task cancelled.".to_owned())),
+            ),
+        };
+        let now = self.now();
+        self.tx(|tx| {
+            require_lease(tx, id, worker)?;
+            finish(tx, id, status, result.as_deref(), error.as_deref(), now)?;
+            require_task(tx, id)
+        })
+    }
+
+    fn release_task(&self, id: &str, worker: &str) -> Result<Task> {
+        let now = self.now();
+        self.tx(|tx| {
+            let task = require_lease(tx, id, worker)?;
+            if task.cancel_requested {
+                finish(tx, id, TaskStatus::Cancelled, None, Some("Task cancelled."), now)?;
+            } else {
+                tx.execute(
+                    "UPDATE tasks SET status = 'queued', lease_owner = NULL, lease_expires_at = NULL, \
+                     attempts = MAX(attempts - 1, 0), updated_at = ?2 WHERE id = ?1",
+                    params![id, now],
+                )
+                .db()?;
+            }
+            require_task(tx, id)
+        })
+    }
+
+    fn cancel_task(&self, id: &str) -> Result<Task> {
+        let now = self.now();
+        self.tx(|tx| {
+            let task = require_task(tx, id)?;
+            match task.status {
+                TaskStatus::Queued => finish(
+                    tx,
+                    id,
+                    TaskStatus::Cancelled,
+                    None,
+                    Some("Task cancelled before execution."),
+                    now,
+                )?,
+                TaskStatus::Running if !task.cancel_requested => {
+                    tx.execute(
+                        "UPDATE tasks SET cancel_requested = 1, updated_at = ?2 WHERE id = ?1",
+                        params![id, now],
+                    )
+                    .db()?;
+                }
+                _ => return Ok(task),
+            }
+            require_task(tx, id)
+        })
+    }
+
+    fn undelivered_tasks(&self, session_id: &str) -> Result<Vec<Task>> {
+        self.with(|conn| {
+            let mut stmt = conn
+                .prepare_cached(&format!(
+                    "SELECT {TASK_COLS} FROM tasks WHERE session_id = ?1 AND delivered = 0 \
+                     AND status IN ('completed', 'failed', 'cancelled') ORDER BY finished_at, rowid"
+                ))
+                .db()?;
+            let rows = stmt.query_map([session_id], task_from_row).db()?;
+            rows.collect::<rusqlite::Result<Vec<_>>>().db()
+        })
+    }
+
+    fn mark_task_delivered(&self, id: &str) -> Result<bool> {
+        self.tx(|tx| {
+            let task = require_task(tx, id)?;
+            if !task.status.is_terminal() {
+                return Err(StoreError::InvalidState {
+                    kind: "task",
+                    id: id.to_owned(),
+                    state: task.status.as_str().to_owned(),
+                    action: "mark it delivered",
+                });
+            }
+            let changed = tx
+                .execute("UPDATE tasks SET delivered = 1 WHERE id = ?1 AND delivered = 0", [id])
+                .db()?;
+            Ok(changed == 1)
+        })
+    }
+
+    fn count_active_tasks(&self, session_id: &str) -> Result<usize> {
+        self.with(|conn| active_tasks_in_tree(conn, session_id))
+    }
+
+    fn save_task_checkpoint(&self, task_id: &str, worker: &str, payload: &Value) -> Result<()> {
+        let text = json_text("task checkpoint", payload)?;
+        let now = self.now();
+        self.tx(|tx| {
+            require_lease(tx, task_id, worker)?;
+            tx.execute(
+                "INSERT INTO task_checkpoints (task_id, payload, updated_at) VALUES (?1, ?2, ?3) \
+                 ON CONFLICT(task_id) DO UPDATE SET payload = excluded.payload, updated_at = excluded.updated_at",
+                params![task_id, text, now],
+            )
+            .db()?;
+            Ok(())
+        })
+    }
+
+    fn load_task_checkpoint(&self, task_id: &str) -> Result<Option<Value>> {
+        self.with(|conn| {
+            let text: Option<String> = conn
+                .query_row(
+                    "SELECT payload FROM task_checkpoints WHERE task_id = ?1",
+                    [task_id],
+                    |row| row.get(0),
+                )
+                .optional()
+                .db()?;
+            text.map(|t| {
+                serde_json::from_str(&t)
+                    .map_err(|source| StoreError::Json { what: "task checkpoint", source })
+            })
+            .transpose()
+        })
+    }
+
+    fn create_approval(&self, new: NewApproval) -> Result<Approval> {
+        if new.fingerprint.is_empty() || new.tool.is_empty() {
+            return Err(StoreError::InvalidInput {
+                what: "approval",
+                detail: "tool and fingerprint must not be empty".into(),
+            });
+        }
+        let id = new_id("approval");
+        let args = json_text("approval args", &new.args)?;
+        let now = self.now();
+        self.tx(|tx| {
+            require_session(tx, &new.session_id)?;
+            tx.execute(
+                "INSERT INTO approvals (id, session_id, fingerprint, tool, args, status, scope, reason, \
+                 created_at, updated_at) VALUES (?1, ?2, ?3, ?4, ?5, 'pending', 'once', ?6, ?7, ?7)",
+                params![id, new.session_id, new.fingerprint, new.tool, args, new.reason, now],
+            )
+            .db()?;
+            load_approval(tx, &id)?.ok_or_else(|| StoreError::not_found("approval", &id))
+        })
+    }
+
+    fn get_approval(&self, id: &str) -> Result<Option<Approval>> {
+        self.with(|conn| load_approval(conn, id))
+    }
+
+    fn list_approvals(&self, session_id: &str) -> Result<Vec<Approval>> {
+        self.with(|conn| {
+            let mut stmt = conn
+                .prepare_cached(&format!(
+                    "SELECT {APPROVAL_COLS} FROM approvals WHERE session_id = ?1 ORDER BY created_at, rowid"
+                ))
+                .db()?;
+            let rows = stmt.query_map([session_id], approval_from_row).db()?;
+            rows.collect::<rusqlite::Result<Vec<_>>>().db()
+        })
+    }
+
+    fn resolve_approval(
+        &self,
+        id: &str,
+        decision: ApprovalDecision,
+        note: Option<&str>,
+    ) -> Result<Approval> {
+        let (status, scope) = match decision {
+            ApprovalDecision::Approve(scope) => (ApprovalStatus::Approved, scope),
+            ApprovalDecision::Deny => (ApprovalStatus::Denied, ApprovalScope::Once),
+        };
+        let now = self.now();
+        self.tx(|tx| {
+            let approval = load_approval(tx, id)?.ok_or_else(|| StoreError::not_found("approval", id))?;
+            if approval.status != ApprovalStatus::Pending {
+                return Err(StoreError::InvalidState {
+                    kind: "approval",
+                    id: id.to_owned(),
+                    state: approval.status.as_str().to_owned(),
+                    action: "resolve it",
+                });
+            }
+            tx.execute(
+                "UPDATE approvals SET status = ?2, scope = ?3, note = ?4, resolved_at = ?5, updated_at = ?5 \
+                 WHERE id = ?1",
+                params![id, status.as_str(), scope.as_str(), note, now],
+            )
+            .db()?;
+            load_approval(tx, id)?.ok_or_else(|| StoreError::not_found("approval", id))
+        })
+    }
+
+    fn match_approval(
+        &self,
+        session_id: &str,
+        tool: &str,
+        fingerprint: &str,
+    ) -> Result<ApprovalMatch> {
+        let now = self.now();
+        self.tx(|tx| {
+            let session_wide = newest_approval(
+                tx,
+                "tool = ?2 AND status = 'approved' AND scope = 'session'",
+                params![session_id, tool],
+            )?;
+            if let Some(approval) = session_wide {
+                return Ok(ApprovalMatch::Allowed(approval));
+            }
+            let once = newest_approval(
+                tx,
+                "fingerprint = ?2 AND tool = ?3 AND status = 'approved' AND scope = 'once'",
+                params![session_id, fingerprint, tool],
+            )?;
+            if let Some(approval) = once {
+                tx.execute(
+                    "UPDATE approvals SET status = 'consumed', consumed_at = ?2, updated_at = ?2 WHERE id = ?1",
+                    params![approval.id, now],
+                )
+                .db()?;
+                let consumed =
+                    load_approval(tx, &approval.id)?.ok_or_else(|| StoreError::not_found("approval", &approval.id))?;
+                return Ok(ApprovalMatch::Allowed(consumed));
+            }
+            let pending = newest_approval(
+                tx,
+                "fingerprint = ?2 AND tool = ?3 AND status = 'pending'",
+                params![session_id, fingerprint, tool],
+            )?;
+            Ok(pending.map_or(ApprovalMatch::None, ApprovalMatch::Pending))
+        })
+    }
+
+    fn append_audit(&self, entry: NewAuditEntry) -> Result<AuditEntry> {
+        if entry.action.is_empty() || entry.outcome.is_empty() {
+            return Err(StoreError::InvalidInput {
+                what: "audit entry",
+                detail: "action and outcome must not be empty".into(),
+            });
+        }
+        let id = new_id("audit");
+        let metadata = json_text("audit metadata", &entry.metadata)?;
+        let now = self.now();
+        self.tx(|tx| {
+            tx.execute(
+                "INSERT INTO audit_log (id, session_id, at, action, tool, outcome, reason, metadata) \
+                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8)",
+                params![id, entry.session_id, now, entry.action, entry.tool, entry.outcome, entry.reason, metadata],
+            )
+            .db()?;
+            let seq = tx.last_insert_rowid();
+            tx.query_row(&format!("SELECT {AUDIT_COLS} FROM audit_log WHERE seq = ?1"), [seq], audit_from_row).db()
+        })
+    }
+
+    fn list_audit(
+        &self,
+        session_id: Option<&str>,
+        after_seq: i64,
+        limit: usize,
+    ) -> Result<Vec<AuditEntry>> {
+        let limit = i64::try_from(limit).unwrap_or(i64::MAX);
+        self.with(|conn| {
+            let mut stmt = conn
+                .prepare_cached(&format!(
+                    "SELECT {AUDIT_COLS} FROM audit_log WHERE (?1 IS NULL OR session_id = ?1) AND seq > ?2 \
+                     ORDER BY seq LIMIT ?3"
+                ))
+                .db()?;
+            let rows = stmt.query_map(params![session_id, after_seq, limit], audit_from_row).db()?;
+            rows.collect::<rusqlite::Result<Vec<_>>>().db()
+        })
+    }
+
+    fn request_stop(&self, session_id: &str, reason: Option<&str>) -> Result<StopRequest> {
+        let now = self.now();
+        self.tx(|tx| {
+            require_session(tx, session_id)?;
+            tx.execute(
+                "INSERT INTO stop_requests (session_id, requested_at, reason) VALUES (?1, ?2, ?3) \
+                 ON CONFLICT(session_id) DO UPDATE SET requested_at = excluded.requested_at, reason = excluded.reason",
+                params![session_id, now, reason],
+            )
+            .db()?;
+            Ok(StopRequest { session_id: session_id.to_owned(), requested_at: Timestamp(now), reason: reason.map(str::to_owned) })
+        })
+    }
+
+    fn peek_stop(&self, session_id: &str) -> Result<Option<StopRequest>> {
+        self.with(|conn| {
+            conn.query_row(
+                "SELECT session_id, requested_at, reason FROM stop_requests WHERE session_id = ?1",
+                [session_id],
+                rows::stop_from_row,
+            )
+            .optional()
+            .db()
+        })
+    }
+
+    fn take_stop(&self, session_id: &str) -> Result<Option<StopRequest>> {
+        self.tx(|tx| {
+            tx.query_row(
+                "DELETE FROM stop_requests WHERE session_id = ?1 RETURNING session_id, requested_at, reason",
+                [session_id],
+                rows::stop_from_row,
+            )
+            .optional()
+            .db()
+        })
+    }
+}
+
+fn load_view_context(conn: &Connection, id: &str) -> Result<Option<ViewContext>> {
+    conn.query_row(
+        "SELECT id, payload, created_at, updated_at FROM view_contexts WHERE id = ?1",
+        [id],
+        rows::view_context_from_row,
+    )
+    .optional()
+    .db()
+}
+
+/// Moves a task to a terminal status; the lease expiry is cleared, the last owner is kept.
+fn finish(
+    tx: &Connection,
+    id: &str,
+    status: TaskStatus,
+    result: Option<&str>,
+    error: Option<&str>,
+    now: i64,
+) -> Result<()> {
+    tx.execute(
+        "UPDATE tasks SET status = ?2, result = ?3, error = ?4, lease_expires_at = NULL, finished_at = ?5, \
+         updated_at = ?5 WHERE id = ?1",
+        params![id, status.as_str(), result, error, now],
+    )
+    .db()?;
+    Ok(())
+}
+
+/// The newest approval of session `?1` matching `condition`.
+fn newest_approval(
+    conn: &Connection,
+    condition: &str,
+    args: impl rusqlite::Params,
+) -> Result<Option<Approval>> {
+    conn.query_row(
+        &format!(
+            "SELECT {APPROVAL_COLS} FROM approvals WHERE session_id = ?1 AND {condition} \
+             ORDER BY created_at DESC, rowid DESC LIMIT 1"
+        ),
+        args,
+        approval_from_row,
+    )
+    .optional()
+    .db()
+}

@@ -1,0 +1,102 @@
+//! The `TranscriptStore` port: an append-only log of events per session, resumable by event id.
+
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+
+use crate::Result;
+
+/// One transcript line: `{"eventId","sessionId","type","createdAt","payload"}`.
+///
+/// `eventId` starts at 1 and increases by one with every event of a session, so a client that
+/// saw event `n` resumes with [`TranscriptStore::read_since`]`(session, n)` (SSE `Last-Event-ID`).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+#[non_exhaustive]
+pub struct TranscriptEvent {
+    /// Position in the session's transcript, from 1.
+    pub event_id: u64,
+    /// The session.
+    pub session_id: String,
+    /// The event type (`message`, `agent_event`, `runtime_model`, ...): the runtime's vocabulary.
+    #[serde(rename = "type")]
+    pub kind: String,
+    /// When it was appended, RFC 3339 UTC with milliseconds.
+    pub created_at: String,
+    /// The event's data.
+    pub payload: Value,
+}
+
+/// An event to append; the store assigns its id and time.
+#[derive(Debug, Clone, PartialEq)]
+#[non_exhaustive]
+pub struct NewEvent {
+    /// The event type.
+    pub kind: String,
+    /// The event's data.
+    pub payload: Value,
+}
+
+impl NewEvent {
+    /// An event of type `kind`.
+    pub fn new(kind: impl Into<String>, payload: Value) -> Self {
+        NewEvent { kind: kind.into(), payload }
+    }
+}
+
+/// What opening a transcript found.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+#[non_exhaustive]
+pub struct RecoveryReport {
+    /// Events loaded.
+    pub events: u64,
+    /// The highest event id (0 for an empty transcript).
+    pub last_event_id: u64,
+    /// Bytes of a torn last line (a crash in the middle of an append) that were cut off.
+    pub truncated_bytes: u64,
+    /// Complete lines that did not parse as an event and were skipped.
+    pub skipped_lines: u64,
+}
+
+/// Append-only transcripts, one per session.
+///
+/// Synchronous like [`SessionStore`](crate::SessionStore); an append returns once the event is
+/// durable (by default), and only then may it be shown to anyone. Implementations are
+/// `Send + Sync`; appends to one session are serialized, appends to different sessions run in
+/// parallel.
+pub trait TranscriptStore: Send + Sync {
+    /// Appends one event and returns it with its id.
+    fn append(&self, session_id: &str, kind: &str, payload: Value) -> Result<TranscriptEvent> {
+        let mut events = self.append_batch(session_id, vec![NewEvent::new(kind, payload)])?;
+        events.pop().ok_or_else(|| crate::StoreError::InvalidInput {
+            what: "append",
+            detail: "the store appended no event".into(),
+        })
+    }
+
+    /// Appends several events with one write and one sync: all are acknowledged together.
+    fn append_batch(&self, session_id: &str, events: Vec<NewEvent>)
+    -> Result<Vec<TranscriptEvent>>;
+
+    /// The events with `eventId > after_event_id`, in order (`0` reads everything).
+    fn read_since(&self, session_id: &str, after_event_id: u64) -> Result<Vec<TranscriptEvent>>;
+
+    /// Every event of the session, in order (empty for an unknown session).
+    fn read_all(&self, session_id: &str) -> Result<Vec<TranscriptEvent>> {
+        self.read_since(session_id, 0)
+    }
+
+    /// The newest event id (0 when there is none).
+    fn last_event_id(&self, session_id: &str) -> Result<u64>;
+
+    /// Opens the session's transcript now (repairing a torn tail) and says what was found.
+    /// Other calls open it on first use; this only makes the repair visible.
+    fn open(&self, session_id: &str) -> Result<RecoveryReport>;
+
+    /// Deletes the transcript by moving it aside (never by unlinking). `Ok(false)` when there
+    /// was none. Appending afterwards starts a new transcript from event id 1.
+    fn delete(&self, session_id: &str) -> Result<bool>;
+
+    /// The sessions that have a transcript.
+    fn list_sessions(&self) -> Result<Vec<String>>;
+}
