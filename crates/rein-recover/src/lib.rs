@@ -2,17 +2,45 @@
 //!
 //! Models put reasoning and tool calls where the protocol does not expect them. [`recover`]
 //! moves them back: reasoning out of `reasoning_content` and `<think>` blocks, tool calls out of
-//! the text in every known dialect, native call arguments repaired into JSON objects, dialect
-//! leaks (`<arg_value>`, `<parameter=…>`) unwrapped, and the call text removed from what the
-//! user sees.
+//! the text in every known dialect (see `docs/recovery-dialects.md`), native call arguments
+//! repaired into JSON objects, dialect leaks (`<arg_value>`, `<parameter=…>`) unwrapped, and the
+//! call text removed from what the user sees.
 //!
-//! This crate is pure: no I/O, no allocation beyond its output, linear time on every input.
-//! [`recover`] cannot fail and never panics; what it could not read is reported in
-//! [`Recovered::diagnostics`] and [`Recovered::attempted_unparsed`].
+//! This crate owns that parsing and nothing else. It must never do I/O, fail, panic, or take
+//! more than linear time on any input: [`recover`] returns what it found plus [`Diagnostic`]s,
+//! and what it could not read is reported in [`Recovered::attempted_unparsed`].
+//!
+//! Policy decisions (each documented where it is made):
+//! - Calls written in the text are taken only when the reply has no native calls (glen §7.2);
+//!   with native calls, call text is still removed from the visible text, but not run.
+//! - A bare JSON object is a call only when it names an offered tool; inside a wrapper
+//!   (`<tool_call>`, `<tool_code>`, `<function_calls>`) or in the `<function=…>` / `<invoke>`
+//!   markup, any name is a call (the loop then reports an unknown tool to the model).
+//! - Recovered calls get ids `call_rcv_<n>`, counting from 1 and skipping any id a native call
+//!   of the same reply uses.
 
 #![warn(missing_docs, unreachable_pub)]
 
-use rein_protocol::{JsonObject, RawToolCall, ToolCall};
+mod args;
+mod attempted;
+mod call;
+mod diagnostic;
+mod embedded;
+pub mod fuzz;
+mod json;
+mod reasoning;
+mod text;
+
+use std::collections::HashSet;
+
+use rein_protocol::{RawToolCall, ToolCall};
+
+pub use crate::{
+    args::{repair_arguments, scrub_dialect_leaks},
+    attempted::looks_like_attempted_call,
+    diagnostic::{Diagnostic, DiagnosticKind},
+    reasoning::extract_reasoning,
+};
 
 /// The parts of a model reply that recovery reads.
 #[derive(Debug, Clone, Copy, Default)]
@@ -37,26 +65,84 @@ pub struct Recovered {
     /// No call could be read, but the text looks like an attempt at one.
     pub attempted_unparsed: bool,
     /// Everything recovery noticed and repaired or gave up on.
-    pub diagnostics: Vec<String>,
+    pub diagnostics: Vec<Diagnostic>,
 }
 
 /// Recovers reasoning and tool calls from a reply. `known_tools` are the names of the tools
-/// offered to the model.
+/// offered to the model. Never fails, never panics, linear time in the size of the reply.
 pub fn recover(reply: &RawReply<'_>, known_tools: &[&str]) -> Recovered {
-    let _ = known_tools;
-    let calls = reply
-        .tool_calls
-        .iter()
-        .map(|raw| {
-            let arguments = serde_json::from_str::<JsonObject>(&raw.function.arguments).unwrap_or_default();
-            ToolCall::new(raw.id.clone(), raw.function.name.clone(), arguments)
-        })
-        .collect();
-    Recovered {
-        reasoning: reply.reasoning_content.map(str::to_owned),
-        calls,
-        visible_text: reply.content.to_owned(),
-        attempted_unparsed: false,
-        diagnostics: Vec::new(),
+    recover_counting(reply, known_tools).0
+}
+
+/// [`recover`], also returning the work it did (bytes examined), for the linearity guard.
+pub(crate) fn recover_counting(reply: &RawReply<'_>, known_tools: &[&str]) -> (Recovered, u64) {
+    let tools = call::Tools::new(known_tools);
+    let mut diagnostics = Vec::new();
+    let (reasoning, content) = reasoning::extract(reply.content, reply.reasoning_content, &mut diagnostics);
+    let scan = embedded::scan(&content, tools);
+    diagnostics.extend(scan.diagnostics);
+
+    let native_ids: HashSet<&str> = reply.tool_calls.iter().map(|call| call.id.as_str()).collect();
+    let mut fresh = FreshIds { taken: native_ids, next: 1 };
+    let mut calls = Vec::with_capacity(reply.tool_calls.len());
+    let mut seen: HashSet<&str> = HashSet::new();
+    for raw in reply.tool_calls {
+        let name = raw.function.name.as_str();
+        let (mut arguments, diagnostic) = repair_arguments(&raw.function.arguments);
+        if let Some(mut diagnostic) = diagnostic {
+            diagnostic.message = format!("call to `{name}`: {}", diagnostic.message);
+            diagnostics.push(diagnostic);
+        }
+        call::scrub(&mut arguments, name, &mut diagnostics);
+        let id = if raw.id.trim().is_empty() || !seen.insert(raw.id.as_str()) {
+            let id = fresh.next_id();
+            let why = if raw.id.trim().is_empty() { "had no id" } else { "repeated an earlier id" };
+            diagnostics.push(Diagnostic::new(
+                DiagnosticKind::FreshId,
+                format!("native call to `{name}` {why}; it is now `{id}`"),
+            ));
+            id
+        } else {
+            raw.id.clone()
+        };
+        calls.push(ToolCall::new(id, name, arguments));
+    }
+
+    if calls.is_empty() {
+        for found in &scan.found {
+            for call in &found.calls {
+                calls.push(ToolCall::new(fresh.next_id(), call.name.clone(), call.arguments.clone()));
+            }
+        }
+    } else if !scan.found.is_empty() {
+        let count: usize = scan.found.iter().map(|found| found.calls.len()).sum();
+        diagnostics.push(Diagnostic::new(
+            DiagnosticKind::EmbeddedCallsIgnored,
+            format!("the reply has native calls; {count} call(s) written in its text were removed but not run"),
+        ));
+    }
+
+    let visible_text = text::remove_spans(&content, &embedded::cut_spans(&content, &scan.found));
+    let attempted_unparsed = calls.is_empty() && attempted::attempted(&content, tools);
+    let work = scan.work + 2 * (reply.content.len() as u64) + content.len() as u64;
+    let recovered = Recovered { reasoning, calls, visible_text, attempted_unparsed, diagnostics };
+    (recovered, work)
+}
+
+/// Hands out `call_rcv_<n>` ids that no native call of the reply uses.
+struct FreshIds<'a> {
+    taken: HashSet<&'a str>,
+    next: usize,
+}
+
+impl FreshIds<'_> {
+    fn next_id(&mut self) -> String {
+        loop {
+            let id = format!("call_rcv_{}", self.next);
+            self.next += 1;
+            if !self.taken.contains(id.as_str()) {
+                return id;
+            }
+        }
     }
 }

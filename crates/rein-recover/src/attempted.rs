@@ -1,0 +1,156 @@
+//! Detecting text that tried to make a tool call recovery could not read.
+
+use crate::args::starts_with_ignore_case;
+use crate::call::Tools;
+
+/// How far apart a `"name"` key and an `"arguments"` key may be to count as one call object.
+const KEY_WINDOW: usize = 4096;
+
+/// Whether `text` (with no call read from it) looks like an attempt at a tool call: call markup
+/// that is not just mentioned (`<tool_call>` followed by what could be a call, `<function=`,
+/// `<parameter=`, `<invoke`, `<arg_key>`, ...), the keys of a call object (`"name"` together
+/// with `"arguments"` or `"parameters"`, `"function": {`, or `"name"` naming an offered tool),
+/// an offered tool called Python-style (`show_layer(layer_id="x")`), or an offered tool used as
+/// a tag (`<hide_layer>`). An ordinary answer that merely holds a `"name":` key is not one.
+pub fn looks_like_attempted_call(text: &str, known_tools: &[&str]) -> bool {
+    attempted(text, Tools::new(known_tools))
+}
+
+pub(crate) fn attempted(text: &str, tools: Tools<'_>) -> bool {
+    markup(text, tools) || call_keys(text, tools) || python_style(text, tools)
+}
+
+fn mentioned(bytes: &[u8], at: usize) -> bool {
+    at > 0 && bytes[at - 1] == b'`'
+}
+
+fn markup(text: &str, tools: Tools<'_>) -> bool {
+    const ALWAYS: [&[u8]; 8] =
+        [b"<function=", b"<parameter=", b"<parameter ", b"<invoke ", b"<invoke>", b"<model_calls>", b"<arg_key>", b"<arg_value>"];
+    const WRAPPERS: [&[u8]; 4] = [b"<tool_calls", b"<tool_call", b"<tool_code", b"<function_calls"];
+    let bytes = text.as_bytes();
+    let mut from = 0;
+    while let Some(offset) = memchr::memchr(b'<', &bytes[from..]) {
+        let at = from + offset;
+        from = at + 1;
+        let rest = &bytes[at..];
+        if mentioned(bytes, at) {
+            continue;
+        }
+        if ALWAYS.iter().any(|marker| starts_with_ignore_case(rest, marker)) {
+            return true;
+        }
+        if let Some(marker) = WRAPPERS.iter().find(|marker| starts_with_ignore_case(rest, marker)) {
+            if wrapper_attempt(&text[at + marker.len()..]) {
+                return true;
+            }
+            continue;
+        }
+        // `<tool_name>` or `<tool_name attr=...>` for an offered tool.
+        let name_len = rest[1..].iter().take_while(|b| b.is_ascii_alphanumeric() || **b == b'_').count();
+        if name_len > 0 && matches!(rest.get(1 + name_len), Some(b'>' | b' ' | b'\n' | b'\t')) {
+            if tools.knows(&text[at + 1..at + 1 + name_len]) {
+                return true;
+            }
+        }
+    }
+    false
+}
+
+/// After a wrapper tag name: is this a call attempt rather than prose naming the tag?
+fn wrapper_attempt(after_name: &str) -> bool {
+    let window = &after_name.as_bytes()[..after_name.len().min(256)];
+    let Some(close) = window.iter().position(|&b| b == b'>' || b == b'<').filter(|&n| window[n] == b'>') else {
+        return after_name.is_empty() || after_name.starts_with(char::is_whitespace);
+    };
+    let body = after_name[close + 1..].trim_start();
+    let Some(first) = body.chars().next() else { return true };
+    if matches!(first, '{' | '[' | '<' | '`' | '(') {
+        return true;
+    }
+    if !(first.is_ascii_alphanumeric() || first == '_') {
+        return false;
+    }
+    let word_len = body.bytes().take_while(|b| b.is_ascii_alphanumeric() || matches!(b, b'_' | b'.')).count();
+    let after_word = body[word_len..].trim_start_matches([' ', '\t']);
+    after_word.is_empty() || after_word.starts_with(['(', '<', '\n', '\r', '{'])
+}
+
+/// The keys of a call object: `"name"` and `"arguments"`/`"parameters"` close together,
+/// `"function": {`, or `"name": "<offered tool>"`.
+fn call_keys(text: &str, tools: Tools<'_>) -> bool {
+    let bytes = text.as_bytes();
+    let mut last_name: Option<usize> = None;
+    let mut last_args: Option<usize> = None;
+    let mut from = 0;
+    while let Some(offset) = memchr::memchr(b'"', &bytes[from..]) {
+        let at = from + offset;
+        from = at + 1;
+        let rest = &text[at..];
+        let key = ["\"name\"", "\"arguments\"", "\"parameters\"", "\"function\""].into_iter().find(|key| rest.starts_with(key));
+        let Some(key) = key else { continue };
+        let after = rest[key.len()..].trim_start();
+        let Some(value) = after.strip_prefix(':') else { continue };
+        let value = value.trim_start();
+        match key {
+            "\"name\"" => {
+                if let Some(quoted) = value.strip_prefix('"') {
+                    let name_len = quoted.as_bytes().iter().take(257).position(|&b| b == b'"').unwrap_or(0);
+                    if name_len > 0 && name_len <= 256 && tools.knows(&quoted[..name_len]) {
+                        return true;
+                    }
+                }
+                if last_args.is_some_and(|args| at - args <= KEY_WINDOW) {
+                    return true;
+                }
+                last_name = Some(at);
+            }
+            "\"function\"" => {
+                if value.starts_with('{') {
+                    return true;
+                }
+            }
+            _ => {
+                if last_name.is_some_and(|name| at - name <= KEY_WINDOW) {
+                    return true;
+                }
+                last_args = Some(at);
+            }
+        }
+        from = at + key.len();
+    }
+    false
+}
+
+/// An offered tool called Python-style: `tool(` then a quote, `{`, `[` or `word=`.
+fn python_style(text: &str, tools: Tools<'_>) -> bool {
+    if tools.is_empty() {
+        return false;
+    }
+    let bytes = text.as_bytes();
+    let mut from = 0;
+    while let Some(offset) = memchr::memchr(b'(', &bytes[from..]) {
+        let paren = from + offset;
+        from = paren + 1;
+        let mut name_end = paren;
+        while name_end > 0 && bytes[name_end - 1] == b' ' {
+            name_end -= 1;
+        }
+        let mut name_start = name_end;
+        while name_start > 0 && name_end - name_start < 128 && (bytes[name_start - 1].is_ascii_alphanumeric() || bytes[name_start - 1] == b'_') {
+            name_start -= 1;
+        }
+        if name_start == name_end || !tools.knows(&text[name_start..name_end]) {
+            continue;
+        }
+        let inside = text[paren + 1..].trim_start_matches([' ', '\t']);
+        if inside.starts_with(['"', '\'', '{', '[']) {
+            return true;
+        }
+        let word = inside.bytes().take_while(|b| b.is_ascii_alphanumeric() || *b == b'_').count();
+        if word > 0 && inside[word..].trim_start_matches([' ', '\t']).starts_with('=') {
+            return true;
+        }
+    }
+    false
+}

@@ -1,0 +1,196 @@
+//! Turning a JSON value that a model wrote into tool calls: every known JSON call shape.
+
+use rein_protocol::JsonObject;
+use serde_json::Value;
+
+use crate::args::{object_from_value, repair_arguments, scrub_dialect_leaks};
+use crate::diagnostic::{Diagnostic, DiagnosticKind, excerpt};
+
+/// A call read from the text, before it gets an id.
+#[derive(Debug, Clone, PartialEq)]
+pub(crate) struct TextCall {
+    pub(crate) name: String,
+    pub(crate) arguments: JsonObject,
+}
+
+/// The tools offered to the model.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Tools<'a> {
+    names: &'a [&'a str],
+}
+
+impl<'a> Tools<'a> {
+    pub(crate) fn new(names: &'a [&'a str]) -> Self {
+        Tools { names }
+    }
+
+    pub(crate) fn is_empty(&self) -> bool {
+        self.names.is_empty()
+    }
+
+    pub(crate) fn knows(&self, name: &str) -> bool {
+        self.names.contains(&name)
+    }
+}
+
+/// Where a JSON value was found, which decides how much evidence a call needs.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Place {
+    /// Inside a `<tool_call>`-style wrapper: the wrapper says it is a call, any name goes.
+    Wrapped,
+    /// Bare in the text: it must name an offered tool (or, with no tools given, have the shape
+    /// of a call beyond doubt: an `arguments`/`parameters` key or the nested function shape).
+    Bare,
+}
+
+/// The keys that may hold the arguments, in order of preference.
+const ARGUMENT_KEYS: [&str; 3] = ["arguments", "parameters", "input"];
+
+/// Keys a flat call object may carry besides its name and arguments.
+const CALL_KEYS: [&str; 3] = ["type", "id", "name"];
+
+/// The calls a JSON value stands for: one call object, the nested OpenAI shape, an array of
+/// calls, or a `{"tool_calls": [...]}` message. `None` when the value is not a call.
+pub(crate) fn calls_from_value(
+    value: Value,
+    place: Place,
+    tools: Tools<'_>,
+    diagnostics: &mut Vec<Diagnostic>,
+) -> Option<Vec<TextCall>> {
+    let items = match value {
+        Value::Array(items) => items,
+        Value::Object(mut object) => {
+            if !object.contains_key("name") && matches!(object.get("tool_calls"), Some(Value::Array(_))) {
+                match object.remove("tool_calls") {
+                    Some(Value::Array(items)) => items,
+                    _ => return None,
+                }
+            } else {
+                return call_from_object(object, place, tools, diagnostics).map(|call| vec![call]);
+            }
+        }
+        _ => return None,
+    };
+    if items.is_empty() {
+        return None;
+    }
+    let mut local = Vec::new();
+    let mut calls = Vec::with_capacity(items.len());
+    for item in items {
+        let Value::Object(object) = item else { return None };
+        calls.push(call_from_object(object, place, tools, &mut local)?);
+    }
+    diagnostics.append(&mut local);
+    Some(calls)
+}
+
+fn call_from_object(
+    mut object: JsonObject,
+    place: Place,
+    tools: Tools<'_>,
+    diagnostics: &mut Vec<Diagnostic>,
+) -> Option<TextCall> {
+    let nested = matches!(object.get("function"), Some(Value::Object(_)));
+    let mut function = if nested {
+        match object.remove("function") {
+            Some(Value::Object(function)) => function,
+            _ => return None,
+        }
+    } else {
+        object
+    };
+    let name = match function.get("name") {
+        Some(Value::String(name)) => tool_name(name, tools)?,
+        _ => return None,
+    };
+    let has_argument_key = ARGUMENT_KEYS.iter().any(|key| function.contains_key(*key));
+    if place == Place::Bare {
+        let shaped = nested || has_argument_key;
+        let only_call_keys = function.keys().all(|key| CALL_KEYS.contains(&key.as_str()));
+        let accepted = if tools.is_empty() {
+            shaped
+        } else {
+            tools.knows(&name) && (shaped || only_call_keys)
+        };
+        if !accepted {
+            if shaped && !tools.is_empty() && !tools.knows(&name) {
+                diagnostics.push(Diagnostic::new(
+                    DiagnosticKind::UnknownToolInText,
+                    format!("a call to `{name}` in the text names no offered tool; not taken as a call"),
+                ));
+            }
+            return None;
+        }
+    }
+    let raw = ARGUMENT_KEYS
+        .iter()
+        .find_map(|key| function.remove(*key).filter(|value| !value.is_null()))
+        .unwrap_or(Value::Null);
+    let arguments = arguments_from_value(raw, &name, diagnostics);
+    Some(TextCall { name, arguments })
+}
+
+/// Any JSON value given as the arguments of a call, made an object and scrubbed.
+pub(crate) fn arguments_from_value(raw: Value, name: &str, diagnostics: &mut Vec<Diagnostic>) -> JsonObject {
+    let (mut arguments, diagnostic) = match raw {
+        Value::String(text) => repair_arguments(&text),
+        other => {
+            let text = other.to_string();
+            object_from_value(other, &text)
+        }
+    };
+    if let Some(mut diagnostic) = diagnostic {
+        diagnostic.message = format!("call to `{name}`: {}", diagnostic.message);
+        diagnostics.push(diagnostic);
+    }
+    scrub(&mut arguments, name, diagnostics);
+    arguments
+}
+
+/// Scrubs dialect leaks out of the arguments of a call to `name`, noting it.
+pub(crate) fn scrub(arguments: &mut JsonObject, name: &str, diagnostics: &mut Vec<Diagnostic>) {
+    let changed = scrub_dialect_leaks(arguments);
+    if changed > 0 {
+        diagnostics.push(Diagnostic::new(
+            DiagnosticKind::DialectLeakScrubbed,
+            format!("call to `{name}`: unwrapped {changed} argument value(s) from <arg_value>/<parameter> markers"),
+        ));
+    }
+}
+
+/// A tool name as written: trimmed, non-empty, without whitespace or markup, at most 256 bytes.
+/// A `functions.` prefix (Kimi style) is dropped when what remains is an offered tool.
+pub(crate) fn tool_name(name: &str, tools: Tools<'_>) -> Option<String> {
+    let name = name.trim();
+    if name.is_empty()
+        || name.len() > 256
+        || name.chars().any(|c| c.is_whitespace() || matches!(c, '<' | '>' | '{' | '}' | '"' | '(' | ')'))
+    {
+        return None;
+    }
+    if let Some(rest) = name.strip_prefix("functions.") {
+        if tools.knows(rest) {
+            return Some(rest.to_owned());
+        }
+    }
+    Some(name.to_owned())
+}
+
+/// The `{"arguments": {...}}` envelope some dialects put around the arguments, removed.
+pub(crate) fn unwrap_envelope(mut arguments: JsonObject) -> JsonObject {
+    if arguments.len() == 1 {
+        for key in ["arguments", "parameters"] {
+            if matches!(arguments.get(key), Some(Value::Object(_))) {
+                if let Some(Value::Object(inner)) = arguments.remove(key) {
+                    return inner;
+                }
+            }
+        }
+    }
+    arguments
+}
+
+/// A short quote of a text for a diagnostic.
+pub(crate) fn quote(text: &str) -> String {
+    excerpt(text.trim(), 60)
+}

@@ -1,0 +1,666 @@
+//! Finding tool calls written into the text: wrappers, bare JSON, XML-style and Python-style calls.
+//!
+//! One left-to-right pass over the text looks at `<`, `{` and `[` only (found with `memchr`);
+//! a second pass looks at `(` for Python-style calls on a line of their own. Every attempt
+//! either consumes what it read or fails having looked at a bounded stretch; the JSON scanner
+//! shared by all attempts is memoized and budgeted (see `json.rs`), so the whole is linear.
+
+use std::ops::Range;
+
+use nom::{
+    IResult, Parser,
+    branch::alt,
+    bytes::complete::{tag, tag_no_case, take_till, take_while1},
+    character::complete::{multispace0, multispace1},
+    sequence::{delimited, preceded},
+};
+use rein_protocol::JsonObject;
+use serde_json::Value;
+
+use crate::args::{parameter_value, starts_with_ignore_case};
+use crate::call::{Place, TextCall, Tools, arguments_from_value, calls_from_value, quote, scrub, tool_name, unwrap_envelope};
+use crate::diagnostic::{Diagnostic, DiagnosticKind};
+use crate::json::{Scanner, to_value};
+
+/// Calls found in the text, with the span of text they came from.
+#[derive(Debug, Clone, PartialEq)]
+pub(crate) struct Found {
+    pub(crate) span: Range<usize>,
+    pub(crate) calls: Vec<TextCall>,
+}
+
+/// What the scan found, and how much work it took.
+#[derive(Debug, Default)]
+pub(crate) struct Scan {
+    pub(crate) found: Vec<Found>,
+    pub(crate) diagnostics: Vec<Diagnostic>,
+    pub(crate) work: u64,
+}
+
+/// Closing tags that may follow a call; the first closer after a call may have any name.
+const CALL_CLOSERS: [&str; 8] =
+    ["tool_call", "tool_calls", "tool_code", "function_calls", "function", "invoke", "parameter", "arg_value"];
+
+/// Finds every call in `text`.
+pub(crate) fn scan(text: &str, tools: Tools<'_>) -> Scan {
+    let mut ctx = Ctx { text, bytes: text.as_bytes(), json: Scanner::new(text), tools, diagnostics: Vec::new(), work: 0 };
+    let python = ctx.python_pass();
+    let mut python = python.into_iter().peekable();
+    let mut found = Vec::new();
+    let mut pos = 0;
+    let len = text.len();
+    while pos < len {
+        let next = memchr::memchr3(b'<', b'{', b'[', &ctx.bytes[pos..]).map(|offset| pos + offset);
+        ctx.work += (next.unwrap_or(len) - pos) as u64 + 1;
+        while python.peek().is_some_and(|call| call.span.start < pos) {
+            python.next();
+        }
+        if let Some(call) = python.next_if(|call| call.span.start < next.unwrap_or(len)) {
+            pos = call.span.end;
+            found.push(call);
+            continue;
+        }
+        let Some(at) = next else { break };
+        match ctx.bytes[at] {
+            b'<' => {
+                if let Some(body) = ctx.wrapper_open(at) {
+                    match ctx.wrapper(at, body) {
+                        Some(call) => {
+                            pos = call.span.end;
+                            found.push(call);
+                        }
+                        None => pos = body,
+                    }
+                } else if let Some((calls, end)) = ctx.xml_call(at) {
+                    found.push(Found { span: at..end, calls });
+                    pos = end;
+                } else {
+                    pos = at + 1;
+                }
+            }
+            _ => match ctx.json.value_end(at) {
+                Ok(end) => {
+                    if let Some(calls) = ctx.bare_json(at, end) {
+                        found.push(Found { span: at..end, calls });
+                    }
+                    pos = end;
+                }
+                Err(_) => pos = at + 1,
+            },
+        }
+    }
+    found.extend(python);
+    if ctx.json.exhausted() {
+        ctx.diagnostics.push(Diagnostic::new(
+            DiagnosticKind::ScanBudgetExhausted,
+            "the text was too adversarial to examine all its JSON within the linear work budget",
+        ));
+    }
+    let work = ctx.work + ctx.json.work();
+    Scan { found, diagnostics: ctx.diagnostics, work }
+}
+
+struct Ctx<'t, 'a> {
+    text: &'t str,
+    bytes: &'t [u8],
+    json: Scanner<'t>,
+    tools: Tools<'a>,
+    diagnostics: Vec<Diagnostic>,
+    work: u64,
+}
+
+type Items = (Vec<TextCall>, usize);
+
+fn is_ident_byte(b: u8) -> bool {
+    b.is_ascii_alphanumeric() || b == b'_'
+}
+
+fn is_name_char(c: char) -> bool {
+    c.is_ascii_alphanumeric() || matches!(c, '_' | '.' | '-' | ':')
+}
+
+fn identifier(input: &str) -> IResult<&str, &str> {
+    take_while1(|c: char| c.is_ascii_alphanumeric() || c == '_' || c == '.').parse(input)
+}
+
+fn quoted(input: &str) -> IResult<&str, &str> {
+    alt((delimited(tag("\""), take_till(|c| c == '"' || c == '<' || c == '>'), tag("\"")), delimited(tag("'"), take_till(|c| c == '\'' || c == '<' || c == '>'), tag("'")))).parse(input)
+}
+
+/// `name="..."` somewhere in a tag's attributes.
+fn name_attribute(attributes: &str) -> Option<&str> {
+    let mut rest = attributes;
+    while let Some(index) = rest.find("name") {
+        let after = &rest[index + 4..];
+        let parsed: IResult<&str, &str> = preceded((multispace0, tag("="), multispace0), quoted).parse(after);
+        if let Ok((_, value)) = parsed {
+            return Some(value);
+        }
+        rest = after;
+    }
+    None
+}
+
+impl<'t> Ctx<'t, '_> {
+    fn at(&self, i: usize) -> &'t str {
+        let text: &'t str = self.text;
+        &text[i.min(text.len())..]
+    }
+
+    fn consumed(&self, rest: &str) -> usize {
+        self.text.len() - rest.len()
+    }
+
+    fn skip_ws(&mut self, i: usize) -> usize {
+        let mut j = i;
+        while j < self.bytes.len() && self.bytes[j].is_ascii_whitespace() {
+            j += 1;
+        }
+        self.work += (j - i) as u64;
+        j
+    }
+
+    /// Skips a code-fence opener (```` ```lang ````) at `i`.
+    fn skip_fence_open(&mut self, i: usize) -> Option<usize> {
+        let rest = self.at(i);
+        let after = rest.strip_prefix("```")?;
+        let lang = after.bytes().take_while(|b| b.is_ascii_alphanumeric() || matches!(b, b'_' | b'-' | b'+')).count();
+        self.work += (3 + lang) as u64;
+        Some(i + 3 + lang)
+    }
+
+    /// Whitespace, commas and code fences between the calls of one wrapper.
+    fn skip_separators(&mut self, i: usize) -> usize {
+        let mut j = self.skip_ws(i);
+        loop {
+            if let Some(after) = self.skip_fence_open(j) {
+                j = self.skip_ws(after);
+            } else if self.bytes.get(j) == Some(&b',') {
+                j = self.skip_ws(j + 1);
+            } else {
+                return j;
+            }
+        }
+    }
+
+    /// `</name>` at `i`: its end and its name.
+    fn closing_tag(&mut self, i: usize) -> Option<(usize, String)> {
+        let rest = self.at(i);
+        let parsed: IResult<&str, &str> =
+            delimited(tag("</"), take_while1(|c: char| c.is_ascii_alphanumeric() || matches!(c, '_' | '-' | ':')), (multispace0, tag(">"))).parse(rest);
+        let (after, name) = parsed.ok()?;
+        self.work += (rest.len() - after.len()) as u64;
+        Some((self.consumed(after), name.to_ascii_lowercase()))
+    }
+
+    /// A wrapper open tag at `i` (`<tool_call>`, `<tool_calls>`, `<tool_code>`, `<function_calls>`,
+    /// any case, attributes allowed): where its body starts.
+    fn wrapper_open(&mut self, i: usize) -> Option<usize> {
+        let rest = self.at(i);
+        let parsed: IResult<&str, ()> = (
+            alt((tag_no_case("<tool_calls"), tag_no_case("<tool_call"), tag_no_case("<tool_code"), tag_no_case("<function_calls"))),
+            alt((tag(">"), preceded(multispace1, (take_till(|c| c == '>' || c == '<'), tag(">")).map(|_| ">")))),
+        )
+            .map(|_| ())
+            .parse(rest);
+        let checked = rest.len().min(16);
+        match parsed {
+            Ok((after, ())) => {
+                self.work += (rest.len() - after.len()) as u64;
+                Some(self.consumed(after))
+            }
+            Err(_) => {
+                self.work += checked as u64;
+                None
+            }
+        }
+    }
+
+    /// The calls inside a wrapper whose open tag spans `open..body`.
+    fn wrapper(&mut self, open: usize, body: usize) -> Option<Found> {
+        let mut calls = Vec::new();
+        let mut i = body;
+        let mut end = body;
+        let first = self.skip_ws(body);
+        let fenced = self.skip_fence_open(first).is_some();
+        loop {
+            let j = self.skip_separators(i);
+            match self.item(j, Place::Wrapped) {
+                Some((mut more, item_end)) => {
+                    calls.append(&mut more);
+                    i = item_end;
+                    end = item_end;
+                }
+                None => break,
+            }
+        }
+        if calls.is_empty() {
+            let stop = self.text[body..].find('\n').map_or(self.text.len(), |n| body + n);
+            let line = &self.text[body..stop.min(body + 80)];
+            self.diagnostics.push(Diagnostic::new(
+                DiagnosticKind::UnreadableWrapper,
+                format!("a tool-call wrapper held nothing readable as a call: `{}`", quote(line)),
+            ));
+            return None;
+        }
+        let mut k = self.skip_ws(end);
+        if fenced && self.at(k).starts_with("```") {
+            end = k + 3;
+            k = self.skip_ws(end);
+        }
+        let mut closers = 0;
+        while closers < 3 {
+            let Some((tag_end, name)) = self.closing_tag(k) else { break };
+            if closers > 0 && !CALL_CLOSERS.contains(&name.as_str()) {
+                break;
+            }
+            closers += 1;
+            end = tag_end;
+            k = self.skip_ws(tag_end);
+        }
+        if closers == 0 {
+            self.diagnostics.push(Diagnostic::new(
+                DiagnosticKind::UnclosedWrapper,
+                format!("a tool-call wrapper around `{}` had no closing tag", calls[0].name),
+            ));
+        }
+        Some(Found { span: open..end, calls })
+    }
+
+    /// One call (or several, for a JSON array) starting at `i`.
+    fn item(&mut self, i: usize, place: Place) -> Option<Items> {
+        let &c = self.bytes.get(i)?;
+        if c == b'{' || c == b'[' {
+            return self.json_item(i, place);
+        }
+        if c == b'<' {
+            return self.xml_call(i);
+        }
+        if !is_ident_byte(c) {
+            return None;
+        }
+        let rest = self.at(i);
+        let (after, name) = identifier(rest).ok()?;
+        self.work += name.len() as u64;
+        let name_end = self.consumed(after);
+        let k = self.skip_ws(name_end);
+        match self.bytes.get(k) {
+            Some(b'(') => self.python_call(i, false).map(|(call, end)| (vec![call], end)),
+            Some(b'<') if starts_with_ignore_case(&self.bytes[k..], b"<arg_key>") => {
+                self.glm_call(name, k).map(|(call, end)| (vec![call], end))
+            }
+            next => {
+                let ends_here = next.is_none() || next == Some(&b'<') || self.at(k).starts_with("```");
+                let name = tool_name(name, self.tools)?;
+                (ends_here && self.tools.knows(&name))
+                    .then(|| (vec![TextCall { name, arguments: JsonObject::new() }], name_end))
+            }
+        }
+    }
+
+    fn json_item(&mut self, i: usize, place: Place) -> Option<Items> {
+        match self.json.value_end(i) {
+            Ok(end) => {
+                let value = to_value(&self.text[i..end])?;
+                if let Some(calls) = calls_from_value(value.clone(), place, self.tools, &mut self.diagnostics) {
+                    return Some((calls, end));
+                }
+                // `{"tool_name": {...}}`: the tool's name as the only key.
+                if let Value::Object(object) = value {
+                    if object.len() == 1 {
+                        let (key, arguments) = object.into_iter().next()?;
+                        if self.tools.knows(&key) && arguments.is_object() {
+                            let arguments = arguments_from_value(arguments, &key, &mut self.diagnostics);
+                            return Some((vec![TextCall { name: key, arguments }], end));
+                        }
+                    }
+                }
+                None
+            }
+            Err(fail) => {
+                if place != Place::Wrapped {
+                    return None;
+                }
+                if let Some(closers) = fail.closers {
+                    let mut completed = self.text[i..fail.at].trim_end().to_owned();
+                    completed.push_str(&closers);
+                    let value = to_value(&completed)?;
+                    let calls = calls_from_value(value, place, self.tools, &mut self.diagnostics)?;
+                    self.diagnostics.push(Diagnostic::new(
+                        DiagnosticKind::ArgumentsClosed,
+                        format!("call to `{}`: added the missing closing brackets `{closers}`", calls[0].name),
+                    ));
+                    return Some((calls, fail.at));
+                }
+                // `{ "tool_name" }`: a lone quoted name.
+                let rest = self.at(i);
+                let parsed: IResult<&str, &str> =
+                    delimited((tag("{"), multispace0), delimited(tag("\""), take_while1(is_name_char), tag("\"")), (multispace0, tag("}"))).parse(rest);
+                let (after, name) = parsed.ok()?;
+                self.work += (rest.len() - after.len()) as u64;
+                let name = tool_name(name, self.tools)?;
+                self.tools.knows(&name).then(|| (vec![TextCall { name, arguments: JsonObject::new() }], self.consumed(after)))
+            }
+        }
+    }
+
+    /// A bare JSON value in the text that is a call.
+    fn bare_json(&mut self, start: usize, end: usize) -> Option<Vec<TextCall>> {
+        let slice = &self.text[start..end];
+        self.work += slice.len() as u64;
+        memchr::memmem::find(slice.as_bytes(), b"\"name\"")?;
+        let value = to_value(slice)?;
+        calls_from_value(value, Place::Bare, self.tools, &mut self.diagnostics)
+    }
+
+    /// `<function=NAME>…</function>`, `<function name="NAME">` or `<invoke name="NAME">`, with a
+    /// JSON object or `<parameter=K>V</parameter>` items as arguments.
+    fn xml_call(&mut self, i: usize) -> Option<Items> {
+        let rest = self.at(i);
+        if !(starts_with_ignore_case(rest.as_bytes(), b"<function") || starts_with_ignore_case(rest.as_bytes(), b"<invoke")) {
+            return None;
+        }
+        let mut json_args = false;
+        let (name, body) = if starts_with_ignore_case(rest.as_bytes(), b"<function=") {
+            let after = &rest["<function=".len()..];
+            let name_len = after.chars().take_while(|&c| is_name_char(c)).map(char::len_utf8).sum::<usize>();
+            let name = &after[..name_len];
+            let name_end = i + "<function=".len() + name_len;
+            self.work += (name_len + 10) as u64;
+            if self.bytes.get(name_end) == Some(&b'>') {
+                (name, name_end + 1)
+            } else {
+                // The corrupted live form `<function=query", "arguments": {...}}`: the arguments
+                // are the first object after the name, on the same line.
+                let window = &self.bytes[name_end..(name_end + 200).min(self.bytes.len())];
+                let brace = window.iter().position(|&b| b == b'{' || b == b'\n' || b == b'<' || b == b'>')?;
+                self.work += brace as u64;
+                if window[brace] != b'{' {
+                    return None;
+                }
+                json_args = true;
+                (name, name_end + brace)
+            }
+        } else {
+            let parsed: IResult<&str, &str> = delimited(
+                (alt((tag_no_case("<function"), tag_no_case("<invoke"))), multispace1),
+                take_till(|c| c == '>' || c == '<'),
+                tag(">"),
+            )
+            .parse(rest);
+            let (after, attributes) = parsed.ok()?;
+            self.work += (rest.len() - after.len()) as u64;
+            (name_attribute(attributes)?, self.consumed(after))
+        };
+        let name = tool_name(name, self.tools)?;
+        let mut i = self.skip_ws(body);
+        let mut arguments = JsonObject::new();
+        if json_args || self.bytes.get(i) == Some(&b'{') {
+            match self.json.value_end(i) {
+                Ok(end) => {
+                    let value = to_value(&self.text[i..end]).unwrap_or(Value::Null);
+                    arguments = match value {
+                        Value::Object(object) => unwrap_envelope(object),
+                        other => arguments_from_value(other, &name, &mut self.diagnostics),
+                    };
+                    i = end;
+                    if json_args {
+                        // The corrupted form ends with the outer object's stray braces and quotes.
+                        while matches!(self.bytes.get(i), Some(b'}' | b'"' | b' ')) {
+                            i += 1;
+                        }
+                    }
+                }
+                Err(_) => return None,
+            }
+        } else {
+            while let Some((key, value_start)) = self.parameter_open(i) {
+                let (value_end, next) = self.parameter_end(value_start, b"</parameter");
+                arguments.insert(key, parameter_value(&self.text[value_start..value_end]));
+                i = self.skip_ws(next);
+            }
+        }
+        let mut end = i;
+        let k = self.skip_ws(i);
+        if let Some((tag_end, closer)) = self.closing_tag(k) {
+            if closer == "function" || closer == "invoke" {
+                end = tag_end;
+            }
+        }
+        scrub(&mut arguments, &name, &mut self.diagnostics);
+        Some((vec![TextCall { name, arguments }], end))
+    }
+
+    /// `<parameter=K>` or `<parameter name="K">` at `i`: the key and where the value starts.
+    fn parameter_open(&mut self, i: usize) -> Option<(String, usize)> {
+        let rest = self.at(i);
+        if !starts_with_ignore_case(rest.as_bytes(), b"<parameter") {
+            return None;
+        }
+        let parsed: IResult<&str, &str> = alt((
+            delimited(tag_no_case("<parameter="), take_till(|c| c == '>' || c == '<' || c == '\n'), tag(">")),
+            delimited((tag_no_case("<parameter"), multispace1), take_till(|c| c == '>' || c == '<'), tag(">"))
+                .map_opt(name_attribute),
+        ))
+        .parse(rest);
+        let (after, key) = parsed.ok()?;
+        self.work += (rest.len() - after.len()) as u64;
+        let key = key.trim().trim_matches(|c| c == '"' || c == '\'');
+        (!key.is_empty()).then(|| (key.to_owned(), self.consumed(after)))
+    }
+
+    /// Where a parameter value that starts at `from` ends: at its closer `closer` (consumed), or
+    /// before the next item or call closer, or at the end.
+    fn parameter_end(&mut self, from: usize, closer: &[u8]) -> (usize, usize) {
+        const STOPS: [&[u8]; 8] = [
+            b"<parameter",
+            b"</function",
+            b"</invoke",
+            b"</tool_call",
+            b"<tool_call",
+            b"</function_calls",
+            b"<arg_key>",
+            b"<function=",
+        ];
+        let mut pos = from;
+        while let Some(offset) = memchr::memchr(b'<', &self.bytes[pos..]) {
+            let at = pos + offset;
+            self.work += offset as u64 + 1;
+            let rest = &self.bytes[at..];
+            if starts_with_ignore_case(rest, closer) {
+                let close_end = memchr::memchr(b'>', &rest[..rest.len().min(closer.len() + 8)]).map_or(at + closer.len(), |n| at + n + 1);
+                return (at, close_end);
+            }
+            if STOPS.iter().any(|stop| starts_with_ignore_case(rest, stop)) {
+                return (at, at);
+            }
+            pos = at + 1;
+        }
+        self.work += (self.bytes.len() - pos) as u64;
+        (self.bytes.len(), self.bytes.len())
+    }
+
+    /// GLM's form inside a wrapper: `NAME <arg_key>K</arg_key> <arg_value>V</arg_value> …`.
+    fn glm_call(&mut self, name: &str, from: usize) -> Option<(TextCall, usize)> {
+        let name = tool_name(name, self.tools)?;
+        let mut arguments = JsonObject::new();
+        let mut i = from;
+        loop {
+            let rest = self.at(i);
+            let parsed: IResult<&str, &str> = delimited(tag_no_case("<arg_key>"), take_till(|c| c == '<'), (tag_no_case("</arg_key>"), multispace0, tag_no_case("<arg_value>"))).parse(rest);
+            let Ok((after, key)) = parsed else { break };
+            self.work += (rest.len() - after.len()) as u64;
+            let value_start = self.consumed(after);
+            let (value_end, next) = self.parameter_end(value_start, b"</arg_value");
+            arguments.insert(key.trim().to_owned(), parameter_value(&self.text[value_start..value_end]));
+            i = self.skip_ws(next);
+        }
+        if arguments.is_empty() {
+            return None;
+        }
+        Some((TextCall { name, arguments }, i))
+    }
+
+    /// `name(...)` at `i`: no arguments, one JSON object, or Python keyword arguments.
+    /// With `known_only`, the name must be an offered tool.
+    fn python_call(&mut self, i: usize, known_only: bool) -> Option<(TextCall, usize)> {
+        let rest = self.at(i);
+        let (after, name) = identifier(rest).ok()?;
+        let name = tool_name(name, self.tools)?;
+        if known_only && !self.tools.knows(&name) {
+            return None;
+        }
+        let mut k = self.consumed(after);
+        while self.bytes.get(k) == Some(&b' ') {
+            k += 1;
+        }
+        if self.bytes.get(k) != Some(&b'(') {
+            return None;
+        }
+        k = self.skip_ws(k + 1);
+        let mut arguments = JsonObject::new();
+        if self.bytes.get(k) == Some(&b'{') {
+            let end = self.json.value_end(k).ok()?;
+            match to_value(&self.text[k..end])? {
+                Value::Object(object) => arguments = object,
+                _ => return None,
+            }
+            k = self.skip_ws(end);
+        } else {
+            while self.bytes.get(k) != Some(&b')') {
+                let rest = self.at(k);
+                let parsed: IResult<&str, &str> = (identifier, multispace0, tag("="), multispace0).map(|(key, ..)| key).parse(rest);
+                let (after, key) = parsed.ok()?;
+                let value_start = self.consumed(after);
+                let (value, value_end) = self.python_value(value_start)?;
+                self.work += (value_end - k) as u64;
+                arguments.insert(key.to_owned(), value);
+                k = self.skip_ws(value_end);
+                if self.bytes.get(k) == Some(&b',') {
+                    k = self.skip_ws(k + 1);
+                } else if self.bytes.get(k) != Some(&b')') {
+                    return None;
+                }
+            }
+        }
+        if self.bytes.get(k) != Some(&b')') {
+            return None;
+        }
+        scrub(&mut arguments, &name, &mut self.diagnostics);
+        Some((TextCall { name, arguments }, k + 1))
+    }
+
+    /// A Python literal: a JSON value, a single-quoted string, `True`, `False` or `None`.
+    fn python_value(&mut self, i: usize) -> Option<(Value, usize)> {
+        let rest = self.at(i);
+        for (word, value) in [("True", Value::Bool(true)), ("False", Value::Bool(false)), ("None", Value::Null)] {
+            if rest.starts_with(word) && !rest.as_bytes().get(word.len()).copied().is_some_and(is_ident_byte) {
+                return Some((value, i + word.len()));
+            }
+        }
+        if rest.starts_with('\'') {
+            let mut out = String::new();
+            let mut chars = rest[1..].char_indices();
+            while let Some((index, c)) = chars.next() {
+                match c {
+                    '\'' => return Some((Value::String(out), i + 1 + index + 1)),
+                    '\\' => match chars.next() {
+                        Some((_, 'n')) => out.push('\n'),
+                        Some((_, 't')) => out.push('\t'),
+                        Some((_, escaped)) => out.push(escaped),
+                        None => return None,
+                    },
+                    '\n' => return None,
+                    other => out.push(other),
+                }
+            }
+            return None;
+        }
+        let end = self.json.value_end(i).ok()?;
+        Some((to_value(&self.text[i..end])?, end))
+    }
+
+    /// Python-style calls to offered tools, each alone on its line (backticks allowed around).
+    fn python_pass(&mut self) -> Vec<Found> {
+        let mut found = Vec::new();
+        if self.tools.is_empty() {
+            return found;
+        }
+        let bytes = self.bytes;
+        let mut from = 0;
+        while let Some(offset) = memchr::memchr(b'(', &bytes[from..]) {
+            let paren = from + offset;
+            self.work += offset as u64 + 1;
+            from = paren + 1;
+            let mut name_end = paren;
+            while name_end > 0 && bytes[name_end - 1] == b' ' {
+                name_end -= 1;
+            }
+            let mut name_start = name_end;
+            while name_start > 0 && name_end - name_start < 128 && (is_ident_byte(bytes[name_start - 1]) || bytes[name_start - 1] == b'.') {
+                name_start -= 1;
+            }
+            self.work += (paren - name_start) as u64;
+            if name_start == name_end || !self.tools.knows(&self.text[name_start..name_end]) {
+                continue;
+            }
+            let mut line_start = name_start;
+            while line_start > 0 && matches!(bytes[line_start - 1], b' ' | b'\t' | b'`') {
+                line_start -= 1;
+            }
+            if line_start > 0 && bytes[line_start - 1] != b'\n' {
+                continue;
+            }
+            let Some((call, end)) = self.python_call(name_start, true) else { continue };
+            let mut line_end = end;
+            while line_end < bytes.len() && matches!(bytes[line_end], b' ' | b'\t' | b'`' | b';') {
+                line_end += 1;
+            }
+            if line_end < bytes.len() && !matches!(bytes[line_end], b'\n' | b'\r') {
+                continue;
+            }
+            let content_start = line_start + self.text[line_start..name_start].len() - self.text[line_start..name_start].trim_start().len();
+            let content_end = end + (self.text[end..line_end].trim_end().len());
+            found.push(Found { span: content_start..content_end, calls: vec![call] });
+            from = content_end.max(from);
+        }
+        found
+    }
+}
+
+/// The spans to cut for `found`: calls separated only by whitespace form one group, and a group
+/// that is the only thing in a code fence takes the fence with it.
+pub(crate) fn cut_spans(text: &str, found: &[Found]) -> Vec<Range<usize>> {
+    let bytes = text.as_bytes();
+    let mut groups: Vec<Range<usize>> = Vec::new();
+    for item in found {
+        match groups.last_mut() {
+            Some(last) if last.end <= item.span.start && text[last.end..item.span.start].trim().is_empty() => {
+                last.end = item.span.end;
+            }
+            _ => groups.push(item.span.clone()),
+        }
+    }
+    let mut previous_end = 0;
+    for group in &mut groups {
+        // Back over whitespace to a fence line (```` ```lang ````), not past the previous group.
+        let before = text[previous_end..group.start].trim_end();
+        let line_start = before.rfind('\n').map_or(0, |n| n + 1);
+        let fence_line = &before[line_start..];
+        let opens = fence_line.trim_start().starts_with("```")
+            && fence_line.trim_start()[3..].chars().all(|c| c.is_ascii_alphanumeric() || matches!(c, '_' | '-' | '+'));
+        if opens {
+            let after = &text[group.end..];
+            let trimmed = after.trim_start();
+            if let Some(rest) = trimmed.strip_prefix("```") {
+                if rest.is_empty() || rest.starts_with(['\n', '\r', ' ', '\t']) {
+                    let fence_start = previous_end + line_start + (fence_line.len() - fence_line.trim_start().len());
+                    group.start = fence_start;
+                    group.end = bytes.len() - rest.len();
+                }
+            }
+        }
+        previous_end = group.end;
+    }
+    groups
+}

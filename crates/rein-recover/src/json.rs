@@ -1,0 +1,529 @@
+//! A lenient, memoized JSON scanner: where does the JSON value starting here end, in linear time.
+//!
+//! The scanner validates a JSON value without building it, with an explicit stack (no recursion,
+//! so no depth limit and no stack overflow). It is lenient in two ways models need: raw control
+//! characters inside strings and trailing commas are accepted; [`to_value`] repairs both before
+//! handing the text to `serde_json`.
+//!
+//! Linearity: `value_end(p)` is a pure function of `p` (the grammar is context-free), so every
+//! container the scanner opens records its outcome (closed at `e`, or failed at `f`) in a memo,
+//! and a later scan that starts at or reaches that position jumps over it. Only containers whose
+//! scan was long are memoized (short ones are cheap to redo). On top of that a work budget
+//! proportional to the input bounds the total, whatever the input: when it runs out the scanner
+//! answers "no value" and the caller reports it.
+
+use std::collections::HashMap;
+use std::hash::{BuildHasherDefault, Hasher};
+
+use serde_json::Value;
+
+/// Containers whose scan covered fewer bytes than this are not memoized.
+const MEMO_MIN: usize = 32;
+
+/// Work allowed per input byte, plus a constant, before the scanner gives up.
+const BUDGET_PER_BYTE: u64 = 24;
+const BUDGET_BASE: u64 = 1 << 16;
+
+/// Why a scan did not find a complete value.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct Fail {
+    /// Where the scan stopped.
+    pub(crate) at: usize,
+    /// When the text up to `at` is a valid value prefix that only lacks closers (`}` / `]`),
+    /// the closers that complete it, innermost first.
+    pub(crate) closers: Option<String>,
+}
+
+#[derive(Debug, Clone, Copy)]
+enum Outcome {
+    Closed(usize),
+    Failed(usize),
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Kind {
+    Object,
+    Array,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum State {
+    /// A value is expected.
+    Value,
+    /// Right after `[`: a value or `]`.
+    ArrayFirst,
+    /// After `,` in an array: a value or (lenient) `]`.
+    ArrayNext,
+    /// After a value in an array: `,` or `]`.
+    ArrayAfter,
+    /// Right after `{`, or after `,` in an object: a key or `}` (lenient after a comma).
+    ObjectKey,
+    /// After a key: `:`.
+    Colon,
+    /// After a value in an object: `,` or `}`.
+    ObjectAfter,
+}
+
+/// A multiplicative hasher for `usize` keys (positions): fast, and good enough for a memo.
+#[derive(Default)]
+struct PositionHasher(u64);
+
+impl Hasher for PositionHasher {
+    fn finish(&self) -> u64 {
+        self.0
+    }
+    fn write(&mut self, bytes: &[u8]) {
+        for &byte in bytes {
+            self.0 = (self.0.rotate_left(8) ^ u64::from(byte)).wrapping_mul(0x9E37_79B9_7F4A_7C15);
+        }
+    }
+    fn write_usize(&mut self, value: usize) {
+        self.0 = (value as u64).wrapping_mul(0x9E37_79B9_7F4A_7C15);
+    }
+}
+
+/// The scanner over one text. Keep one per text: its memo and budget span all scans of it.
+pub(crate) struct Scanner<'a> {
+    src: &'a [u8],
+    memo: HashMap<usize, Outcome, BuildHasherDefault<PositionHasher>>,
+    stack: Vec<(usize, Kind)>,
+    work: u64,
+    budget: u64,
+    exhausted: bool,
+}
+
+impl<'a> Scanner<'a> {
+    pub(crate) fn new(src: &'a str) -> Self {
+        Scanner {
+            src: src.as_bytes(),
+            memo: HashMap::default(),
+            stack: Vec::new(),
+            work: 0,
+            budget: BUDGET_BASE + BUDGET_PER_BYTE * src.len() as u64,
+            exhausted: false,
+        }
+    }
+
+    /// The work done so far (bytes examined), for the linearity test.
+    pub(crate) fn work(&self) -> u64 {
+        self.work
+    }
+
+    /// Whether the work budget ran out (some scan was cut short).
+    pub(crate) fn exhausted(&self) -> bool {
+        self.exhausted
+    }
+
+    /// Where the JSON value starting at `start` (after no whitespace) ends, exclusive.
+    pub(crate) fn value_end(&mut self, start: usize) -> Result<usize, Fail> {
+        if let Some(outcome) = self.memo.get(&start) {
+            return match *outcome {
+                Outcome::Closed(end) => Ok(end),
+                Outcome::Failed(at) => Err(Fail { at, closers: None }),
+            };
+        }
+        self.stack.clear();
+        let result = self.scan(start);
+        self.stack.clear();
+        result
+    }
+
+    fn fail(&mut self, at: usize, state: State) -> Fail {
+        let closable = at >= self.src.len() || self.src[at] == b'<';
+        let closers = match state {
+            State::ArrayFirst
+            | State::ArrayNext
+            | State::ArrayAfter
+            | State::ObjectKey
+            | State::ObjectAfter
+                if closable && !self.exhausted =>
+            {
+                Some(
+                    self.stack
+                        .iter()
+                        .rev()
+                        .map(|(_, kind)| if *kind == Kind::Object { '}' } else { ']' })
+                        .collect(),
+                )
+            }
+            _ => None,
+        };
+        for &(open, _) in &self.stack {
+            if at - open >= MEMO_MIN {
+                self.memo.insert(open, Outcome::Failed(at));
+            }
+        }
+        Fail { at, closers }
+    }
+
+    fn scan(&mut self, start: usize) -> Result<usize, Fail> {
+        let src = self.src;
+        let len = src.len();
+        let mut i = start;
+        let mut state = State::Value;
+        loop {
+            // Skip whitespace.
+            while i < len && matches!(src[i], b' ' | b'\t' | b'\n' | b'\r') {
+                i += 1;
+                self.work += 1;
+            }
+            self.work += 1;
+            if self.work > self.budget {
+                self.exhausted = true;
+                return Err(self.fail(i, State::Value));
+            }
+            let Some(&c) = src.get(i) else {
+                return Err(self.fail(i, state));
+            };
+            match state {
+                State::Colon => {
+                    if c != b':' {
+                        return Err(self.fail(i, state));
+                    }
+                    i += 1;
+                    state = State::Value;
+                    continue;
+                }
+                State::ObjectKey => {
+                    if c == b'}' {
+                        i = self.close(i);
+                    } else if c == b'"' {
+                        i = match self.string(i) {
+                            Some(end) => end,
+                            None => return Err(self.fail(len, State::Value)),
+                        };
+                        state = State::Colon;
+                        continue;
+                    } else {
+                        return Err(self.fail(i, state));
+                    }
+                }
+                State::ObjectAfter | State::ArrayAfter => {
+                    let closer = if state == State::ObjectAfter { b'}' } else { b']' };
+                    if c == b',' {
+                        i += 1;
+                        state = if state == State::ObjectAfter {
+                            State::ObjectKey
+                        } else {
+                            State::ArrayNext
+                        };
+                        continue;
+                    } else if c == closer {
+                        i = self.close(i);
+                    } else {
+                        return Err(self.fail(i, state));
+                    }
+                }
+                State::Value | State::ArrayFirst | State::ArrayNext => {
+                    if c == b']' && state != State::Value {
+                        i = self.close(i);
+                    } else if c == b'{' || c == b'[' {
+                        if i != start {
+                            if let Some(outcome) = self.memo.get(&i) {
+                                match *outcome {
+                                    Outcome::Closed(end) => {
+                                        i = end;
+                                        match self.after_value() {
+                                            Some(next) => state = next,
+                                            None => return Ok(i),
+                                        }
+                                        continue;
+                                    }
+                                    Outcome::Failed(at) => return Err(self.fail(at, State::Value)),
+                                }
+                            }
+                        }
+                        let kind = if c == b'{' { Kind::Object } else { Kind::Array };
+                        self.stack.push((i, kind));
+                        i += 1;
+                        state = if kind == Kind::Object { State::ObjectKey } else { State::ArrayFirst };
+                        continue;
+                    } else if c == b'"' {
+                        i = match self.string(i) {
+                            Some(end) => end,
+                            None => return Err(self.fail(len, State::Value)),
+                        };
+                    } else if c == b'-' || c.is_ascii_digit() {
+                        i = match self.number(i) {
+                            Some(end) => end,
+                            None => return Err(self.fail(i, State::Value)),
+                        };
+                    } else if let Some(end) = self.literal(i) {
+                        i = end;
+                    } else {
+                        return Err(self.fail(i, state));
+                    }
+                }
+            }
+            match self.after_value() {
+                Some(next) => state = next,
+                None => return Ok(i),
+            }
+        }
+    }
+
+    /// Closes the innermost container at `i` (its closer) and returns the position after it.
+    fn close(&mut self, i: usize) -> usize {
+        if let Some((open, _)) = self.stack.pop() {
+            if i + 1 - open >= MEMO_MIN {
+                self.memo.insert(open, Outcome::Closed(i + 1));
+            }
+        }
+        i + 1
+    }
+
+    /// The state after a complete value, or `None` when the outermost value is complete.
+    fn after_value(&self) -> Option<State> {
+        self.stack.last().map(|(_, kind)| match kind {
+            Kind::Object => State::ObjectAfter,
+            Kind::Array => State::ArrayAfter,
+        })
+    }
+
+    /// The end of the string starting at the quote `i`, or `None` when it never ends (or holds
+    /// an invalid escape, reported as never ending at that point).
+    fn string(&mut self, i: usize) -> Option<usize> {
+        let src = self.src;
+        let mut j = i + 1;
+        loop {
+            let found = memchr::memchr2(b'"', b'\\', &src[j..]);
+            let Some(offset) = found else {
+                self.work += (src.len() - j) as u64;
+                return None;
+            };
+            self.work += offset as u64 + 1;
+            j += offset;
+            if src[j] == b'"' {
+                return Some(j + 1);
+            }
+            // A backslash escape.
+            match src.get(j + 1) {
+                Some(b'"' | b'\\' | b'/' | b'b' | b'f' | b'n' | b'r' | b't') => j += 2,
+                Some(b'u') => {
+                    let hex = src.get(j + 2..j + 6)?;
+                    if !hex.iter().all(u8::is_ascii_hexdigit) {
+                        return None;
+                    }
+                    j += 6;
+                }
+                _ => return None,
+            }
+        }
+    }
+
+    fn number(&mut self, i: usize) -> Option<usize> {
+        let src = self.src;
+        let mut j = i;
+        if src.get(j) == Some(&b'-') {
+            j += 1;
+        }
+        let digits = |from: usize| src[from..].iter().take_while(|b| b.is_ascii_digit()).count();
+        match src.get(j) {
+            Some(b'0') => j += 1,
+            Some(b'1'..=b'9') => j += digits(j),
+            _ => return None,
+        }
+        if src.get(j) == Some(&b'.') {
+            let n = digits(j + 1);
+            if n == 0 {
+                return None;
+            }
+            j += 1 + n;
+        }
+        if matches!(src.get(j), Some(b'e' | b'E')) {
+            j += 1;
+            if matches!(src.get(j), Some(b'+' | b'-')) {
+                j += 1;
+            }
+            let n = digits(j);
+            if n == 0 {
+                return None;
+            }
+            j += n;
+        }
+        self.work += (j - i) as u64;
+        Some(j)
+    }
+
+    fn literal(&mut self, i: usize) -> Option<usize> {
+        let rest = &self.src[i..];
+        for word in [&b"true"[..], b"false", b"null"] {
+            if rest.starts_with(word) {
+                return Some(i + word.len());
+            }
+        }
+        None
+    }
+}
+
+/// Builds the value of a text the scanner accepted. Repairs the two leniencies first (raw
+/// control characters in strings, trailing commas) when strict parsing fails. `None` when the
+/// value nests deeper than `serde_json` allows.
+pub(crate) fn to_value(text: &str) -> Option<Value> {
+    if let Ok(value) = serde_json::from_str(text) {
+        return Some(value);
+    }
+    serde_json::from_str(&normalize(text)).ok()
+}
+
+/// Escapes raw control characters inside strings and drops commas right before a closer.
+fn normalize(text: &str) -> String {
+    let bytes = text.as_bytes();
+    let mut out = String::with_capacity(text.len() + 8);
+    let mut in_string = false;
+    let mut escaped = false;
+    let mut chars = text.char_indices().peekable();
+    while let Some((index, c)) = chars.next() {
+        if in_string {
+            if escaped {
+                escaped = false;
+                out.push(c);
+            } else if c == '\\' {
+                escaped = true;
+                out.push(c);
+            } else if c == '"' {
+                in_string = false;
+                out.push(c);
+            } else if (c as u32) < 0x20 {
+                match c {
+                    '\n' => out.push_str("\\n"),
+                    '\r' => out.push_str("\\r"),
+                    '\t' => out.push_str("\\t"),
+                    other => out.push_str(&format!("\\u{:04x}", other as u32)),
+                }
+            } else {
+                out.push(c);
+            }
+            continue;
+        }
+        if c == '"' {
+            in_string = true;
+        } else if c == ',' {
+            let next = bytes[index + 1..].iter().find(|b| !b.is_ascii_whitespace());
+            if matches!(next, Some(b'}' | b']')) {
+                continue;
+            }
+        }
+        out.push(c);
+    }
+    out
+}
+
+/// Reads the first JSON value in `text` leniently: the whole trimmed text when it is valid,
+/// otherwise the first complete value that starts at a `{` or `[`, leading and trailing junk
+/// ignored; with `close_truncated`, a value cut short that only lacks closers is completed.
+pub(crate) fn parse_lenient(text: &str, close_truncated: bool) -> Option<Lenient> {
+    let trimmed = text.trim();
+    if trimmed.is_empty() {
+        return None;
+    }
+    if let Ok(value) = serde_json::from_str::<Value>(trimmed) {
+        return Some(Lenient { value, repair: Repair::None });
+    }
+    let mut scanner = Scanner::new(text);
+    let bytes = text.as_bytes();
+    let mut from = 0;
+    let mut first = true;
+    while let Some(offset) = memchr::memchr2(b'{', b'[', &bytes[from..]) {
+        let start = from + offset;
+        match scanner.value_end(start) {
+            Ok(end) => {
+                if let Some(value) = to_value(&text[start..end]) {
+                    let repair = if text[..start].trim().is_empty() && text[end..].trim().is_empty() {
+                        Repair::Normalized
+                    } else {
+                        Repair::Extracted
+                    };
+                    return Some(Lenient { value, repair });
+                }
+                from = end;
+            }
+            Err(fail) => {
+                // The first value, cut short at the end of the text: complete it rather than
+                // take a value nested in it.
+                if first && close_truncated {
+                    if let Some(value) = complete(text, start, &fail) {
+                        return Some(Lenient { value, repair: Repair::Closed });
+                    }
+                }
+                from = start + 1;
+            }
+        }
+        first = false;
+        if scanner.exhausted() {
+            break;
+        }
+    }
+    None
+}
+
+/// The value starting at `start` that failed with `fail`, completed with its missing closers
+/// when only they are missing and nothing but whitespace follows.
+fn complete(text: &str, start: usize, fail: &Fail) -> Option<Value> {
+    let closers = fail.closers.as_ref()?;
+    if fail.at < text.len() && !text[fail.at..].trim().is_empty() {
+        return None;
+    }
+    let mut completed = text[start..fail.at].trim_end().to_owned();
+    completed.push_str(closers);
+    to_value(&completed)
+}
+
+/// A value read by [`parse_lenient`], with what it took.
+#[derive(Debug, Clone, PartialEq)]
+pub(crate) struct Lenient {
+    pub(crate) value: Value,
+    pub(crate) repair: Repair,
+}
+
+/// What [`parse_lenient`] had to do.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Repair {
+    /// The text was valid JSON.
+    None,
+    /// The value was valid after escaping raw control characters or dropping trailing commas.
+    Normalized,
+    /// The value was taken out of surrounding junk (prose, an extra brace).
+    Extracted,
+    /// Missing closers were added at the end.
+    Closed,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn end(text: &str) -> Result<usize, usize> {
+        Scanner::new(text).value_end(0).map_err(|fail| fail.at)
+    }
+
+    #[test]
+    fn scans_values() {
+        assert_eq!(end(r#"{"a":1}}"#), Ok(7));
+        assert_eq!(end(r#"{"a":"}"}x"#), Ok(9));
+        assert_eq!(end("[1, 2, [3]] tail"), Ok(11));
+        assert_eq!(end("{\"a\":1,}"), Ok(8));
+        assert_eq!(end("{{"), Err(1));
+        assert_eq!(end("[1 2]"), Err(3));
+        assert_eq!(end("-0.5e+3"), Ok(7));
+        assert_eq!(end("\"a\\qb\""), Err(6));
+    }
+
+    #[test]
+    fn closers_for_truncated_values() {
+        let fail = Scanner::new(r#"{"a":{"b":[1"#).value_end(0).unwrap_err();
+        assert_eq!(fail.closers.as_deref(), Some("]}}"));
+        let fail = Scanner::new(r#"{"a":"#).value_end(0).unwrap_err();
+        assert_eq!(fail.closers, None);
+    }
+
+    #[test]
+    fn lenient_parse() {
+        let read = |text: &str| parse_lenient(text, true).map(|l| (l.value.to_string(), l.repair));
+        assert_eq!(read(r#"{"a":1}}"#), Some((r#"{"a":1}"#.into(), Repair::Extracted)));
+        assert_eq!(read("Sure: {\"a\":1} ok"), Some((r#"{"a":1}"#.into(), Repair::Extracted)));
+        assert_eq!(read("{\"a\":\"x\ny\",}"), Some((r#"{"a":"x\ny"}"#.into(), Repair::Normalized)));
+        assert_eq!(read(r#"{"a":{"b":1}"#), Some((r#"{"a":{"b":1}}"#.into(), Repair::Closed)));
+        assert_eq!(read("nothing here"), None);
+    }
+}

@@ -1,0 +1,78 @@
+//! Cutting spans out of text while keeping the prose around them readable.
+
+use std::ops::Range;
+
+/// Removes `spans` (sorted, not overlapping) from `text`. At each cut the whitespace on both
+/// sides collapses to one separator: a blank line if it held one, a newline if it held one, a
+/// space if it held any whitespace, nothing otherwise; the result is trimmed. With no spans the
+/// text comes back unchanged.
+pub(crate) fn remove_spans(text: &str, spans: &[Range<usize>]) -> String {
+    if spans.is_empty() {
+        return text.to_owned();
+    }
+    let mut out = String::with_capacity(text.len());
+    let mut pending_gap: Option<&str> = None;
+    let mut from = 0;
+    for span in spans {
+        push_piece(&mut out, &text[from..span.start], &mut pending_gap);
+        from = span.end;
+    }
+    push_piece(&mut out, &text[from..], &mut pending_gap);
+    out.truncate(out.trim_end().len());
+    out
+}
+
+/// Appends one piece between cuts. `gap` carries the whitespace seen since the last text.
+fn push_piece<'a>(out: &mut String, piece: &'a str, gap: &mut Option<&'a str>) {
+    let body = piece.trim();
+    let leading = &piece[..piece.len() - piece.trim_start().len()];
+    if body.is_empty() {
+        // The whole piece is whitespace: it widens the gap.
+        *gap = Some(widest(gap.unwrap_or(""), piece));
+        return;
+    }
+    if !out.is_empty() {
+        out.push_str(separator(widest(gap.unwrap_or(""), leading)));
+    }
+    out.push_str(body);
+    let trailing = &piece[piece.trim_end().len()..];
+    *gap = Some(trailing);
+}
+
+fn widest<'a>(a: &'a str, b: &'a str) -> &'a str {
+    if rank(b) > rank(a) { b } else { a }
+}
+
+fn rank(gap: &str) -> u8 {
+    let newlines = gap.bytes().filter(|&b| b == b'\n').count();
+    match newlines {
+        0 if gap.is_empty() => 0,
+        0 => 1,
+        1 => 2,
+        _ => 3,
+    }
+}
+
+fn separator(gap: &str) -> &'static str {
+    match rank(gap) {
+        0 => "",
+        1 => " ",
+        2 => "\n",
+        _ => "\n\n",
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn joins() {
+        assert_eq!(remove_spans("a X b", &[2..3]), "a b");
+        assert_eq!(remove_spans("aXb", &[1..2]), "ab");
+        assert_eq!(remove_spans("Intro.\n\nX\n\nMore.", &[8..9]), "Intro.\n\nMore.");
+        assert_eq!(remove_spans("  X  ", &[2..3]), "");
+        assert_eq!(remove_spans("one\nX Y two", &[4..5, 6..7]), "one\ntwo");
+        assert_eq!(remove_spans("keep  me", &[]), "keep  me");
+    }
+}
