@@ -4,7 +4,7 @@ use std::{collections::BTreeMap, net::SocketAddr, time::Duration};
 
 /// How the server runs. `Default` listens on 127.0.0.1:8080 in local single-user mode.
 #[derive(Debug, Clone, PartialEq)]
-#[non_exhaustive]
+
 pub struct ServerConfig {
     /// The address to bind (127.0.0.1:8080 by default: never every interface unless told).
     pub addr: SocketAddr,

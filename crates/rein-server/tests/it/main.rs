@@ -1,0 +1,76 @@
+//! rein-server's integration tests: every route and error through `oneshot`, the event stream,
+//! the OpenAPI document and the embedded chat.
+
+mod fake;
+mod openapi;
+mod routes;
+mod stream;
+
+use std::sync::Arc;
+
+use axum::{
+    Router,
+    body::Body,
+    http::{Request, StatusCode, header},
+};
+use http_body_util::BodyExt as _;
+use rein_server::ServerConfig;
+use serde_json::Value;
+use tower::ServiceExt as _;
+
+/// A router over a fresh fake runtime.
+pub fn app(config: &ServerConfig) -> (Router, fake::Fake) {
+    let fake = fake::Fake::default();
+    (rein_server::router(config, Arc::new(fake.clone())), fake)
+}
+
+/// One request: method, path, optional JSON body, optional bearer token.
+pub fn request(
+    method: &str,
+    path: &str,
+    body: Option<Value>,
+    token: Option<&str>,
+) -> Request<Body> {
+    let mut builder = Request::builder().method(method).uri(path);
+    if let Some(token) = token {
+        builder = builder.header(header::AUTHORIZATION, format!("Bearer {token}"));
+    }
+    match body {
+        Some(body) => builder
+            .header(header::CONTENT_TYPE, "application/json")
+            .body(Body::from(body.to_string()))
+            .unwrap(),
+        None => builder.body(Body::empty()).unwrap(),
+    }
+}
+
+/// Sends a request and reads the JSON answer (`Value::Null` when the body is not JSON).
+pub async fn send(app: &Router, request: Request<Body>) -> (StatusCode, Value) {
+    let response = app.clone().oneshot(request).await.unwrap();
+    let status = response.status();
+    let bytes = response.into_body().collect().await.unwrap().to_bytes();
+    (status, serde_json::from_slice(&bytes).unwrap_or(Value::Null))
+}
+
+/// `send` for a JSON call without a token.
+pub async fn call(
+    app: &Router,
+    method: &str,
+    path: &str,
+    body: Option<Value>,
+) -> (StatusCode, Value) {
+    send(app, request(method, path, body, None)).await
+}
+
+/// Creates a session and returns its id.
+pub async fn new_session(app: &Router) -> String {
+    let (status, body) = call(
+        app,
+        "POST",
+        "/agent/api/runtime/sessions",
+        Some(serde_json::json!({ "agentName": "assistant" })),
+    )
+    .await;
+    assert_eq!(status, StatusCode::CREATED, "{body}");
+    body["sessionId"].as_str().unwrap().to_owned()
+}

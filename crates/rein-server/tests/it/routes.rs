@@ -1,0 +1,550 @@
+//! Every route and every error through `oneshot`: bodies, codes, limits, auth and ownership.
+
+use axum::{
+    body::Body,
+    http::{Request, StatusCode, header},
+};
+use rein_server::ServerConfig;
+use serde_json::{Value, json};
+
+use crate::{app, call, new_session, request, send};
+
+const RT: &str = "/agent/api/runtime";
+
+fn error_code(body: &Value) -> &str {
+    body["error"]["code"].as_str().unwrap_or("<no code>")
+}
+
+/// Every error body has the same shape: code, message and request id.
+fn assert_error(status: StatusCode, body: &Value, expect_status: StatusCode, expect_code: &str) {
+    assert_eq!(status, expect_status, "{body}");
+    assert_eq!(error_code(body), expect_code, "{body}");
+    assert!(body["error"]["message"].as_str().is_some_and(|m| !m.is_empty()), "{body}");
+    assert!(body["error"]["request_id"].as_str().is_some_and(|r| r.starts_with("req_")), "{body}");
+}
+
+#[tokio::test]
+async fn agents_and_models() {
+    let (app, _) = app(&ServerConfig::default());
+    let (status, body) = call(&app, "GET", &format!("{RT}/agents"), None).await;
+    assert_eq!(status, StatusCode::OK);
+    assert_eq!(body["agents"][0]["name"], "assistant");
+    assert_eq!(body["agents"][0]["runtimeConfigured"], true);
+    assert_eq!(body["agents"][0]["tools"][0]["sideEffecting"], false);
+    let (status, body) = call(&app, "GET", &format!("{RT}/models"), None).await;
+    assert_eq!(status, StatusCode::OK);
+    assert_eq!(body["defaultModel"], "scripted");
+}
+
+#[tokio::test]
+async fn session_lifecycle() {
+    let (app, _) = app(&ServerConfig::default());
+    let (status, created) = call(
+        &app,
+        "POST",
+        &format!("{RT}/sessions"),
+        Some(json!({ "agentName": "assistant", "sessionId": "chat:1", "metadata": { "viewContextId": "v1" } })),
+    )
+    .await;
+    assert_eq!(status, StatusCode::CREATED, "{created}");
+    assert_eq!(created["sessionId"], "chat:1");
+    assert_eq!(created["metadata"]["turnInFlight"], false);
+    assert!(created["metadata"]["turnUnfinished"].is_null());
+
+    let (status, body) = call(&app, "GET", &format!("{RT}/sessions"), None).await;
+    assert_eq!(status, StatusCode::OK);
+    assert_eq!(body["sessions"][0]["sessionId"], "chat:1");
+
+    let (status, body) = call(&app, "GET", &format!("{RT}/sessions/chat:1"), None).await;
+    assert_eq!(status, StatusCode::OK);
+    assert_eq!(body["agentName"], "assistant");
+
+    let (status, body) = call(
+        &app,
+        "PATCH",
+        &format!("{RT}/sessions/chat:1"),
+        Some(json!({ "autoApprove": true, "reasoning": false, "runtimeModel": "scripted" })),
+    )
+    .await;
+    assert_eq!(status, StatusCode::OK, "{body}");
+    assert_eq!(body["policy"]["autoApprove"], true);
+    assert_eq!(body["policy"]["reasoning"], false);
+
+    let (status, body) = call(
+        &app,
+        "PATCH",
+        &format!("{RT}/sessions/chat:1"),
+        Some(json!({ "runtimeModel": "nope" })),
+    )
+    .await;
+    assert_error(status, &body, StatusCode::UNPROCESSABLE_ENTITY, "hosted_model_not_found");
+
+    let (status, body) = call(&app, "DELETE", &format!("{RT}/sessions/chat:1"), None).await;
+    assert_eq!(status, StatusCode::OK);
+    assert_eq!(body["sessionId"], "chat:1");
+    assert!(body["deletedAt"].is_string());
+    let (status, body) = call(&app, "GET", &format!("{RT}/sessions/chat:1"), None).await;
+    assert_error(status, &body, StatusCode::NOT_FOUND, "hosted_session_not_found");
+}
+
+#[tokio::test]
+async fn create_session_errors() {
+    let (app, _) = app(&ServerConfig::default());
+    let path = format!("{RT}/sessions");
+    let cases = [
+        (json!({ "agentName": "nobody" }), StatusCode::NOT_FOUND, "hosted_agent_not_found"),
+        (json!({ "agentName": "" }), StatusCode::UNPROCESSABLE_ENTITY, "validation_error"),
+        (json!({ "agentName": "   " }), StatusCode::UNPROCESSABLE_ENTITY, "validation_error"),
+        (json!({}), StatusCode::UNPROCESSABLE_ENTITY, "validation_error"),
+        (
+            json!({ "agentName": "assistant", "colour": "red" }),
+            StatusCode::UNPROCESSABLE_ENTITY,
+            "validation_error",
+        ),
+        (json!({ "agentName": 7 }), StatusCode::UNPROCESSABLE_ENTITY, "validation_error"),
+        (
+            json!({ "agentName": "assistant", "sessionId": "a/b" }),
+            StatusCode::UNPROCESSABLE_ENTITY,
+            "validation_error",
+        ),
+        (json!([1, 2]), StatusCode::UNPROCESSABLE_ENTITY, "validation_error"),
+    ];
+    for (body, expect_status, expect_code) in cases {
+        let (status, answer) = call(&app, "POST", &path, Some(body.clone())).await;
+        assert_error(status, &answer, expect_status, expect_code);
+    }
+    // A duplicate id.
+    let first = json!({ "agentName": "assistant", "sessionId": "same" });
+    assert_eq!(call(&app, "POST", &path, Some(first.clone())).await.0, StatusCode::CREATED);
+    let (status, body) = call(&app, "POST", &path, Some(first)).await;
+    assert_error(status, &body, StatusCode::UNPROCESSABLE_ENTITY, "hosted_session_exists");
+}
+
+#[tokio::test]
+async fn malformed_bodies_are_4xx() {
+    let (app, _) = app(&ServerConfig::default());
+    let path = format!("{RT}/sessions");
+    let raw = |body: &'static str, content_type: Option<&'static str>| {
+        let mut builder = Request::builder().method("POST").uri(path.clone());
+        if let Some(content_type) = content_type {
+            builder = builder.header(header::CONTENT_TYPE, content_type);
+        }
+        builder.body(Body::from(body)).unwrap()
+    };
+    let (status, body) = send(&app, raw("{\"agentName\": ", Some("application/json"))).await;
+    assert_error(status, &body, StatusCode::BAD_REQUEST, "invalid_json");
+    let (status, body) = send(&app, raw("not json", Some("application/json"))).await;
+    assert_error(status, &body, StatusCode::BAD_REQUEST, "invalid_json");
+    let (status, body) = send(&app, raw("{\"agentName\":\"assistant\"}", Some("text/plain"))).await;
+    assert_error(status, &body, StatusCode::UNSUPPORTED_MEDIA_TYPE, "unsupported_media_type");
+    let (status, body) = send(&app, raw("{\"agentName\":\"assistant\"}", None)).await;
+    assert_error(status, &body, StatusCode::UNSUPPORTED_MEDIA_TYPE, "unsupported_media_type");
+    let (status, body) = send(&app, raw("", Some("application/json"))).await;
+    assert_error(status, &body, StatusCode::UNPROCESSABLE_ENTITY, "validation_error");
+    let (status, body) = send(&app, raw("\u{0}\u{1}", Some("application/json"))).await;
+    assert_error(status, &body, StatusCode::BAD_REQUEST, "invalid_json");
+}
+
+#[tokio::test]
+async fn oversize_bodies_and_messages() {
+    let config =
+        ServerConfig { max_body_bytes: 256, max_message_chars: 10, ..ServerConfig::default() };
+    let (app, _) = app(&config);
+    let big = json!({ "agentName": "assistant", "systemPrompt": "x".repeat(1000) });
+    let (status, body) = call(&app, "POST", &format!("{RT}/sessions"), Some(big)).await;
+    assert_error(status, &body, StatusCode::PAYLOAD_TOO_LARGE, "payload_too_large");
+
+    let id = new_session(&app).await;
+    let long = json!({ "content": "more than ten characters" });
+    let (status, body) =
+        call(&app, "POST", &format!("{RT}/sessions/{id}/messages"), Some(long)).await;
+    assert_error(status, &body, StatusCode::UNPROCESSABLE_ENTITY, "message_too_long");
+    assert_eq!(body["error"]["details"]["limit"], 10);
+}
+
+#[tokio::test]
+async fn send_message_answers_with_the_turn() {
+    let (app, _) = app(&ServerConfig::default());
+    let id = new_session(&app).await;
+    let (status, run) = call(
+        &app,
+        "POST",
+        &format!("{RT}/sessions/{id}/messages"),
+        Some(json!({ "content": "hello", "viewContextId": "view-1" })),
+    )
+    .await;
+    assert_eq!(status, StatusCode::OK, "{run}");
+    assert_eq!(run["finalMessage"], "You said: hello");
+    assert_eq!(run["turnEnding"], "answered");
+    assert_eq!(run["sessionId"], id.as_str());
+    assert_eq!(run["toolResults"][0]["toolName"], "lookup");
+    assert_eq!(run["messagesAdded"][0]["role"], "user");
+    assert_eq!(run["session"]["metadata"]["viewContextId"], "view-1");
+    assert_eq!(run["session"]["metadata"]["turnInFlight"], false);
+
+    for (body, code) in [
+        (json!({ "content": "" }), "validation_error"),
+        (json!({ "content": " \n " }), "validation_error"),
+        (json!({ "text": "hi" }), "validation_error"),
+        (json!({ "content": "hi", "extra": 1 }), "validation_error"),
+    ] {
+        let (status, answer) =
+            call(&app, "POST", &format!("{RT}/sessions/{id}/messages"), Some(body)).await;
+        assert_error(status, &answer, StatusCode::UNPROCESSABLE_ENTITY, code);
+    }
+    let (status, body) = call(
+        &app,
+        "POST",
+        &format!("{RT}/sessions/nope/messages"),
+        Some(json!({ "content": "hi" })),
+    )
+    .await;
+    assert_error(status, &body, StatusCode::NOT_FOUND, "hosted_session_not_found");
+}
+
+#[tokio::test]
+async fn second_turn_in_flight_is_409_and_interrupt_stops_it() {
+    let (app, fake) = app(&ServerConfig::default());
+    let id = new_session(&app).await;
+    let path = format!("{RT}/sessions/{id}/messages");
+    let started = fake.started.notified();
+    let first = tokio::spawn({
+        let app = app.clone();
+        let path = path.clone();
+        async move { call(&app, "POST", &path, Some(json!({ "content": "block" }))).await }
+    });
+    started.await;
+
+    let (status, body) = call(&app, "POST", &path, Some(json!({ "content": "again" }))).await;
+    assert_error(status, &body, StatusCode::CONFLICT, "hosted_agent_turn_in_flight");
+    assert_eq!(body["error"]["details"]["sessionId"], id.as_str());
+    let (_, session) = call(&app, "GET", &format!("{RT}/sessions/{id}"), None).await;
+    assert_eq!(session["metadata"]["turnInFlight"], true);
+
+    let (status, body) = call(&app, "POST", &format!("{RT}/sessions/{id}/interrupt"), None).await;
+    assert_eq!(status, StatusCode::OK, "{body}");
+    assert_eq!(body["turnInFlight"], true);
+    let (status, run) = first.await.unwrap();
+    assert_eq!(status, StatusCode::OK);
+    assert_eq!(run["turnEnding"], "interrupted");
+
+    let (status, body) = call(&app, "POST", &format!("{RT}/sessions/{id}/interrupt"), None).await;
+    assert_eq!(status, StatusCode::OK);
+    assert_eq!(body["turnInFlight"], false);
+}
+
+#[tokio::test]
+async fn checkpoint_continue_and_discard() {
+    let (app, fake) = app(&ServerConfig::default());
+    let id = new_session(&app).await;
+    let (status, body) = call(&app, "POST", &format!("{RT}/sessions/{id}/continue"), None).await;
+    assert_error(status, &body, StatusCode::CONFLICT, "hosted_no_checkpoint");
+    let (status, body) = call(&app, "POST", &format!("{RT}/sessions/{id}/discard"), None).await;
+    assert_error(status, &body, StatusCode::CONFLICT, "hosted_no_checkpoint");
+
+    fake.pause(&id, "Read 3 files.");
+    let (_, session) = call(&app, "GET", &format!("{RT}/sessions/{id}"), None).await;
+    assert_eq!(session["checkpoint"]["summary"], "Read 3 files.");
+    let (status, run) = call(&app, "POST", &format!("{RT}/sessions/{id}/continue"), None).await;
+    assert_eq!(status, StatusCode::OK, "{run}");
+    assert_eq!(run["turnEnding"], "answered");
+
+    fake.pause(&id, "Again.");
+    let (status, session) = call(&app, "POST", &format!("{RT}/sessions/{id}/discard"), None).await;
+    assert_eq!(status, StatusCode::OK);
+    assert!(session["checkpoint"].is_null());
+}
+
+#[tokio::test]
+async fn tasks_and_approvals() {
+    let (app, _) = app(&ServerConfig::default());
+    let id = new_session(&app).await;
+    call(
+        &app,
+        "POST",
+        &format!("{RT}/sessions/{id}/messages"),
+        Some(json!({ "content": "approve me" })),
+    )
+    .await;
+
+    let (status, tasks) = call(&app, "GET", &format!("{RT}/sessions/{id}/tasks"), None).await;
+    assert_eq!(status, StatusCode::OK);
+    assert_eq!(tasks["sessionId"], id.as_str());
+    let task_id = tasks["tasks"][0]["taskId"].as_str().unwrap().to_owned();
+    let (status, task) = call(&app, "GET", &format!("{RT}/tasks/{task_id}"), None).await;
+    assert_eq!((status, task["status"].as_str()), (StatusCode::OK, Some("running")));
+
+    // Active tasks block deletion.
+    let (status, body) = call(&app, "DELETE", &format!("{RT}/sessions/{id}"), None).await;
+    assert_error(status, &body, StatusCode::CONFLICT, "hosted_session_has_active_tasks");
+
+    let (status, task) = call(&app, "POST", &format!("{RT}/tasks/{task_id}/cancel"), None).await;
+    assert_eq!((status, task["status"].as_str()), (StatusCode::OK, Some("cancelled")));
+    // Cancelling an ended task changes nothing.
+    let (status, task) = call(&app, "POST", &format!("{RT}/tasks/{task_id}/cancel"), None).await;
+    assert_eq!((status, task["status"].as_str()), (StatusCode::OK, Some("cancelled")));
+
+    let (status, approvals) =
+        call(&app, "GET", &format!("{RT}/sessions/{id}/approvals"), None).await;
+    assert_eq!(status, StatusCode::OK);
+    let approval_id = approvals["approvals"][0]["approvalId"].as_str().unwrap().to_owned();
+    let (status, approval) =
+        call(&app, "GET", &format!("{RT}/approvals/{approval_id}"), None).await;
+    assert_eq!((status, approval["status"].as_str()), (StatusCode::OK, Some("pending")));
+    let (status, approval) = call(
+        &app,
+        "POST",
+        &format!("{RT}/approvals/{approval_id}/approve"),
+        Some(json!({ "note": "fine" })),
+    )
+    .await;
+    assert_eq!(status, StatusCode::OK, "{approval}");
+    assert_eq!(approval["status"], "approved");
+    assert_eq!(approval["decisionNote"], "fine");
+    let (status, body) =
+        call(&app, "POST", &format!("{RT}/approvals/{approval_id}/deny"), None).await;
+    assert_error(status, &body, StatusCode::CONFLICT, "hosted_approval_resolved");
+    let (status, body) = call(
+        &app,
+        "POST",
+        &format!("{RT}/approvals/{approval_id}/deny"),
+        Some(json!({ "why": "x" })),
+    )
+    .await;
+    assert_error(status, &body, StatusCode::UNPROCESSABLE_ENTITY, "validation_error");
+
+    // A second approval, denied with no body at all.
+    call(
+        &app,
+        "POST",
+        &format!("{RT}/sessions/{id}/messages"),
+        Some(json!({ "content": "approve me" })),
+    )
+    .await;
+    let (_, approvals) = call(&app, "GET", &format!("{RT}/sessions/{id}/approvals"), None).await;
+    let second = approvals["approvals"][1]["approvalId"].as_str().unwrap().to_owned();
+    let (status, approval) =
+        call(&app, "POST", &format!("{RT}/approvals/{second}/deny"), None).await;
+    assert_eq!((status, approval["status"].as_str()), (StatusCode::OK, Some("denied")));
+
+    for (path, code) in [
+        (format!("{RT}/tasks/task:none"), "hosted_task_not_found"),
+        (format!("{RT}/approvals/approval:none"), "hosted_approval_not_found"),
+        (format!("{RT}/sessions/none/tasks"), "hosted_session_not_found"),
+        (format!("{RT}/sessions/none/approvals"), "hosted_session_not_found"),
+    ] {
+        let (status, body) = call(&app, "GET", &path, None).await;
+        assert_error(status, &body, StatusCode::NOT_FOUND, code);
+    }
+    let (status, body) = call(&app, "POST", &format!("{RT}/tasks/task:none/cancel"), None).await;
+    assert_error(status, &body, StatusCode::NOT_FOUND, "hosted_task_not_found");
+    let (status, body) =
+        call(&app, "POST", &format!("{RT}/approvals/approval:none/approve"), None).await;
+    assert_error(status, &body, StatusCode::NOT_FOUND, "hosted_approval_not_found");
+}
+
+#[tokio::test]
+async fn view_contexts() {
+    let (app, _) = app(&ServerConfig::default());
+    let path = format!("{RT}/view-contexts/page-1");
+    let (status, body) = call(&app, "GET", &path, None).await;
+    assert_error(status, &body, StatusCode::NOT_FOUND, "hosted_view_context_not_found");
+    let (status, stored) = call(
+        &app,
+        "PUT",
+        &path,
+        Some(json!({ "route": "/stock/AAPL", "pageType": "stock", "title": "Apple", "entities": [{ "ticker": "AAPL" }] })),
+    )
+    .await;
+    assert_eq!(status, StatusCode::OK, "{stored}");
+    assert_eq!(stored["contextId"], "page-1");
+    assert_eq!(stored["pageType"], "stock");
+    let (status, read) = call(&app, "GET", &path, None).await;
+    assert_eq!((status, read), (StatusCode::OK, stored));
+    for body in [
+        json!({ "route": "/" }),
+        json!({ "route": "", "pageType": "x" }),
+        json!({ "route": "/", "pageType": "x", "x": 1 }),
+    ] {
+        let (status, answer) = call(&app, "PUT", &path, Some(body)).await;
+        assert_error(status, &answer, StatusCode::UNPROCESSABLE_ENTITY, "validation_error");
+    }
+    let (status, body) = call(
+        &app,
+        "PUT",
+        &format!("{RT}/view-contexts/bad%20id"),
+        Some(json!({ "route": "/", "pageType": "x" })),
+    )
+    .await;
+    assert_error(status, &body, StatusCode::UNPROCESSABLE_ENTITY, "validation_error");
+}
+
+#[tokio::test]
+async fn unknown_routes_and_methods() {
+    let (app, _) = app(&ServerConfig::default());
+    let (status, body) = call(&app, "GET", "/agent/api/runtime/nothing", None).await;
+    assert_error(status, &body, StatusCode::NOT_FOUND, "not_found");
+    let (status, body) = call(&app, "PUT", &format!("{RT}/agents"), None).await;
+    assert_error(status, &body, StatusCode::METHOD_NOT_ALLOWED, "method_not_allowed");
+    let (status, body) = call(&app, "GET", "/assets/nothing.js", None).await;
+    assert_error(status, &body, StatusCode::NOT_FOUND, "asset_not_found");
+    let (status, body) = call(&app, "GET", "/agent/api/health", None).await;
+    assert_eq!((status, body), (StatusCode::OK, json!({ "status": "ok" })));
+}
+
+#[tokio::test]
+async fn bearer_tokens_and_ownership() {
+    let config =
+        ServerConfig::default().with_token("alice-token", "alice").with_token("bob-token", "bob");
+    let (app, _) = app(&config);
+    let sessions = format!("{RT}/sessions");
+
+    let (status, body) = call(&app, "GET", &sessions, None).await;
+    assert_error(status, &body, StatusCode::UNAUTHORIZED, "unauthorized");
+    let (status, body) = send(&app, request("GET", &sessions, None, Some("wrong"))).await;
+    assert_error(status, &body, StatusCode::UNAUTHORIZED, "unauthorized");
+    // The page and the health check need no token.
+    assert_eq!(call(&app, "GET", "/", None).await.0, StatusCode::OK);
+    assert_eq!(call(&app, "GET", "/agent/api/health", None).await.0, StatusCode::OK);
+
+    let create = json!({ "agentName": "assistant", "sessionId": "alice-chat" });
+    let (status, _) =
+        send(&app, request("POST", &sessions, Some(create), Some("alice-token"))).await;
+    assert_eq!(status, StatusCode::CREATED);
+    send(
+        &app,
+        request(
+            "POST",
+            &format!("{sessions}/alice-chat/messages"),
+            Some(json!({ "content": "approve me" })),
+            Some("alice-token"),
+        ),
+    )
+    .await;
+    let (_, approvals) = send(
+        &app,
+        request("GET", &format!("{sessions}/alice-chat/approvals"), None, Some("alice-token")),
+    )
+    .await;
+    let approval_id = approvals["approvals"][0]["approvalId"].as_str().unwrap().to_owned();
+    let (_, tasks) = send(
+        &app,
+        request("GET", &format!("{sessions}/alice-chat/tasks"), None, Some("alice-token")),
+    )
+    .await;
+    let task_id = tasks["tasks"][0]["taskId"].as_str().unwrap().to_owned();
+
+    // Bob sees none of it: every route answers 404 as if it did not exist.
+    let (_, list) = send(&app, request("GET", &sessions, None, Some("bob-token"))).await;
+    assert_eq!(list["sessions"], json!([]));
+    let bob_cases = [
+        ("GET", format!("{sessions}/alice-chat"), None, "hosted_session_not_found"),
+        ("DELETE", format!("{sessions}/alice-chat"), None, "hosted_session_not_found"),
+        (
+            "PATCH",
+            format!("{sessions}/alice-chat"),
+            Some(json!({ "autoApprove": true })),
+            "hosted_session_not_found",
+        ),
+        (
+            "POST",
+            format!("{sessions}/alice-chat/messages"),
+            Some(json!({ "content": "hi" })),
+            "hosted_session_not_found",
+        ),
+        ("POST", format!("{sessions}/alice-chat/interrupt"), None, "hosted_session_not_found"),
+        ("GET", format!("{sessions}/alice-chat/tasks"), None, "hosted_session_not_found"),
+        ("GET", format!("{sessions}/alice-chat/approvals"), None, "hosted_session_not_found"),
+        ("GET", format!("{sessions}/alice-chat/events"), None, "hosted_session_not_found"),
+        ("GET", format!("{RT}/tasks/{task_id}"), None, "hosted_task_not_found"),
+        ("POST", format!("{RT}/tasks/{task_id}/cancel"), None, "hosted_task_not_found"),
+        ("GET", format!("{RT}/approvals/{approval_id}"), None, "hosted_approval_not_found"),
+        (
+            "POST",
+            format!("{RT}/approvals/{approval_id}/approve"),
+            None,
+            "hosted_approval_not_found",
+        ),
+    ];
+    for (method, path, body, code) in bob_cases {
+        let (status, answer) = send(&app, request(method, &path, body, Some("bob-token"))).await;
+        assert_error(status, &answer, StatusCode::NOT_FOUND, code);
+    }
+    // Alice still sees her session, and her task is still running.
+    let (status, _) =
+        send(&app, request("GET", &format!("{sessions}/alice-chat"), None, Some("alice-token")))
+            .await;
+    assert_eq!(status, StatusCode::OK);
+    let (_, task) =
+        send(&app, request("GET", &format!("{RT}/tasks/{task_id}"), None, Some("alice-token")))
+            .await;
+    assert_eq!(task["status"], "running");
+}
+
+#[tokio::test]
+async fn cors_allowlist() {
+    let config = ServerConfig::default().with_cors_origin("https://app.example");
+    let (app, _) = app(&config);
+    let preflight = |origin: &str| {
+        Request::builder()
+            .method("OPTIONS")
+            .uri(format!("{RT}/sessions"))
+            .header(header::ORIGIN, origin)
+            .header(header::ACCESS_CONTROL_REQUEST_METHOD, "POST")
+            .header(header::ACCESS_CONTROL_REQUEST_HEADERS, "content-type,authorization")
+            .body(Body::empty())
+            .unwrap()
+    };
+    use tower::ServiceExt as _;
+    let allowed = app.clone().oneshot(preflight("https://app.example")).await.unwrap();
+    assert_eq!(allowed.headers()[header::ACCESS_CONTROL_ALLOW_ORIGIN], "https://app.example");
+    let refused = app.clone().oneshot(preflight("https://evil.example")).await.unwrap();
+    assert!(refused.headers().get(header::ACCESS_CONTROL_ALLOW_ORIGIN).is_none());
+
+    // Without an allowlist no CORS header is ever sent.
+    let (app, _) = crate::app(&ServerConfig::default());
+    let response = app.oneshot(preflight("https://app.example")).await.unwrap();
+    assert!(response.headers().get(header::ACCESS_CONTROL_ALLOW_ORIGIN).is_none());
+}
+
+#[tokio::test]
+async fn chat_page_and_assets() {
+    use http_body_util::BodyExt as _;
+    use tower::ServiceExt as _;
+    let (app, _) = app(&ServerConfig::default());
+    for (path, content_type) in [
+        ("/", "text/html; charset=utf-8"),
+        ("/assets/app.js", "text/javascript; charset=utf-8"),
+        ("/assets/markdown.js", "text/javascript; charset=utf-8"),
+        ("/assets/chat.css", "text/css; charset=utf-8"),
+        ("/assets/icon.svg", "image/svg+xml"),
+    ] {
+        let response = app.clone().oneshot(request("GET", path, None, None)).await.unwrap();
+        assert_eq!(response.status(), StatusCode::OK, "{path}");
+        assert_eq!(response.headers()[header::CONTENT_TYPE], content_type, "{path}");
+        let csp = response.headers()[header::CONTENT_SECURITY_POLICY].to_str().unwrap().to_owned();
+        assert!(csp.contains("default-src 'self'") && csp.contains("script-src 'self'"), "{csp}");
+        let body =
+            String::from_utf8(response.into_body().collect().await.unwrap().to_bytes().to_vec())
+                .unwrap();
+        // Offline: nothing is loaded from another origin.
+        for outside in ["http://", "https://", "//cdn"] {
+            let loads_outside = body.lines().any(|line| {
+                (line.contains("src=")
+                    || line.contains("href=")
+                    || line.contains("import ")
+                    || line.contains("url("))
+                    && line.contains(outside)
+            });
+            assert!(!loads_outside, "{path} loads something from outside ({outside})");
+        }
+    }
+}
+
+#[tokio::test]
+async fn request_ids_are_unique() {
+    let (app, _) = app(&ServerConfig::default());
+    let (_, first) = call(&app, "GET", &format!("{RT}/sessions/x"), None).await;
+    let (_, second) = call(&app, "GET", &format!("{RT}/sessions/x"), None).await;
+    assert_ne!(first["error"]["request_id"], second["error"]["request_id"]);
+}
