@@ -1,3 +1,45 @@
-//! Model providers implementing rein_protocol::Model. Work in progress: see issue 3.
+//! Model providers for rein: the only crate that speaks HTTP to language models.
+//!
+//! It owns [`ProviderModel`], which implements [`rein_protocol::Model`] for three wire
+//! protocols ([`ProviderKind`]): OpenAI-compatible Chat Completions (OpenAI, llama.cpp, vLLM,
+//! Ollama, proxies), Anthropic Messages and Google Gemini `generateContent` (v1beta), each
+//! plain and streamed over Server-Sent Events. It shapes requests by GLEN's rules (sampling
+//! settings per model then global, temperature 0 by default, `enable_thinking`, the prompt
+//! cache breakpoint, the X-Client header only to trusted hosts, no Authorization without a
+//! key, `user` = the session id), applies a per-attempt timeout and retries a timeout, a
+//! network error, a 5xx or a 200 without choices once. Failures are
+//! [`rein_protocol::ModelError`]s with a kind the loop acts on; configuration problems are
+//! [`ConfigError`]s. [`ModelRegistry`] builds the models from GLEN's `llm_models` config
+//! ([`ModelsConfig`]).
+//!
+//! Native tool calls come back as [`rein_protocol::RawToolCall`]s with their argument text
+//! exactly as received: repairing it is `rein-recover`'s job, in the loop.
+//!
+//! This crate must never let a reqwest type out of its API, depend on another rein crate than
+//! `rein-protocol`, or panic on anything a server sends.
 
 #![warn(missing_docs, unreachable_pub)]
+
+mod anthropic;
+mod config;
+mod error;
+pub mod fuzz;
+mod gemini;
+mod openai;
+mod provider;
+mod registry;
+mod sse;
+mod wire;
+
+pub use crate::{
+    config::{
+        DEFAULT_ANTHROPIC_MAX_TOKENS, DEFAULT_CLIENT_HEADER_HOSTS, DEFAULT_THINKING_BUDGET,
+        DEFAULT_TIMEOUT, ModelEntry, ModelSettings, ModelsConfig, ProviderKind, RETRY_TIMEOUT_CAP,
+    },
+    error::ConfigError,
+    provider::ProviderModel,
+    registry::{ModelRegistry, RegistryOptions, default_client_name},
+};
+
+/// The `anthropic-version` header value sent to Anthropic.
+pub const ANTHROPIC_VERSION: &str = anthropic::ANTHROPIC_VERSION;
