@@ -1,3 +1,48 @@
-//! The agent loop. Work in progress: see issue 9.
+//! The rein agent loop: one user turn, from the user's text to an answer, with tools.
+//!
+//! This crate owns the [`ToolRegistry`] (local tools and remote [`ToolSource`]s behind one
+//! dispatch by name, schema validation, memoized metadata reads), the [`Agent`] and its turn
+//! loop (context budget, recovery of reasoning and embedded calls, parse retries), the tool
+//! batch runner (order, parallel read-only calls, the per-turn cap, the loop guard, the stop
+//! flag, `tool_call_unresolved` answers), turn limits and checkpoints, the repeated-failure
+//! nudge, recovery with a fallback answer, output-limit handling, stop, [`Hooks`] and the
+//! [`AgentEvent`] stream. `docs/agent-loop.md` lists every rule with its constant and its test.
+//!
+//! It must never depend on HTTP, MCP or disk, name a provider or a transport, or read the
+//! wall clock: the host wires a [`Model`] and tool sources in, and persists what the events
+//! report.
+//!
+//! [`ToolSource`]: rein_protocol::ToolSource
+//! [`AgentEvent`]: rein_protocol::AgentEvent
+//! [`Model`]: rein_protocol::Model
 
 #![warn(missing_docs, unreachable_pub)]
+
+mod agent;
+mod approval;
+mod batch;
+mod config;
+mod error;
+mod events;
+mod hooks;
+mod outcome;
+mod registry;
+mod texts;
+mod validate;
+
+pub use crate::{
+    agent::{Agent, TurnInput, TurnOutcome},
+    approval::{ApprovalDecision, ApprovalRequest, Approver},
+    config::{
+        AgentConfig, DEFAULT_MAX_CONTINUATIONS, DEFAULT_MAX_TOOL_CALLS, DEFAULT_MAX_TOOL_CALLS_MANUAL,
+        LOOP_GUARD_REPEAT_LIMIT, MAX_PARSE_RETRIES, MAX_RECOVERABLE_ERROR_BATCHES, MAX_REPEATED_SAME_ERROR,
+        NUDGE_ERROR_CHARS, StopMode,
+    },
+    error::{AgentError, RegistryError},
+    events::{EventLog, EventSink, NoEvents},
+    hooks::{HookError, Hooks, TaskCompletion, TurnContext},
+    registry::{Dispatched, FnTool, ToolRegistry},
+};
+
+/// Re-exported so hosts name the same token the loop listens to.
+pub use rein_protocol::CancellationToken;

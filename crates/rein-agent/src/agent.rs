@@ -1,0 +1,798 @@
+//! The `Agent`: history, checkpoints and the turn loop.
+
+use std::{
+    collections::HashMap,
+    sync::Arc,
+};
+
+use rein_context::{ContextBudget, Level, PrepareInput};
+use rein_protocol::{
+    AgentEvent, CancellationToken, Content, Message, Model, ModelErrorKind, ModelReply, ModelRequest, ReplyDelta,
+    StopReason, ToolCall, ToolChoice, ToolOutput, TurnEnding, Usage,
+};
+use rein_recover::{RawReply, Recovered, recover};
+
+use crate::{
+    approval::Approver,
+    config::{AgentConfig, NUDGE_ERROR_CHARS, StopMode},
+    error::AgentError,
+    events::EventSink,
+    hooks::{HookError, Hooks, TaskCompletion, TurnContext},
+    outcome::error_output,
+    registry::ToolRegistry,
+    texts::{self, code},
+};
+
+/// What the user sends for one turn.
+#[derive(Debug, Clone, Default, PartialEq)]
+#[non_exhaustive]
+pub struct TurnInput {
+    /// The user's text (`Continue` resumes a turn paused at a checkpoint; any text does).
+    pub text: String,
+    /// Context pinned by the host for every request of this turn (view context, say): sent
+    /// with the system instructions, never stored.
+    pub pinned_context: Option<String>,
+    /// Background tasks that finished since the last turn, delivered as notes before the
+    /// user's message.
+    pub completions: Vec<TaskCompletion>,
+}
+
+impl TurnInput {
+    /// Input with just text.
+    pub fn new(text: impl Into<String>) -> Self {
+        TurnInput { text: text.into(), ..TurnInput::default() }
+    }
+
+    /// Sets the pinned context.
+    pub fn with_pinned_context(mut self, pinned: impl Into<String>) -> Self {
+        self.pinned_context = Some(pinned.into());
+        self
+    }
+
+    /// Adds a background task completion.
+    pub fn with_completion(mut self, completion: TaskCompletion) -> Self {
+        self.completions.push(completion);
+        self
+    }
+}
+
+impl From<&str> for TurnInput {
+    fn from(text: &str) -> Self {
+        TurnInput::new(text)
+    }
+}
+
+impl From<String> for TurnInput {
+    fn from(text: String) -> Self {
+        TurnInput::new(text)
+    }
+}
+
+/// How a turn ended (a turn that failed is an [`AgentError`] instead).
+#[derive(Debug, Clone, PartialEq)]
+#[non_exhaustive]
+pub struct TurnOutcome {
+    /// How it ended.
+    pub ending: TurnEnding,
+    /// The text shown to the user (the answer, the checkpoint summary, the fallback).
+    pub text: String,
+    /// Tokens used over the whole turn.
+    pub usage: Usage,
+    /// Model requests made in the turn.
+    pub steps: u32,
+    /// Rounds that called remote tools (what the checkpoint counts).
+    pub tool_rounds: u32,
+    /// Every call answered in the turn and its result, in order.
+    pub tool_results: Vec<(ToolCall, ToolOutput)>,
+    /// The turn continued one paused at a checkpoint.
+    pub resumed: bool,
+}
+
+/// A turn paused at a checkpoint.
+#[derive(Debug, Clone)]
+struct Suspended {
+    /// Where the turn's messages start in the history.
+    turn_start: usize,
+    /// What stays when the turn is discarded: the user's messages and the summaries.
+    keep: Vec<Message>,
+    /// The last summary.
+    summary: String,
+}
+
+/// The per-turn state.
+pub(crate) struct TurnState<'a> {
+    pub(crate) cancel: &'a CancellationToken,
+    pub(crate) events: &'a dyn EventSink,
+    pub(crate) user_text: String,
+    pinned: Option<String>,
+    turn_start: usize,
+    keep: Vec<Message>,
+    usage: Usage,
+    pub(crate) steps: u32,
+    rounds: u32,
+    iterations: u32,
+    local_streak: u32,
+    parse_retries: u32,
+    repeated_failure_streak: u32,
+    last_failed_signature: Option<String>,
+    pub(crate) calls_made: u32,
+    pub(crate) cap_reached: bool,
+    pub(crate) fingerprints: HashMap<String, u32>,
+    error_batches: u32,
+    error_fingerprints: HashMap<String, u32>,
+    pub(crate) tool_results: Vec<(ToolCall, ToolOutput)>,
+    min_level: Level,
+}
+
+enum Requested {
+    Reply(Box<ModelReply>),
+    Cancelled,
+}
+
+/// How a turn ends inside the loop.
+type Ended = Result<(TurnEnding, String), AgentError>;
+
+/// The agent: a model, tools, settings, hooks and the conversation history.
+///
+/// One turn at a time (`turn` takes `&mut self`). The history is what the model is shown,
+/// through the context budget; every message that enters it is also reported as an
+/// [`AgentEvent::Message`] so a host can store it.
+pub struct Agent {
+    pub(crate) model: Arc<dyn Model>,
+    pub(crate) tools: Arc<ToolRegistry>,
+    pub(crate) config: AgentConfig,
+    pub(crate) hooks: Vec<Arc<dyn Hooks>>,
+    pub(crate) approver: Option<Arc<dyn Approver>>,
+    pub(crate) history: Vec<Message>,
+    budget: ContextBudget,
+    suspended: Option<Suspended>,
+}
+
+impl std::fmt::Debug for Agent {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Agent")
+            .field("model", self.model.info())
+            .field("tools", &self.tools)
+            .field("config", &self.config)
+            .field("hooks", &self.hooks.len())
+            .field("history", &self.history.len())
+            .field("suspended", &self.suspended.is_some())
+            .finish_non_exhaustive()
+    }
+}
+
+impl Agent {
+    /// An agent with a model, tools and settings, and an empty history.
+    pub fn new(model: Arc<dyn Model>, tools: Arc<ToolRegistry>, config: AgentConfig) -> Self {
+        let budget = ContextBudget::new(config.budget.clone());
+        Agent { model, tools, config, hooks: Vec::new(), approver: None, history: Vec::new(), budget, suspended: None }
+    }
+
+    /// Adds a hook (hooks run in the order added).
+    pub fn with_hook(mut self, hook: Arc<dyn Hooks>) -> Self {
+        self.hooks.push(hook);
+        self
+    }
+
+    /// Sets who approves remote and side-effecting calls when auto-approve is off. Without
+    /// one, such calls are approved (glen's default handler).
+    pub fn with_approver(mut self, approver: Arc<dyn Approver>) -> Self {
+        self.approver = Some(approver);
+        self
+    }
+
+    /// Adds a hook.
+    pub fn add_hook(&mut self, hook: Arc<dyn Hooks>) {
+        self.hooks.push(hook);
+    }
+
+    /// Sets the approver.
+    pub fn set_approver(&mut self, approver: Option<Arc<dyn Approver>>) {
+        self.approver = approver;
+    }
+
+    /// The settings.
+    pub fn config(&self) -> &AgentConfig {
+        &self.config
+    }
+
+    /// The settings, to change between turns (auto-approve, limits). The budget settings
+    /// take effect through [`Agent::set_budget`].
+    pub fn config_mut(&mut self) -> &mut AgentConfig {
+        &mut self.config
+    }
+
+    /// Replaces the context budget settings.
+    pub fn set_budget(&mut self, budget: rein_context::BudgetConfig) {
+        self.config.budget = budget.clone();
+        self.budget = ContextBudget::new(budget);
+    }
+
+    /// The model.
+    pub fn model(&self) -> &Arc<dyn Model> {
+        &self.model
+    }
+
+    /// Switches the model (between turns).
+    pub fn set_model(&mut self, model: Arc<dyn Model>) {
+        self.model = model;
+    }
+
+    /// The tools.
+    pub fn tools(&self) -> &Arc<ToolRegistry> {
+        &self.tools
+    }
+
+    /// Replaces the tools (between turns).
+    pub fn set_tools(&mut self, tools: Arc<ToolRegistry>) {
+        self.tools = tools;
+    }
+
+    /// The conversation so far, oldest first (no system prompt).
+    pub fn history(&self) -> &[Message] {
+        &self.history
+    }
+
+    /// Replaces the history (restoring a stored session). Calls left without a result get a
+    /// `tool_call_unresolved` one; a paused turn is forgotten.
+    pub fn set_history(&mut self, history: Vec<Message>) {
+        self.history = history;
+        self.suspended = None;
+        self.repair_history(&crate::events::NoEvents);
+    }
+
+    /// Empties the history and the tools' memo. A paused turn is forgotten.
+    pub fn clear_history(&mut self) {
+        self.history.clear();
+        self.suspended = None;
+        self.tools.clear_memo();
+    }
+
+    /// Whether a turn is paused at a checkpoint (the next turn continues it).
+    pub fn is_suspended(&self) -> bool {
+        self.suspended.is_some()
+    }
+
+    /// The summary of the paused turn, if one is paused.
+    pub fn checkpoint_summary(&self) -> Option<&str> {
+        self.suspended.as_ref().map(|s| s.summary.as_str())
+    }
+
+    /// Discards the paused turn: its tool traffic leaves the history, the user's messages and
+    /// the summaries stay. Returns whether a turn was paused.
+    pub fn discard_checkpoint(&mut self) -> bool {
+        let Some(suspended) = self.suspended.take() else { return false };
+        self.history.truncate(suspended.turn_start);
+        self.history.extend(suspended.keep);
+        true
+    }
+
+    /// Runs one turn: the user's message, then model requests and tool rounds until the model
+    /// answers in text or a rule ends the turn. Resumes a turn paused at a checkpoint.
+    ///
+    /// `cancel` stops the turn at its next await (during the model request too); see
+    /// [`StopMode`]. Every event goes to `events`, ending with `turn_end`. The history is
+    /// well-formed after any turn, whatever its ending.
+    pub async fn turn(
+        &mut self,
+        input: impl Into<TurnInput>,
+        cancel: &CancellationToken,
+        events: &dyn EventSink,
+    ) -> Result<TurnOutcome, AgentError> {
+        let input = input.into();
+        events.emit(AgentEvent::TurnStarted { text: input.text.clone() });
+        self.repair_history(events);
+        let resumed = self.suspended.take();
+        let is_resumed = resumed.is_some();
+        let mut t = TurnState {
+            cancel,
+            events,
+            user_text: input.text.clone(),
+            pinned: input.pinned_context.clone(),
+            turn_start: resumed.as_ref().map_or(self.history.len(), |s| s.turn_start),
+            keep: resumed.map(|s| s.keep).unwrap_or_default(),
+            usage: Usage::default(),
+            steps: 0,
+            rounds: 0,
+            iterations: 0,
+            local_streak: 0,
+            parse_retries: 0,
+            repeated_failure_streak: 0,
+            last_failed_signature: None,
+            calls_made: 0,
+            cap_reached: false,
+            fingerprints: HashMap::new(),
+            error_batches: 0,
+            error_fingerprints: HashMap::new(),
+            tool_results: Vec::new(),
+            min_level: Level::default(),
+        };
+
+        for hook in self.hooks.clone() {
+            let result = hook.before_turn(&self.turn_context(&t)).await;
+            self.hook_result(&t, hook.as_ref(), "before_turn", result);
+        }
+        for completion in &input.completions {
+            let note = Message::user(completion.note());
+            t.keep.push(note.clone());
+            self.push(&t, note);
+            for hook in self.hooks.clone() {
+                let result = hook.after_completion(&self.turn_context(&t), completion).await;
+                self.hook_result(&t, hook.as_ref(), "after_completion", result);
+            }
+        }
+        let user = Message::user(input.text);
+        t.keep.push(user.clone());
+        self.push(&t, user);
+
+        let ended = self.run_loop(&mut t).await;
+        match ended {
+            Ok((ending, text)) => {
+                events.emit(AgentEvent::TurnEnd { ending, text: text.clone(), usage: t.usage });
+                Ok(TurnOutcome {
+                    ending,
+                    text,
+                    usage: t.usage,
+                    steps: t.steps,
+                    tool_rounds: t.iterations,
+                    tool_results: t.tool_results,
+                    resumed: is_resumed,
+                })
+            }
+            Err(error) => {
+                let code = match &error {
+                    AgentError::OutputLimit => code::OUTPUT_LIMIT,
+                    _ => code::MODEL_ERROR,
+                };
+                events.emit(AgentEvent::Error { code: code.to_owned(), message: error.to_string() });
+                events.emit(AgentEvent::TurnEnd { ending: TurnEnding::Error, text: error.to_string(), usage: t.usage });
+                Err(error)
+            }
+        }
+    }
+
+    pub(crate) fn turn_context<'t>(&'t self, t: &'t TurnState<'_>) -> TurnContext<'t> {
+        TurnContext { session_id: self.config.session_id.as_deref(), user_text: &t.user_text, step: t.steps }
+    }
+
+    pub(crate) fn hook_result<T>(&self, t: &TurnState<'_>, hook: &dyn Hooks, stage: &str, result: Result<T, HookError>) -> Option<T> {
+        match result {
+            Ok(value) => Some(value),
+            Err(error) => {
+                tracing::warn!(hook = hook.name(), stage, %error, "hook failed; skipped");
+                t.events.emit(AgentEvent::Notice {
+                    code: code::HOOK_FAILED.to_owned(),
+                    message: format!("hook `{}` failed in {stage}: {error}", hook.name()),
+                });
+                None
+            }
+        }
+    }
+
+    /// Appends a message to the history and reports it.
+    pub(crate) fn push(&mut self, t: &TurnState<'_>, message: Message) {
+        t.events.emit(AgentEvent::Message { message: message.clone() });
+        self.history.push(message);
+    }
+
+    fn notice(t: &TurnState<'_>, code: &str, message: impl Into<String>) {
+        t.events.emit(AgentEvent::Notice { code: code.to_owned(), message: message.into() });
+    }
+
+    /// Answers calls of the last assistant message that have no result (left by a turn whose
+    /// future was dropped mid-batch).
+    fn repair_history(&mut self, events: &dyn EventSink) {
+        let Some(last_call_at) = self.history.iter().rposition(|m| !m.tool_calls().is_empty()) else { return };
+        let answered: Vec<String> = self.history[last_call_at + 1..]
+            .iter()
+            .map_while(|m| match m {
+                Message::Tool { tool_call_id, .. } => Some(tool_call_id.clone()),
+                _ => None,
+            })
+            .collect();
+        let tail_is_results = last_call_at + 1 + answered.len() == self.history.len();
+        if !tail_is_results {
+            return;
+        }
+        let missing: Vec<ToolCall> = self.history[last_call_at]
+            .tool_calls()
+            .iter()
+            .filter(|call| !answered.contains(&call.id))
+            .cloned()
+            .collect();
+        for call in missing {
+            let output = error_output(code::UNRESOLVED, texts::STOPPED_RUNNING, false);
+            let message = Message::tool(call.id.clone(), output.text.clone(), true);
+            events.emit(AgentEvent::Message { message: message.clone() });
+            self.history.push(message);
+        }
+    }
+
+    /// One model request through the context budget; retries at tighter levels when the
+    /// prompt is too long. `cancellable`: races the token.
+    async fn request(
+        &mut self,
+        t: &mut TurnState<'_>,
+        tools_on: bool,
+        note: Option<&str>,
+        cancellable: bool,
+    ) -> Result<Requested, AgentError> {
+        loop {
+            t.steps += 1;
+            let mut pinned = Vec::new();
+            for hook in self.hooks.clone() {
+                let result = hook.pinned_context(&self.turn_context(t)).await;
+                if let Some(Some(text)) = self.hook_result(t, hook.as_ref(), "pinned_context", result)
+                    && !text.trim().is_empty()
+                {
+                    pinned.push(Message::system(text));
+                }
+            }
+            if let Some(text) = &t.pinned {
+                pinned.push(Message::system(text.clone()));
+            }
+            if let Some(text) = note {
+                pinned.push(Message::system(text));
+            }
+            let system: Vec<Message> = if self.config.system_prompt.is_empty() {
+                Vec::new()
+            } else {
+                vec![Message::system(self.config.system_prompt.clone())]
+            };
+            let specs = if tools_on { self.tools.specs() } else { Vec::new() };
+            let prepared = self.budget.prepare(&PrepareInput {
+                system: &system,
+                history: &self.history,
+                pinned: &pinned,
+                tools: &specs,
+                model: self.model.info(),
+                min_level: t.min_level,
+            });
+            let tools_offered = !specs.is_empty();
+            let mut messages = prepared.messages;
+            // Reasoning is shown and stored, never sent back to the model.
+            for message in &mut messages {
+                if let Message::Assistant { reasoning_content, .. } = message {
+                    *reasoning_content = None;
+                }
+            }
+            let mut request = ModelRequest::new(messages, specs);
+            request.tool_choice = if tools_offered { ToolChoice::Auto } else { ToolChoice::None };
+            request.sampling = self.config.sampling.clone();
+            request.reasoning = self.config.reasoning;
+            request.session_id = self.config.session_id.clone();
+            t.events.emit(AgentEvent::RequestStarted { step: t.steps, tools_offered });
+
+            let events = t.events;
+            let deltas = move |delta: ReplyDelta| match delta {
+                ReplyDelta::Text { text } => events.emit(AgentEvent::TextDelta { text }),
+                ReplyDelta::Reasoning { text } => events.emit(AgentEvent::ReasoningDelta { text }),
+                _ => {}
+            };
+            let model = Arc::clone(&self.model);
+            let result = if cancellable {
+                tokio::select! {
+                    biased;
+                    () = t.cancel.cancelled() => return Ok(Requested::Cancelled),
+                    result = model.complete(&request, &deltas) => result,
+                }
+            } else {
+                model.complete(&request, &deltas).await
+            };
+            match result {
+                Ok(reply) => {
+                    if let Some(usage) = &reply.usage {
+                        t.usage.add(usage);
+                    }
+                    return Ok(Requested::Reply(Box::new(reply)));
+                }
+                Err(error) if error.kind == ModelErrorKind::PromptTooLong => match prepared.level.tighter() {
+                    Some(tighter) => {
+                        Self::notice(t, code::PROMPT_TOO_LONG, format!("the prompt was too long; retrying at {tighter:?}"));
+                        t.min_level = tighter;
+                    }
+                    None => return Err(error.into()),
+                },
+                Err(error) if error.kind == ModelErrorKind::Cancelled && t.cancel.is_cancelled() => {
+                    return Ok(Requested::Cancelled);
+                }
+                Err(error) => return Err(error.into()),
+            }
+        }
+    }
+
+    fn recover_reply(&self, reply: &ModelReply, tools_on: bool) -> Recovered {
+        let names = if tools_on { self.tools.names() } else { Vec::new() };
+        let recovered = recover(
+            &RawReply {
+                content: &reply.content,
+                reasoning_content: reply.reasoning.as_deref(),
+                tool_calls: &reply.tool_calls,
+            },
+            &names,
+        );
+        if !recovered.diagnostics.is_empty() {
+            tracing::debug!(diagnostics = ?recovered.diagnostics, "recovery repaired the reply");
+        }
+        recovered
+    }
+
+    async fn run_loop(&mut self, t: &mut TurnState<'_>) -> Ended {
+        loop {
+            if t.cancel.is_cancelled() {
+                return self.stopped(t).await;
+            }
+            let threshold = self.config.checkpoint_threshold();
+            if threshold > 0 && (t.iterations >= threshold || t.local_streak >= threshold) {
+                return self.checkpoint(t).await;
+            }
+            t.rounds += 1;
+            let step_limited = self.config.max_steps.is_some_and(|max| t.rounds >= max);
+            let last_step = step_limited || t.cap_reached;
+            let tools_on = !last_step && !self.tools.is_empty();
+            if last_step {
+                Self::notice(t, code::STEP_LIMIT, "last step: tools are off, answering from the results in hand");
+            }
+            let note = last_step.then_some(texts::LAST_STEP);
+            let reply = match self.request(t, tools_on, note, true).await? {
+                Requested::Reply(reply) => reply,
+                Requested::Cancelled => return self.stopped(t).await,
+            };
+            let recovered = self.recover_reply(&reply, tools_on);
+            if let Some(reasoning) = &recovered.reasoning {
+                t.events.emit(AgentEvent::Reasoning { text: reasoning.clone() });
+            }
+            let ending = if last_step { TurnEnding::StepLimit } else { TurnEnding::Answered };
+            if reply.stop_reason == StopReason::Length {
+                return self.cut_reply(t, recovered, ending).await;
+            }
+            if !recovered.calls.is_empty() {
+                if !tools_on {
+                    Self::notice(t, code::IGNORED_CALLS, "tools were off; the reply's calls were not run");
+                    return Ok(self.answer(t, recovered.visible_text, recovered.reasoning, ending));
+                }
+                match self.round(t, recovered).await? {
+                    Some(end) => return Ok(end),
+                    None => continue,
+                }
+            }
+            if recovered.attempted_unparsed && t.parse_retries < self.config.max_parse_retries {
+                t.parse_retries += 1;
+                let bad = assistant(recovered.visible_text, recovered.reasoning, Vec::new());
+                self.push(t, bad);
+                Self::notice(t, code::PARSE_RETRY, format!("unreadable tool call; re-prompt {}", t.parse_retries));
+                self.push(t, Message::user(texts::PARSE_RETRY));
+                continue;
+            }
+            return Ok(self.answer(t, recovered.visible_text, recovered.reasoning, ending));
+        }
+    }
+
+    /// The model answered in text: store it (a blank answer is replaced and not stored).
+    fn answer(&mut self, t: &TurnState<'_>, text: String, reasoning: Option<String>, ending: TurnEnding) -> (TurnEnding, String) {
+        if text.trim().is_empty() {
+            return (ending, texts::BLANK_ANSWER.to_owned());
+        }
+        self.push(t, assistant(text.clone(), reasoning, Vec::new()));
+        (ending, text)
+    }
+
+    /// A round with calls: run the batch, then the recovery and repeated-failure rules.
+    async fn round(&mut self, t: &mut TurnState<'_>, recovered: Recovered) -> Result<Option<(TurnEnding, String)>, AgentError> {
+        t.parse_retries = 0;
+        let calls = recovered.calls;
+        if calls.iter().all(|call| self.tools.is_local(&call.name)) {
+            t.local_streak += 1;
+        } else {
+            t.iterations += 1;
+            t.local_streak = 0;
+        }
+        self.push(t, assistant(recovered.visible_text.clone(), recovered.reasoning, calls.clone()));
+        t.events.emit(AgentEvent::ToolProposal { calls: calls.clone(), text: recovered.visible_text });
+
+        let batch = self.run_batch(t, &calls).await;
+
+        // Recovery: each batch with a retryable error counts once.
+        let mut fingerprints: Vec<&str> = batch.iter().filter_map(|r| r.judged.retryable.as_deref()).collect();
+        fingerprints.sort_unstable();
+        fingerprints.dedup();
+        if !fingerprints.is_empty() {
+            t.error_batches += 1;
+            let mut repeated = false;
+            for fingerprint in fingerprints {
+                let seen = t.error_fingerprints.entry(fingerprint.to_owned()).or_default();
+                *seen += 1;
+                repeated |= *seen >= self.config.max_repeated_same_error;
+            }
+            if repeated || t.error_batches >= self.config.max_recoverable_error_batches {
+                Self::notice(t, code::FALLBACK, "the tools kept failing; ending the turn with the fallback answer");
+                let text = self.config.fallback_text.clone();
+                self.push(t, Message::assistant(text.clone()));
+                let ending = if batch.stopped { TurnEnding::Interrupted } else { TurnEnding::Fallback };
+                return Ok(Some((ending, text)));
+            }
+        }
+        if batch.stop_turn {
+            return Ok(Some((TurnEnding::Interrupted, String::new())));
+        }
+        if batch.stopped {
+            return self.stopped(t).await.map(Some);
+        }
+
+        // glen #313: a round whose calls all fail exactly as the round before.
+        let signature = round_signature(&calls);
+        let failed = !batch.results.is_empty() && batch.iter().all(|r| r.judged.failed);
+        if failed && t.last_failed_signature.as_deref() == Some(signature.as_str()) {
+            t.repeated_failure_streak += 1;
+        } else {
+            t.repeated_failure_streak = 0;
+        }
+        t.last_failed_signature = failed.then_some(signature);
+        if t.repeated_failure_streak == 1 {
+            let first_error = batch.iter().find(|r| r.judged.failed).map(|r| r.output.text.as_str()).unwrap_or_default();
+            let error_text: String = first_error.chars().take(NUDGE_ERROR_CHARS).collect();
+            Self::notice(t, code::NUDGE, "the same calls failed the same way twice; told the model");
+            self.push(t, Message::user(texts::repeated_failure_nudge(&error_text)));
+        } else if t.repeated_failure_streak >= 2 {
+            return self.checkpoint(t).await.map(Some);
+        }
+        Ok(None)
+    }
+
+    /// The turn was stopped: end now, or one last request with tools off.
+    async fn stopped(&mut self, t: &mut TurnState<'_>) -> Ended {
+        if self.config.stop_mode != StopMode::LastStep {
+            return Ok((TurnEnding::Interrupted, String::new()));
+        }
+        match self.request(t, false, Some(texts::STOPPED_LAST_STEP), false).await {
+            Ok(Requested::Reply(reply)) => {
+                let recovered = self.recover_reply(&reply, false);
+                if let Some(reasoning) = &recovered.reasoning {
+                    t.events.emit(AgentEvent::Reasoning { text: reasoning.clone() });
+                }
+                let mut text = recovered.visible_text;
+                if text.trim().is_empty() {
+                    return Ok((TurnEnding::Interrupted, String::new()));
+                }
+                self.push(t, assistant(text.clone(), recovered.reasoning, Vec::new()));
+                if reply.stop_reason == StopReason::Length {
+                    text.push_str(texts::CUT_NOTE);
+                }
+                Ok((TurnEnding::Interrupted, text))
+            }
+            Ok(Requested::Cancelled) => Ok((TurnEnding::Interrupted, String::new())),
+            Err(error) => {
+                tracing::warn!(%error, "the last step after a stop failed");
+                t.events.emit(AgentEvent::Error { code: code::MODEL_ERROR.to_owned(), message: error.to_string() });
+                Ok((TurnEnding::Interrupted, String::new()))
+            }
+        }
+    }
+
+    /// Pause the turn: ask for a progress summary with tools off, keep the turn.
+    async fn checkpoint(&mut self, t: &mut TurnState<'_>) -> Ended {
+        let rounds = t.iterations;
+        Self::notice(t, code::CHECKPOINT, format!("checkpoint after {rounds} tool rounds"));
+        let instruction = Message::user(texts::checkpoint_prompt(rounds));
+        // Not reported until the summary request is done: a stop during it takes it back.
+        self.history.push(instruction.clone());
+        let summary = match self.request(t, false, None, true).await {
+            Ok(Requested::Cancelled) => {
+                self.history.pop();
+                let summary = self.suspended_summary(rounds);
+                self.suspend(t, summary);
+                return Ok((TurnEnding::Interrupted, String::new()));
+            }
+            Ok(Requested::Reply(reply)) => {
+                let recovered = self.recover_reply(&reply, false);
+                if let Some(reasoning) = &recovered.reasoning {
+                    t.events.emit(AgentEvent::Reasoning { text: reasoning.clone() });
+                }
+                let summary = recovered.visible_text.trim().to_owned();
+                let summary = if summary.is_empty() { texts::checkpoint_fallback(rounds) } else { summary };
+                t.events.emit(AgentEvent::Message { message: instruction });
+                self.push(t, assistant(summary.clone(), recovered.reasoning, Vec::new()));
+                summary
+            }
+            Err(error) => {
+                tracing::warn!(%error, "the checkpoint summary request failed; using the fallback summary");
+                t.events.emit(AgentEvent::Error { code: code::MODEL_ERROR.to_owned(), message: error.to_string() });
+                t.events.emit(AgentEvent::Message { message: instruction });
+                let summary = texts::checkpoint_fallback(rounds);
+                self.push(t, Message::assistant(summary.clone()));
+                summary
+            }
+        };
+        if let Some(Message::Assistant { .. }) = self.history.last() {
+            t.keep.push(self.history[self.history.len() - 1].clone());
+        }
+        self.suspend(t, summary.clone());
+        t.events.emit(AgentEvent::Checkpoint { summary: summary.clone() });
+        Ok((TurnEnding::Checkpoint, summary))
+    }
+
+    fn suspended_summary(&self, rounds: u32) -> String {
+        texts::checkpoint_fallback(rounds)
+    }
+
+    fn suspend(&mut self, t: &TurnState<'_>, summary: String) {
+        self.suspended = Some(Suspended { turn_start: t.turn_start, keep: t.keep.clone(), summary });
+    }
+
+    /// A reply cut at the output limit: no call runs; text is continued, then shown with a
+    /// note if still cut; only calls is an error.
+    async fn cut_reply(&mut self, t: &mut TurnState<'_>, recovered: Recovered, ending: TurnEnding) -> Ended {
+        if !recovered.calls.is_empty() {
+            let text = recovered.visible_text;
+            self.push(t, assistant(text.clone(), recovered.reasoning, recovered.calls.clone()));
+            for call in &recovered.calls {
+                let output = error_output(code::UNRESOLVED, texts::CUT_CALL, false);
+                self.append_result(t, call, output).await;
+            }
+            if text.trim().is_empty() {
+                return Err(AgentError::OutputLimit);
+            }
+            return Ok((TurnEnding::Length, format!("{text}{}", texts::CUT_NOTE)));
+        }
+        let reasoning = recovered.reasoning;
+        let mut text = recovered.visible_text;
+        let mut cut = true;
+        for attempt in 1..=self.config.max_continuations {
+            if t.cancel.is_cancelled() {
+                break;
+            }
+            Self::notice(t, code::CONTINUE, format!("reply cut at the output limit; continuation {attempt}"));
+            // Scaffolding for this request only; the stored answer is the joined text.
+            self.history.push(Message::assistant(text.clone()));
+            self.history.push(Message::user(texts::CONTINUE_CUT));
+            let result = self.request(t, false, None, true).await;
+            self.history.truncate(self.history.len() - 2);
+            match result {
+                Ok(Requested::Reply(reply)) => {
+                    let more = self.recover_reply(&reply, false);
+                    text.push_str(&more.visible_text);
+                    if reply.stop_reason != StopReason::Length {
+                        cut = false;
+                        break;
+                    }
+                }
+                Ok(Requested::Cancelled) => break,
+                Err(error) => {
+                    tracing::warn!(%error, "continuing a cut reply failed");
+                    t.events.emit(AgentEvent::Error { code: code::MODEL_ERROR.to_owned(), message: error.to_string() });
+                    break;
+                }
+            }
+        }
+        if t.cancel.is_cancelled() && cut {
+            if !text.trim().is_empty() {
+                self.push(t, assistant(text.clone(), reasoning, Vec::new()));
+            }
+            return Ok((TurnEnding::Interrupted, text));
+        }
+        if text.trim().is_empty() {
+            return Ok((if cut { TurnEnding::Length } else { ending }, texts::BLANK_ANSWER.to_owned()));
+        }
+        self.push(t, assistant(text.clone(), reasoning, Vec::new()));
+        if cut {
+            return Ok((TurnEnding::Length, format!("{text}{}", texts::CUT_NOTE)));
+        }
+        Ok((ending, text))
+    }
+}
+
+/// An assistant message; blank text is left out.
+fn assistant(text: String, reasoning: Option<String>, calls: Vec<ToolCall>) -> Message {
+    Message::Assistant {
+        content: (!text.trim().is_empty()).then_some(Content::Text(text)),
+        reasoning_content: reasoning,
+        tool_calls: calls,
+    }
+}
+
+/// glen's round signature: the calls' names and canonical arguments, in order (ids left out).
+fn round_signature(calls: &[ToolCall]) -> String {
+    let pairs: Vec<(&str, String)> =
+        calls.iter().map(|call| (call.name.as_str(), crate::validate::canonical_args(&call.arguments))).collect();
+    serde_json::to_string(&pairs).unwrap_or_default()
+}

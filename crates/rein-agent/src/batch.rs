@@ -1,0 +1,240 @@
+//! The tool batch runner: every call of one reply, answered in order.
+
+use std::sync::Arc;
+
+use futures::StreamExt as _;
+use rein_protocol::{AgentEvent, Content, JsonObject, Message, ToolCall, ToolContext, ToolOutput};
+
+use crate::{
+    agent::{Agent, TurnState},
+    approval::{ApprovalDecision, ApprovalRequest},
+    outcome::{Judged, error_output, judge},
+    texts::{self, code},
+    validate::canonical_args,
+};
+
+/// One answered call.
+pub(crate) struct CallReport {
+    pub(crate) output: ToolOutput,
+    pub(crate) judged: Judged,
+}
+
+/// What a batch did.
+#[derive(Default)]
+pub(crate) struct BatchReport {
+    pub(crate) results: Vec<CallReport>,
+    /// The stop flag fired; calls not run were answered as unresolved.
+    pub(crate) stopped: bool,
+    /// An approval said to stop the turn.
+    pub(crate) stop_turn: bool,
+}
+
+impl BatchReport {
+    pub(crate) fn iter(&self) -> impl Iterator<Item = &CallReport> {
+        self.results.iter()
+    }
+}
+
+/// What the checks before a call decided.
+enum Pre {
+    Done(ToolOutput),
+    Run(JsonObject),
+}
+
+impl Agent {
+    /// Runs and answers every call, in order; consecutive read-only calls that need no
+    /// approval share the wait when `max_parallel_tool_calls` > 1. Every call gets exactly
+    /// one result, appended in call order, whatever happens.
+    pub(crate) async fn run_batch(&mut self, t: &mut TurnState<'_>, calls: &[ToolCall]) -> BatchReport {
+        let mut report = BatchReport::default();
+        let parallel = self.config.max_parallel_tool_calls.max(1);
+        let mut start = 0;
+        while start < calls.len() {
+            let mut end = start + 1;
+            if parallel > 1 && self.may_run_in_parallel(&calls[start]) {
+                while end < calls.len() && self.may_run_in_parallel(&calls[end]) {
+                    end += 1;
+                }
+            }
+            let segment = &calls[start..end];
+            let mut slots = Vec::with_capacity(segment.len());
+            for call in segment {
+                let pre = self.precheck(t, call, &mut report).await;
+                slots.push(pre);
+            }
+            let outputs = self.run_segment(t, segment, slots, parallel, &mut report).await;
+            for (call, output) in segment.iter().zip(outputs) {
+                let judged = self.append_result(t, call, output.clone()).await;
+                report.results.push(CallReport { output, judged });
+            }
+            start = end;
+        }
+        report
+    }
+
+    fn may_run_in_parallel(&self, call: &ToolCall) -> bool {
+        let read_only = self.tools.spec(&call.name).is_some_and(|spec| spec.read_only);
+        let asks = !self.config.auto_approve && self.tools.needs_approval(&call.name);
+        read_only && !asks
+    }
+
+    /// The checks before a call: stop flag, per-turn cap, loop guard, arguments, approval.
+    async fn precheck(&mut self, t: &mut TurnState<'_>, call: &ToolCall, report: &mut BatchReport) -> Pre {
+        if report.stop_turn {
+            return Pre::Done(error_output(code::UNRESOLVED, texts::NOT_RUN_APPROVAL_STOP, false));
+        }
+        if report.stopped || t.cancel.is_cancelled() {
+            report.stopped = true;
+            return Pre::Done(error_output(code::UNRESOLVED, texts::NOT_RUN_STOPPED, false));
+        }
+        if let Some(cap) = self.config.max_calls_per_turn
+            && t.calls_made >= cap
+        {
+            t.cap_reached = true;
+            let message = format!(
+                "Not run: this turn reached its cap of {cap} tool calls. Answer with the results you already have."
+            );
+            return Pre::Done(error_output(code::CALL_CAP, &message, false));
+        }
+        t.calls_made += 1;
+        let fingerprint = format!("{}:{}", call.name, canonical_args(&call.arguments));
+        let count = t.fingerprints.entry(fingerprint).or_default();
+        *count += 1;
+        let count = *count;
+        if self.config.loop_guard_repeat_limit > 0 && count >= self.config.loop_guard_repeat_limit {
+            let message = format!(
+                "Not run: this exact call (same tool, same arguments) was already made {} times in this turn. Do not \
+                 repeat it: use a different tool or different arguments, or answer with what you already have.",
+                count - 1
+            );
+            let mut output = error_output(code::LOOP_GUARD, &message, false);
+            if let Some(error) = output.structured.as_mut().and_then(|s| s.get_mut("error")).and_then(|e| e.as_object_mut()) {
+                error.insert("repeatCount".into(), count.into());
+            }
+            return Pre::Done(output);
+        }
+        let arguments = match self.tools.check_arguments(&call.name, &call.arguments) {
+            Ok(arguments) => arguments,
+            Err(output) => return Pre::Done(output),
+        };
+        if self.config.auto_approve || !self.tools.needs_approval(&call.name) {
+            return Pre::Run(arguments);
+        }
+        let Some(approver) = self.approver.clone() else { return Pre::Run(arguments) };
+        let Some(spec) = self.tools.spec(&call.name).cloned() else { return Pre::Run(arguments) };
+        let approval_id = format!("approval_{}", call.id);
+        let checked = ToolCall::new(call.id.clone(), call.name.clone(), arguments.clone());
+        t.events.emit(AgentEvent::ApprovalRequested { approval_id: approval_id.clone(), call: checked.clone() });
+        let request = ApprovalRequest {
+            approval_id,
+            call: checked,
+            spec,
+            source: self.tools.source_of(&call.name).map(str::to_owned),
+        };
+        let decision = tokio::select! {
+            biased;
+            () = t.cancel.cancelled() => None,
+            decision = approver.decide(&request) => Some(decision),
+        };
+        match decision {
+            None => {
+                report.stopped = true;
+                Pre::Done(error_output(code::UNRESOLVED, texts::NOT_RUN_STOPPED, false))
+            }
+            Some(ApprovalDecision::Approve) => Pre::Run(arguments),
+            Some(ApprovalDecision::Deny { reason }) => {
+                let mut message = String::from("The user did not approve this call");
+                match reason {
+                    Some(reason) if !reason.trim().is_empty() => {
+                        message.push_str(": ");
+                        message.push_str(&reason);
+                    }
+                    _ => message.push('.'),
+                }
+                Pre::Done(error_output(code::APPROVAL_DENIED, &message, false))
+            }
+            Some(_) => {
+                report.stop_turn = true;
+                Pre::Done(error_output(code::UNRESOLVED, texts::NOT_RUN_APPROVAL_STOP, false))
+            }
+        }
+    }
+
+    /// Runs the calls that passed their checks, up to `parallel` at a time, racing the stop
+    /// flag. Returns one output per call, in order.
+    async fn run_segment(
+        &mut self,
+        t: &mut TurnState<'_>,
+        segment: &[ToolCall],
+        slots: Vec<Pre>,
+        parallel: usize,
+        report: &mut BatchReport,
+    ) -> Vec<ToolOutput> {
+        let mut outputs: Vec<Option<ToolOutput>> = Vec::with_capacity(segment.len());
+        let mut runs = Vec::new();
+        for (index, (call, slot)) in segment.iter().zip(slots).enumerate() {
+            match slot {
+                Pre::Done(output) => outputs.push(Some(output)),
+                Pre::Run(arguments) => {
+                    outputs.push(None);
+                    runs.push((index, call, arguments));
+                }
+            }
+        }
+        if runs.is_empty() {
+            return outputs.into_iter().map(|o| o.unwrap_or_else(unresolved_running)).collect();
+        }
+        let tools = Arc::clone(&self.tools);
+        let session = self.config.session_id.clone();
+        let cancel = t.cancel.clone();
+        for (_, call, _) in &runs {
+            t.events.emit(AgentEvent::ToolStarted { call_id: call.id.clone(), name: call.name.clone() });
+        }
+        let tools_ref = &tools;
+        let mut stream = futures::stream::iter(runs.into_iter().map(|(index, call, arguments)| {
+            let mut context = ToolContext::new(call.id.clone(), cancel.clone());
+            if let Some(session) = &session {
+                context = context.with_session(session.clone());
+            }
+            async move { (index, tools_ref.execute(&call.name, arguments, context).await.output) }
+        }))
+        .buffered(parallel);
+        loop {
+            let next = tokio::select! {
+                biased;
+                () = t.cancel.cancelled() => {
+                    report.stopped = true;
+                    break;
+                }
+                next = stream.next() => next,
+            };
+            match next {
+                Some((index, output)) => outputs[index] = Some(output),
+                None => break,
+            }
+        }
+        outputs.into_iter().map(|o| o.unwrap_or_else(unresolved_running)).collect()
+    }
+
+    /// Appends one result, reports it, runs the `after_tool` hooks.
+    pub(crate) async fn append_result(&mut self, t: &mut TurnState<'_>, call: &ToolCall, output: ToolOutput) -> Judged {
+        let judged = judge(&call.name, &output);
+        t.events.emit(AgentEvent::ToolResult { call_id: call.id.clone(), name: call.name.clone(), output: output.clone() });
+        let message = Message::Tool {
+            tool_call_id: call.id.clone(),
+            content: Content::Text(output.text.clone()),
+            is_error: output.is_error,
+        };
+        self.push(t, message);
+        for hook in self.hooks.clone() {
+            let result = hook.after_tool(&self.turn_context(t), call, &output).await;
+            self.hook_result(t, hook.as_ref(), "after_tool", result);
+        }
+        t.tool_results.push((call.clone(), output));
+        judged
+    }
+}
+
+fn unresolved_running() -> ToolOutput {
+    error_output(code::UNRESOLVED, texts::STOPPED_RUNNING, false)
+}

@@ -1,0 +1,131 @@
+//! Rule 1: the tool-use loop, reasoning, embedded calls, parse retries.
+
+use rein_agent::AgentConfig;
+use rein_protocol::{AgentEvent, Message, ToolChoice};
+use rein_testkit::{ScriptedModel, reply};
+use serde_json::json;
+
+use crate::support::{agent, lookup, notices, registry, run};
+
+#[tokio::test]
+async fn tool_use_loop_runs_calls_until_the_model_answers_in_text() {
+    let tool = lookup();
+    let model = ScriptedModel::new([
+        reply::calls(&[("lookup", json!({"q": "a"}))]),
+        reply::calls_from(2, &[("lookup", json!({"q": "b"}))]),
+        reply::text("a and b found"),
+    ]);
+    let mut agent = agent(&model, registry(&[&tool]), AgentConfig::default());
+    let ran = run(&mut agent, "find a and b").await;
+    let outcome = ran.outcome();
+    assert_eq!(outcome.ending.as_str(), "answered");
+    assert_eq!(outcome.text, "a and b found");
+    assert_eq!(outcome.steps, 3);
+    assert_eq!(tool.call_count(), 2);
+    let requests = model.requests();
+    assert_eq!(requests.len(), 3);
+    assert!(requests.iter().all(|r| r.tools.len() == 1 && r.tool_choice == ToolChoice::Auto));
+    // The third request carries both results, each right after its call.
+    let last = &requests[2].messages;
+    assert_eq!(last.len(), 5, "user, call, result, call, result: {last:#?}");
+    assert_eq!(last[2], Message::tool("call_1", "found a", false));
+    assert_eq!(last[4], Message::tool("call_2", "found b", false));
+    // History: user, 2 x (call, result), answer.
+    assert_eq!(agent.history().len(), 6);
+    assert_eq!(agent.history()[5], Message::assistant("a and b found"));
+}
+
+#[tokio::test]
+async fn tool_use_loop_request_built_through_context_budget_with_system_prompt_first() {
+    let model = ScriptedModel::new([reply::text("one"), reply::text("two")]);
+    let config = AgentConfig { system_prompt: "You are rein.".into(), ..AgentConfig::default() };
+    let mut agent = agent(&model, registry(&[]), config);
+    run(&mut agent, "hi").await;
+    run(&mut agent, "again").await;
+    let requests = model.requests();
+    for request in &requests {
+        assert_eq!(request.messages[0], Message::system("You are rein."));
+        // No tools registered: none offered, tool choice none.
+        assert!(request.tools.is_empty());
+        assert_eq!(request.tool_choice, ToolChoice::None);
+    }
+    assert_eq!(requests[1].messages.len(), 4, "system, hi, one, again");
+}
+
+#[tokio::test]
+async fn reasoning_goes_to_an_event_and_never_back_to_the_model() {
+    let tool = lookup();
+    let model = ScriptedModel::new([
+        reply::with_reasoning(reply::calls(&[("lookup", json!({"q": "x"}))]), "I should look x up"),
+        reply::with_reasoning(reply::text("x is found"), "done thinking"),
+    ]);
+    let mut agent = agent(&model, registry(&[&tool]), AgentConfig::default());
+    let ran = run(&mut agent, "x?").await;
+    let reasoning: Vec<&str> = ran
+        .events
+        .iter()
+        .filter_map(|e| match e {
+            AgentEvent::Reasoning { text } => Some(text.as_str()),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(reasoning, ["I should look x up", "done thinking"]);
+    // Stored with the assistant message...
+    assert!(matches!(&agent.history()[1], Message::Assistant { reasoning_content: Some(r), .. } if r == "I should look x up"));
+    // ...but never sent back.
+    let second = &model.requests()[1];
+    for message in &second.messages {
+        if let Message::Assistant { reasoning_content, .. } = message {
+            assert!(reasoning_content.is_none());
+        }
+        assert!(!message.text().contains("look x up"));
+    }
+}
+
+#[tokio::test]
+async fn embedded_calls_are_recovered_and_run_like_native_ones() {
+    let tool = lookup();
+    let model = ScriptedModel::new([
+        reply::text("Let me check. <tool_call>{\"name\": \"lookup\", \"arguments\": {\"q\": \"emb\"}}</tool_call>"),
+        reply::text("emb is found"),
+    ]);
+    let mut agent = agent(&model, registry(&[&tool]), AgentConfig::default());
+    let ran = run(&mut agent, "emb?").await;
+    assert_eq!(tool.call_count(), 1, "the embedded call ran");
+    assert_eq!(tool.calls()[0]["q"], "emb");
+    assert_eq!(ran.outcome().text, "emb is found");
+    // The call text is not shown as prose.
+    let proposal = ran.events.iter().find_map(|e| match e {
+        AgentEvent::ToolProposal { text, .. } => Some(text.clone()),
+        _ => None,
+    });
+    assert_eq!(proposal.as_deref().map(str::trim), Some("Let me check."));
+}
+
+#[tokio::test]
+async fn attempted_unreadable_call_is_reprompted_at_most_twice_per_turn() {
+    let broken = "<tool_call>{\"name\": \"lookup\", \"arguments\": {\"q\": </tool_call>";
+    let model = ScriptedModel::new([reply::text(broken), reply::text(broken), reply::text(broken)]);
+    let tool = lookup();
+    let mut agent = agent(&model, registry(&[&tool]), AgentConfig::default());
+    let ran = run(&mut agent, "go").await;
+    assert_eq!(model.served(), 3, "two re-prompts, then the third reply is the answer");
+    assert_eq!(notices(&ran.events), ["parse_retry", "parse_retry"]);
+    let last = model.requests().pop().expect("requests");
+    let reprompt = last.messages.last().expect("messages").text();
+    assert!(reprompt.starts_with("That looked like a tool call but could not be parsed."), "{reprompt}");
+    assert_eq!(ran.outcome().ending.as_str(), "answered");
+    assert_eq!(tool.call_count(), 0);
+}
+
+#[tokio::test]
+async fn blank_answer_is_replaced_and_not_stored() {
+    let model = ScriptedModel::new([reply::text("   ")]);
+    let mut agent = agent(&model, registry(&[]), AgentConfig::default());
+    let ran = run(&mut agent, "hello").await;
+    assert_eq!(
+        ran.outcome().text,
+        "I received your question but had trouble generating a response. Please try rephrasing."
+    );
+    assert_eq!(agent.history(), [Message::user("hello")]);
+}
