@@ -32,6 +32,7 @@ const state = {
   session: null,
   source: null,
   busy: false,
+  deltaCount: 0, // text deltas seen (the browser test checks that text streams)
   turn: null, // the turn being rendered
   approvals: new Map(), // approvalId -> card element
   prefs: {
@@ -161,6 +162,8 @@ function renderSessionList() {
     list.append(li);
   }
   $('session-empty').hidden = state.sessions.length > 0;
+  const current = state.sessions.find((s) => s.sessionId === state.sessionId);
+  if (current && current.title) $('session-title').textContent = current.title;
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -497,6 +500,7 @@ function handleEvent(event, eventId) {
       currentTurn().reasoning = null;
       break;
     case 'text_delta': {
+      state.deltaCount += 1;
       const turn = currentTurn();
       turn.text += event.text;
       renderAnswer(turn);
@@ -615,6 +619,7 @@ function endTurn(event) {
   if (!state.sendingText) setBusy(false);
   scrollDown();
   loadSessions();
+  refreshTasks();
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -634,8 +639,13 @@ async function send(text) {
     const viewContextId = sessionStorage.getItem('rein.view-context-id');
     if (viewContextId) body.viewContextId = viewContextId;
     const run = await api('POST', `/sessions/${encodeURIComponent(state.sessionId)}/messages`, body);
-    // The stream normally rendered the turn already; if it did not, render the answer now.
-    if (!state.turn || state.turn.userText !== text || !state.turn.ended) {
+    // The stream normally renders the turn; give it a moment to catch up, then fall back to
+    // the answer in the response so nothing is lost when the stream is down.
+    const rendered = () => state.turn && state.turn.userText === text && state.turn.ended;
+    if (!rendered() && state.source && state.source.readyState !== EventSource.CLOSED) {
+      await waitFor(rendered, 5000);
+    }
+    if (!rendered()) {
       if (!state.turn || state.turn.userText !== text) startTurn(text);
       endTurn({ ending: run.turnEnding, text: run.finalMessage });
     }
@@ -705,6 +715,17 @@ async function discardCheckpoint() {
   } catch (error) {
     showBanner(error.message, 'error');
   }
+}
+
+function waitFor(condition, ms) {
+  return new Promise((resolve) => {
+    const started = Date.now();
+    const tick = () => {
+      if (condition() || Date.now() - started > ms) resolve();
+      else setTimeout(tick, 40);
+    };
+    tick();
+  });
 }
 
 function currentTurnOrLast() {

@@ -133,55 +133,44 @@ impl Fake {
             self.stop.notified().await;
             (TurnEnding::Interrupted, "Stopped.".to_owned(), vec![])
         } else {
-            let call = ToolCall::new(
-                "call_1",
-                "lookup",
-                serde_json::json!({ "q": text }).as_object().unwrap().clone(),
-            );
-            self.emit(
-                id,
-                AgentEvent::ToolProposal { calls: vec![call.clone()], text: String::new() },
-            );
+            let (tool, args, found, answer) = if text == "hello" {
+                let answer = "**Hello** from the scripted model. It is sunny in Lisbon.".to_owned();
+                ("weather", serde_json::json!({ "city": "Lisbon" }), "sunny, 24 °C", answer)
+            } else {
+                ("lookup", serde_json::json!({ "q": text }), "found", format!("You said: {text}"))
+            };
+            let call = ToolCall::new("call_1", tool, args.as_object().cloned().unwrap_or_default());
+            self.emit(id, AgentEvent::ToolProposal { calls: vec![call.clone()], text: String::new() });
             if text == "approve me" {
                 let approval_id = self.next_id("approval");
                 let task_id = self.next_id("task");
                 let mut inner = self.inner.lock().unwrap();
-                inner.approvals.insert(
-                    approval_id.clone(),
-                    Approval {
-                        approval_id: approval_id.clone(),
-                        session_id: id.to_owned(),
-                        tool_name: "lookup".into(),
-                        status: "pending".into(),
-                        ..Approval::default()
-                    },
-                );
-                inner.tasks.insert(
-                    task_id.clone(),
-                    Task {
-                        task_id: task_id.clone(),
-                        session_id: id.to_owned(),
-                        capability_name: "lookup".into(),
-                        status: "running".into(),
-                        ..Task::default()
-                    },
-                );
+                inner.approvals.insert(approval_id.clone(), Approval {
+                    approval_id: approval_id.clone(),
+                    session_id: id.to_owned(),
+                    tool_name: tool.into(),
+                    status: "pending".into(),
+                    ..Approval::default()
+                });
+                inner.tasks.insert(task_id.clone(), Task {
+                    task_id: task_id.clone(),
+                    session_id: id.to_owned(),
+                    capability_name: tool.into(),
+                    status: "running".into(),
+                    ..Task::default()
+                });
                 drop(inner);
                 self.emit(id, AgentEvent::ApprovalRequested { approval_id, call: call.clone() });
             }
-            let output = ToolOutput::text("found");
-            self.emit(
-                id,
-                AgentEvent::ToolResult { call_id: "call_1".into(), name: "lookup".into(), output },
-            );
-            let answer = format!("You said: {text}");
+            let output = ToolOutput::text(found);
+            self.emit(id, AgentEvent::ToolResult { call_id: "call_1".into(), name: tool.into(), output });
             let (a, b) = answer.split_at(4);
             self.emit(id, AgentEvent::TextDelta { text: a.to_owned() });
             self.emit(id, AgentEvent::TextDelta { text: b.to_owned() });
             let result = ToolResultEntry {
-                tool_name: "lookup".into(),
+                tool_name: tool.into(),
                 call_id: "call_1".into(),
-                payload: "found".into(),
+                payload: found.into(),
                 is_error: false,
             };
             (TurnEnding::Answered, answer, vec![result])
@@ -271,6 +260,7 @@ impl Backend for Fake {
                 session_id: id.clone(),
                 agent_name: s.agent.clone(),
                 message_count: s.messages.len() as u64,
+                title: s.messages.first().map(|m| m.text().chars().take(72).collect()),
                 ..SessionSummary::default()
             })
             .collect())

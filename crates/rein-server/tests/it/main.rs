@@ -1,6 +1,7 @@
 //! rein-server's integration tests: every route and error through `oneshot`, the event stream,
 //! the OpenAPI document and the embedded chat.
 
+mod browser;
 mod fake;
 mod openapi;
 mod routes;

@@ -170,11 +170,11 @@ async fn send_message_answers_with_the_turn() {
         &app,
         "POST",
         &format!("{RT}/sessions/{id}/messages"),
-        Some(json!({ "content": "hello", "viewContextId": "view-1" })),
+        Some(json!({ "content": "hi there", "viewContextId": "view-1" })),
     )
     .await;
     assert_eq!(status, StatusCode::OK, "{run}");
-    assert_eq!(run["finalMessage"], "You said: hello");
+    assert_eq!(run["finalMessage"], "You said: hi there");
     assert_eq!(run["turnEnding"], "answered");
     assert_eq!(run["sessionId"], id.as_str());
     assert_eq!(run["toolResults"][0]["toolName"], "lookup");

@@ -1,0 +1,97 @@
+//! The web chat in headless Chromium (Debian's `chromium`, driven by playwright-core from npm).
+//!
+//! Installs what it needs when missing: playwright-core with npm into `tests/browser/`, and
+//! chromium with apt-get (as root or with `sudo -n`). `REIN_CHROMIUM` names another browser
+//! binary. Screenshots go to `target/tmp/browser/`.
+
+use std::{
+    path::{Path, PathBuf},
+    process::Command,
+    sync::Arc,
+};
+
+use rein_server::ServerConfig;
+
+fn browser_dir() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("tests").join("browser")
+}
+
+fn run(command: &mut Command) -> anyhow::Result<()> {
+    let status = command.status()?;
+    anyhow::ensure!(status.success(), "{command:?} failed with {status}");
+    Ok(())
+}
+
+/// playwright-core in `tests/browser/node_modules`, installed with npm when missing.
+fn ensure_playwright() -> anyhow::Result<()> {
+    let dir = browser_dir();
+    if dir.join("node_modules/playwright-core/package.json").exists() {
+        return Ok(());
+    }
+    run(Command::new("npm").args(["install", "--no-audit", "--no-fund", "--loglevel=error"]).current_dir(&dir))
+}
+
+/// The chromium binary, installed with apt-get when missing.
+fn ensure_chromium() -> anyhow::Result<PathBuf> {
+    if let Some(path) = std::env::var_os("REIN_CHROMIUM") {
+        return Ok(PathBuf::from(path));
+    }
+    let path = PathBuf::from("/usr/bin/chromium");
+    if path.exists() {
+        return Ok(path);
+    }
+    let root = Command::new("id").arg("-u").output().map(|o| o.stdout == b"0\n").unwrap_or(false);
+    let apt = |args: &[&str]| {
+        let mut command = if root { Command::new("apt-get") } else { Command::new("sudo") };
+        if !root {
+            command.args(["-n", "apt-get"]);
+        }
+        command.args(args).env("DEBIAN_FRONTEND", "noninteractive");
+        run(&mut command)
+    };
+    apt(&["update"])?;
+    apt(&["install", "-y", "chromium"])?;
+    anyhow::ensure!(path.exists(), "apt-get installed chromium but {} is missing", path.display());
+    Ok(path)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn chat_in_headless_chromium() -> anyhow::Result<()> {
+    let chromium = tokio::task::spawn_blocking(ensure_chromium).await??;
+    tokio::task::spawn_blocking(ensure_playwright).await??;
+
+    let backend = Arc::new(crate::fake::Fake::default());
+    let config = ServerConfig::default().with_addr(([127, 0, 0, 1], 0).into());
+    let (addr_tx, addr_rx) = tokio::sync::oneshot::channel();
+    let (stop_tx, stop_rx) = tokio::sync::oneshot::channel::<()>();
+    let server = tokio::spawn(rein_server::serve_until(
+        config,
+        backend,
+        move |addr| {
+            let _ = addr_tx.send(addr);
+        },
+        async move {
+            let _ = stop_rx.await;
+        },
+    ));
+    let addr = addr_rx.await?;
+
+    let shots = Path::new(env!("CARGO_TARGET_TMPDIR")).join("browser");
+    std::fs::create_dir_all(&shots)?;
+    let script = browser_dir().join("chat.mjs");
+    let url = format!("http://{addr}/");
+    let output = tokio::task::spawn_blocking(move || {
+        Command::new("node").arg(script).arg(url).arg(&shots).env("REIN_CHROMIUM", chromium).output()
+    })
+    .await??;
+    let _ = stop_tx.send(());
+    server.await??;
+
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    println!("{stdout}");
+    assert!(output.status.success(), "browser checks failed:\n{stdout}\n{stderr}");
+    assert!(!stdout.contains("FAIL"), "{stdout}");
+    assert!(stdout.matches("ok   ").count() >= 9, "not every check ran:\n{stdout}");
+    Ok(())
+}
