@@ -44,7 +44,6 @@ impl TurnUnfinished {
 /// One chat session.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
-#[non_exhaustive]
 pub struct Session {
     /// The session id.
     pub id: String,
@@ -87,7 +86,6 @@ impl Session {
 
 /// What a new session is made of.
 #[derive(Debug, Clone, Default, PartialEq)]
-#[non_exhaustive]
 pub struct NewSession {
     /// The id to use; a fresh `session:<hex>` when `None`.
     pub id: Option<String>,
@@ -119,7 +117,6 @@ impl NewSession {
 /// A change to some columns of a session. Only the `Some` fields are written, with one UPDATE
 /// of those columns (and `updated_at`); nothing else in the row is touched.
 #[derive(Debug, Clone, Default, PartialEq)]
-#[non_exhaustive]
 pub struct SessionPatch {
     /// New title (`Some(None)` clears it).
     pub title: Option<Option<String>>,
@@ -146,7 +143,6 @@ impl SessionPatch {
 /// Which sessions [`SessionStore::list_sessions`](crate::SessionStore::list_sessions) returns,
 /// newest update first.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
-#[non_exhaustive]
 pub struct SessionFilter {
     /// Only this owner's sessions.
     pub owner: Option<String>,
@@ -210,7 +206,6 @@ pub const DEFAULT_RESTART_LIMIT: u32 = 3;
 /// A background task.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
-#[non_exhaustive]
 pub struct Task {
     /// The task id.
     pub id: String,
@@ -255,7 +250,6 @@ pub struct Task {
 
 /// What a new task is made of.
 #[derive(Debug, Clone, PartialEq)]
-#[non_exhaustive]
 pub struct NewTask {
     /// The id to use; a fresh `task:<hex>` when `None`.
     pub id: Option<String>,
@@ -366,7 +360,6 @@ impl ApprovalScope {
 /// An approval request for a side-effecting call.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
-#[non_exhaustive]
 pub struct Approval {
     /// The approval id.
     pub id: String,
@@ -398,7 +391,6 @@ pub struct Approval {
 
 /// What a new (pending) approval is made of.
 #[derive(Debug, Clone, PartialEq)]
-#[non_exhaustive]
 pub struct NewApproval {
     /// The session.
     pub session_id: String,
@@ -456,7 +448,6 @@ pub enum ApprovalMatch {
 /// One entry of the append-only audit log.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
-#[non_exhaustive]
 pub struct AuditEntry {
     /// Position in the log (strictly increasing).
     pub seq: i64,
@@ -480,7 +471,6 @@ pub struct AuditEntry {
 
 /// What a new audit entry is made of.
 #[derive(Debug, Clone, Default, PartialEq)]
-#[non_exhaustive]
 pub struct NewAuditEntry {
     /// The session.
     pub session_id: Option<String>,
@@ -515,7 +505,6 @@ impl NewAuditEntry {
 /// What the user is looking at, as the page published it.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
-#[non_exhaustive]
 pub struct ViewContext {
     /// The context id (chosen by the page).
     pub id: String,
@@ -530,7 +519,6 @@ pub struct ViewContext {
 /// A user's request to stop the running turn of a session.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
-#[non_exhaustive]
 pub struct StopRequest {
     /// The session.
     pub session_id: String,

@@ -11,7 +11,6 @@ use crate::Result;
 /// saw event `n` resumes with [`TranscriptStore::read_since`]`(session, n)` (SSE `Last-Event-ID`).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
-#[non_exhaustive]
 pub struct TranscriptEvent {
     /// Position in the session's transcript, from 1.
     pub event_id: u64,
@@ -28,7 +27,6 @@ pub struct TranscriptEvent {
 
 /// An event to append; the store assigns its id and time.
 #[derive(Debug, Clone, PartialEq)]
-#[non_exhaustive]
 pub struct NewEvent {
     /// The event type.
     pub kind: String,
@@ -46,7 +44,6 @@ impl NewEvent {
 /// What opening a transcript found.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
-#[non_exhaustive]
 pub struct RecoveryReport {
     /// Events loaded.
     pub events: u64,

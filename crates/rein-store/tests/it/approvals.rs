@@ -1,0 +1,141 @@
+//! Approvals keyed by fingerprint (once and session scope) and the append-only audit log.
+
+use std::time::Duration;
+
+use rein_store::{
+    ApprovalDecision, ApprovalMatch, ApprovalScope, ApprovalStatus, NewApproval, NewAuditEntry,
+    NewSession, SessionStore, StoreError,
+};
+use serde_json::json;
+
+use crate::store;
+
+fn pending(m: ApprovalMatch) -> rein_store::Approval {
+    match m {
+        ApprovalMatch::Pending(a) => a,
+        other => panic!("expected pending, got {other:?}"),
+    }
+}
+
+fn allowed(m: ApprovalMatch) -> rein_store::Approval {
+    match m {
+        ApprovalMatch::Allowed(a) => a,
+        other => panic!("expected allowed, got {other:?}"),
+    }
+}
+
+#[test]
+fn once_approval_is_consumed_by_the_next_identical_call() {
+    let (_dir, store, clock) = store();
+    store.create_session(NewSession { id: Some("s".into()), ..NewSession::new("a") }).unwrap();
+    assert_eq!(store.match_approval("s", "open_chart", "fp1").unwrap(), ApprovalMatch::None);
+    let request = NewApproval {
+        reason: Some("side effect".into()),
+        ..NewApproval::new("s", "open_chart", "fp1", json!({"t": "SPY"}))
+    };
+    let created = store.create_approval(request).unwrap();
+    assert_eq!((created.status, created.scope), (ApprovalStatus::Pending, ApprovalScope::Once));
+
+    // Asking again while it waits finds the same request instead of a new one.
+    assert_eq!(pending(store.match_approval("s", "open_chart", "fp1").unwrap()).id, created.id);
+    assert_eq!(store.match_approval("s", "open_chart", "other-args").unwrap(), ApprovalMatch::None);
+
+    clock.advance(Duration::from_secs(3));
+    let approved = store
+        .resolve_approval(&created.id, ApprovalDecision::Approve(ApprovalScope::Once), Some("ok"))
+        .unwrap();
+    assert_eq!(approved.status, ApprovalStatus::Approved);
+    assert_eq!(approved.note.as_deref(), Some("ok"));
+    assert!(approved.resolved_at.is_some());
+    assert!(matches!(
+        store.resolve_approval(&created.id, ApprovalDecision::Deny, None),
+        Err(StoreError::InvalidState { .. })
+    ));
+
+    let used = allowed(store.match_approval("s", "open_chart", "fp1").unwrap());
+    assert_eq!((used.id.as_str(), used.status), (created.id.as_str(), ApprovalStatus::Consumed));
+    assert!(used.consumed_at.is_some());
+    assert_eq!(
+        store.match_approval("s", "open_chart", "fp1").unwrap(),
+        ApprovalMatch::None,
+        "used up"
+    );
+}
+
+#[test]
+fn denied_requests_do_not_allow_and_session_scope_covers_the_tool() {
+    let (_dir, store, _clock) = store();
+    store.create_session(NewSession { id: Some("s".into()), ..NewSession::new("a") }).unwrap();
+    store.create_session(NewSession { id: Some("t".into()), ..NewSession::new("a") }).unwrap();
+    let denied =
+        store.create_approval(NewApproval::new("s", "send_mail", "fp-a", json!({}))).unwrap();
+    store.resolve_approval(&denied.id, ApprovalDecision::Deny, Some("no")).unwrap();
+    assert_eq!(store.match_approval("s", "send_mail", "fp-a").unwrap(), ApprovalMatch::None);
+
+    let wide =
+        store.create_approval(NewApproval::new("s", "send_mail", "fp-b", json!({}))).unwrap();
+    store
+        .resolve_approval(&wide.id, ApprovalDecision::Approve(ApprovalScope::Session), None)
+        .unwrap();
+    for fingerprint in ["fp-a", "fp-b", "fp-c", "fp-c"] {
+        let by = allowed(store.match_approval("s", "send_mail", fingerprint).unwrap());
+        assert_eq!(
+            (by.id.as_str(), by.status),
+            (wide.id.as_str(), ApprovalStatus::Approved),
+            "never consumed"
+        );
+    }
+    assert_eq!(store.match_approval("s", "other_tool", "fp-b").unwrap(), ApprovalMatch::None);
+    assert_eq!(
+        store.match_approval("t", "send_mail", "fp-b").unwrap(),
+        ApprovalMatch::None,
+        "other sessions"
+    );
+
+    let listed: Vec<_> = store.list_approvals("s").unwrap().into_iter().map(|a| a.status).collect();
+    assert_eq!(listed, [ApprovalStatus::Denied, ApprovalStatus::Approved]);
+    assert!(store.get_approval(&wide.id).unwrap().is_some());
+    assert!(matches!(
+        store.create_approval(NewApproval::new("ghost", "x", "fp", json!({}))),
+        Err(StoreError::NotFound { .. })
+    ));
+    assert!(matches!(
+        store.create_approval(NewApproval::new("s", "x", "", json!({}))),
+        Err(StoreError::InvalidInput { .. })
+    ));
+}
+
+#[test]
+fn audit_log_appends_and_outlives_its_session() {
+    let (dir, store, _clock) = store();
+    store.create_session(NewSession { id: Some("s".into()), ..NewSession::new("a") }).unwrap();
+    let mut entry = NewAuditEntry::new(Some("s"), "invoke", "denied");
+    entry.tool = Some("open_chart".into());
+    entry.reason = Some("not in the allow-list".into());
+    entry.metadata = json!({"approvalId": "approval:1"}).as_object().cloned().unwrap();
+    let first = store.append_audit(entry).unwrap();
+    let second = store.append_audit(NewAuditEntry::new(Some("s"), "approve", "allowed")).unwrap();
+    store.append_audit(NewAuditEntry::new(None, "startup", "allowed")).unwrap();
+    assert!(second.seq > first.seq);
+
+    let of_s = store.list_audit(Some("s"), 0, 100).unwrap();
+    assert_eq!(of_s, vec![first.clone(), second.clone()]);
+    assert_eq!(store.list_audit(Some("s"), first.seq, 100).unwrap(), vec![second]);
+    assert_eq!(store.list_audit(None, 0, 2).unwrap().len(), 2);
+    assert!(matches!(
+        store.append_audit(NewAuditEntry::new(None, "", "x")),
+        Err(StoreError::InvalidInput { .. })
+    ));
+
+    store.delete_session("s").unwrap();
+    assert_eq!(store.list_audit(Some("s"), 0, 100).unwrap().len(), 2, "the audit log stays");
+
+    // Append-only is enforced by the database itself, not only by the API.
+    drop(store);
+    let conn = rusqlite::Connection::open(dir.path().join("sessions.db")).unwrap();
+    let update =
+        conn.execute("UPDATE audit_log SET outcome = 'allowed' WHERE seq = ?1", [first.seq]);
+    assert!(update.unwrap_err().to_string().contains("append-only"));
+    let delete = conn.execute("DELETE FROM audit_log", []);
+    assert!(delete.unwrap_err().to_string().contains("append-only"));
+}
