@@ -32,6 +32,7 @@ const state = {
   session: null,
   source: null,
   busy: false,
+  pinned: true, // the log follows new text
   deltaCount: 0, // text deltas seen (the browser test checks that text streams)
   turn: null, // the turn being rendered
   approvals: new Map(), // approvalId -> card element
@@ -188,6 +189,7 @@ async function createSession() {
 function resetLog() {
   const log = $('log');
   log.replaceChildren();
+  state.pinned = true;
   state.turn = null;
   state.approvals.clear();
   $('checkpoint').hidden = true;
@@ -316,9 +318,10 @@ function removeWelcome() {
   if (welcome) welcome.remove();
 }
 
+/** Keeps the newest text in view unless the reader scrolled up to read something older. */
 function scrollDown() {
   const log = $('log');
-  if (log.scrollHeight - log.scrollTop - log.clientHeight < 160) log.scrollTop = log.scrollHeight;
+  if (state.pinned) log.scrollTop = log.scrollHeight;
 }
 
 function startTurn(userText) {
@@ -908,6 +911,10 @@ function wire() {
     }
   });
   $('composer-input').addEventListener('input', autosize);
+  $('log').addEventListener('scroll', () => {
+    const log = $('log');
+    state.pinned = log.scrollHeight - log.scrollTop - log.clientHeight < 80;
+  });
   document.addEventListener('keydown', (e) => {
     if (e.key === 'Escape' && state.busy && !$('token-dialog').open) {
       e.preventDefault();

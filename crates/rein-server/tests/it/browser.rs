@@ -28,7 +28,9 @@ fn ensure_playwright() -> anyhow::Result<()> {
     if dir.join("node_modules/playwright-core/package.json").exists() {
         return Ok(());
     }
-    run(Command::new("npm").args(["install", "--no-audit", "--no-fund", "--loglevel=error"]).current_dir(&dir))
+    run(Command::new("npm")
+        .args(["install", "--no-audit", "--no-fund", "--loglevel=error"])
+        .current_dir(&dir))
 }
 
 /// The chromium binary, installed with apt-get when missing.
@@ -81,7 +83,12 @@ async fn chat_in_headless_chromium() -> anyhow::Result<()> {
     let script = browser_dir().join("chat.mjs");
     let url = format!("http://{addr}/");
     let output = tokio::task::spawn_blocking(move || {
-        Command::new("node").arg(script).arg(url).arg(&shots).env("REIN_CHROMIUM", chromium).output()
+        Command::new("node")
+            .arg(script)
+            .arg(url)
+            .arg(&shots)
+            .env("REIN_CHROMIUM", chromium)
+            .output()
     })
     .await??;
     let _ = stop_tx.send(());

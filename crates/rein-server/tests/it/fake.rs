@@ -140,30 +140,42 @@ impl Fake {
                 ("lookup", serde_json::json!({ "q": text }), "found", format!("You said: {text}"))
             };
             let call = ToolCall::new("call_1", tool, args.as_object().cloned().unwrap_or_default());
-            self.emit(id, AgentEvent::ToolProposal { calls: vec![call.clone()], text: String::new() });
+            self.emit(
+                id,
+                AgentEvent::ToolProposal { calls: vec![call.clone()], text: String::new() },
+            );
             if text == "approve me" {
                 let approval_id = self.next_id("approval");
                 let task_id = self.next_id("task");
                 let mut inner = self.inner.lock().unwrap();
-                inner.approvals.insert(approval_id.clone(), Approval {
-                    approval_id: approval_id.clone(),
-                    session_id: id.to_owned(),
-                    tool_name: tool.into(),
-                    status: "pending".into(),
-                    ..Approval::default()
-                });
-                inner.tasks.insert(task_id.clone(), Task {
-                    task_id: task_id.clone(),
-                    session_id: id.to_owned(),
-                    capability_name: tool.into(),
-                    status: "running".into(),
-                    ..Task::default()
-                });
+                inner.approvals.insert(
+                    approval_id.clone(),
+                    Approval {
+                        approval_id: approval_id.clone(),
+                        session_id: id.to_owned(),
+                        tool_name: tool.into(),
+                        status: "pending".into(),
+                        ..Approval::default()
+                    },
+                );
+                inner.tasks.insert(
+                    task_id.clone(),
+                    Task {
+                        task_id: task_id.clone(),
+                        session_id: id.to_owned(),
+                        capability_name: tool.into(),
+                        status: "running".into(),
+                        ..Task::default()
+                    },
+                );
                 drop(inner);
                 self.emit(id, AgentEvent::ApprovalRequested { approval_id, call: call.clone() });
             }
             let output = ToolOutput::text(found);
-            self.emit(id, AgentEvent::ToolResult { call_id: "call_1".into(), name: tool.into(), output });
+            self.emit(
+                id,
+                AgentEvent::ToolResult { call_id: "call_1".into(), name: tool.into(), output },
+            );
             let (a, b) = answer.split_at(4);
             self.emit(id, AgentEvent::TextDelta { text: a.to_owned() });
             self.emit(id, AgentEvent::TextDelta { text: b.to_owned() });

@@ -3,6 +3,7 @@
 
 mod browser;
 mod fake;
+mod fuzz_api;
 mod openapi;
 mod routes;
 mod stream;
