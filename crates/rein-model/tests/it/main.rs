@@ -1,6 +1,11 @@
 //! Integration tests for rein-model, against a scripted HTTP server on 127.0.0.1.
 
+mod anthropic;
+mod errors;
 mod fixtures;
+mod gemini;
 mod openai;
+mod registry;
+mod retry;
 mod server;
 mod shaping;

@@ -26,8 +26,6 @@ pub(crate) enum Reply {
     },
     /// An SSE body sent as these pieces, one HTTP chunk each.
     Chunks { content_type: &'static str, pieces: Vec<Vec<u8>> },
-    /// Sends these pieces, then breaks the connection.
-    Broken { pieces: Vec<Vec<u8>> },
     /// Waits, then answers.
     Delayed(Duration, Box<Reply>),
 }
@@ -134,7 +132,7 @@ impl Drop for Server {
 
 impl Server {
     /// Starts a server on 127.0.0.1 answering with `script`, one reply per request.
-    pub async fn start(script: Vec<Reply>) -> Server {
+    pub(crate) async fn start(script: Vec<Reply>) -> Server {
         let shared = Shared::default();
         shared.script.lock().unwrap().extend(script);
         let app = axum::Router::new().fallback(handle).with_state(shared.clone());
@@ -216,16 +214,6 @@ async fn respond(mut reply: Reply) -> Response {
                 .body(Body::from_stream(stream))
                 .unwrap()
         }
-        Reply::Broken { pieces } => {
-            let mut items: Vec<Result<Bytes, std::io::Error>> =
-                pieces.into_iter().map(|piece| Ok(Bytes::from(piece))).collect();
-            items.push(Err(std::io::Error::other("connection broken on purpose")));
-            Response::builder()
-                .status(200)
-                .header("content-type", "text/event-stream")
-                .body(Body::from_stream(futures::stream::iter(items)))
-                .unwrap()
-        }
         Reply::Delayed(..) => unreachable!("delays are unwrapped above"),
     }
 }
@@ -262,7 +250,7 @@ pub(crate) fn model(
 }
 
 /// Calls the model, collecting the deltas it streamed.
-pub async fn complete(
+pub(crate) async fn complete(
     model: &ProviderModel,
     request: &ModelRequest,
 ) -> (Result<ModelReply, ModelError>, Vec<ReplyDelta>) {
@@ -284,4 +272,50 @@ pub(crate) fn joined(deltas: &[ReplyDelta]) -> (String, String) {
         }
     }
     (text, reasoning)
+}
+
+/// A raw TCP server: for each connection in turn, reads one request and writes `raw` bytes
+/// as they are, then closes (a way to break a response at an exact byte). Returns the URL and
+/// a counter of connections served.
+pub(crate) async fn raw_server(
+    responses: Vec<Vec<u8>>,
+) -> (String, Arc<Mutex<usize>>, tokio::task::JoinHandle<()>) {
+    use tokio::io::{AsyncReadExt as _, AsyncWriteExt as _};
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let url = format!("http://{}", listener.local_addr().unwrap());
+    let served = Arc::new(Mutex::new(0));
+    let counter = served.clone();
+    let task = tokio::spawn(async move {
+        for raw in responses {
+            let Ok((mut socket, _)) = listener.accept().await else { return };
+            let mut request = Vec::new();
+            let mut buffer = [0u8; 4096];
+            // Read the head, then as many body bytes as Content-Length says.
+            loop {
+                let read = socket.read(&mut buffer).await.unwrap_or(0);
+                if read == 0 {
+                    break;
+                }
+                request.extend_from_slice(&buffer[..read]);
+                let text = String::from_utf8_lossy(&request).to_string();
+                if let Some(end) = text.find("\r\n\r\n") {
+                    let length = text[..end]
+                        .lines()
+                        .find_map(|line| {
+                            line.to_ascii_lowercase()
+                                .strip_prefix("content-length:")
+                                .map(|v| v.trim().parse::<usize>().unwrap_or(0))
+                        })
+                        .unwrap_or(0);
+                    if request.len() >= end + 4 + length {
+                        break;
+                    }
+                }
+            }
+            *counter.lock().unwrap() += 1;
+            let _ = socket.write_all(&raw).await;
+            let _ = socket.shutdown().await;
+        }
+    });
+    (url, served, task)
 }
