@@ -19,6 +19,8 @@ enum Command {
     Recover(recover::RecoverArgs),
 }
 
+#[allow(dead_code)] // Wired into `run`, `chat`, `serve` and `config check` next.
+mod config;
 mod recover;
 
 fn main() -> std::process::ExitCode {

@@ -1,0 +1,505 @@
+//! Configuration: rein's own file (TOML or JSON), GLEN's `config.json` and `mcpServers` JSON,
+//! merged in order, with environment overrides, and checked with file and key path.
+//!
+//! rein's config is a superset of GLEN's: the top-level `llm_models`, `llm_model`, the global
+//! request-shaping keys, `max_tool_calls`, `max_tool_calls_manual`, `auto_approve`,
+//! `mcp_server_url` and `mcp_auth_token` mean what they mean in GLEN; `mcpServers` is the desktop
+//! clients' format; `[server]`, `[[agents]]`, `personas` and `tools` are rein's own. Later files add
+//! to and override earlier ones: objects merge key by key, `llm_models` entries merge by `value`,
+//! `agents` by `name`, `mcpServers` by server name, and any other value is replaced.
+
+use std::{
+    collections::BTreeMap,
+    fmt,
+    net::SocketAddr,
+    path::{Path, PathBuf},
+};
+
+use rein_mcp::{HttpServer, McpServerConfig, McpServers, ServerTransport};
+use rein_model::ModelsConfig;
+use serde::Deserialize;
+use serde_json::{Map, Value};
+
+/// The address `rein serve` binds when nothing says otherwise.
+pub(crate) const DEFAULT_ADDR: &str = "127.0.0.1:8080";
+
+/// The OpenAI-compatible endpoint of `cargo xtask llama serve`, the keyless default model.
+pub(crate) const DEFAULT_LOCAL_ENDPOINT: &str = "http://127.0.0.1:8081/v1";
+
+/// The name of the keyless default model.
+pub(crate) const DEFAULT_LOCAL_MODEL: &str = "qwen2.5-coder-0.5b-instruct";
+
+/// Environment variables that override the merged files.
+pub(crate) const ENV_OVERRIDES: &[(&str, &str)] =
+    &[("REIN_MODEL", "llm_model"), ("REIN_ADDR", "server.addr"), ("REIN_DATA_DIR", "server.data_dir")];
+
+/// One problem found in the configuration.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct Problem {
+    /// The file it is in, or `None` for the merged result (or the environment).
+    pub(crate) file: Option<PathBuf>,
+    /// The key path (`llm_models[0].endpoint`); empty for the whole document.
+    pub(crate) key: String,
+    /// What is wrong.
+    pub(crate) message: String,
+    /// A warning does not stop rein; an error does.
+    pub(crate) warning: bool,
+}
+
+impl fmt::Display for Problem {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let place = match &self.file {
+            Some(file) => file.display().to_string(),
+            None => "(merged configuration)".to_owned(),
+        };
+        let level = if self.warning { "warning" } else { "error" };
+        if self.key.is_empty() {
+            write!(f, "{level}: {place}: {}", self.message)
+        } else {
+            write!(f, "{level}: {place}: {}: {}", self.key, self.message)
+        }
+    }
+}
+
+/// The configuration could not be used.
+#[derive(Debug)]
+pub(crate) struct ConfigErrors(pub(crate) Vec<Problem>);
+
+impl fmt::Display for ConfigErrors {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let errors: Vec<String> = self.0.iter().filter(|p| !p.warning).map(ToString::to_string).collect();
+        write!(f, "the configuration has {} error(s):\n{}", errors.len(), errors.join("\n"))
+    }
+}
+
+impl std::error::Error for ConfigErrors {}
+
+/// The typed configuration, after merging.
+#[derive(Debug, Clone, Default, Deserialize)]
+pub(crate) struct Config {
+    /// Models, the selected model and global request shaping (GLEN's keys).
+    #[serde(flatten)]
+    pub(crate) models: ModelsConfig,
+    /// Loop limits and approvals.
+    #[serde(flatten)]
+    pub(crate) limits: Limits,
+    /// The system prompt of the default agent.
+    #[serde(default)]
+    pub(crate) system_prompt: Option<String>,
+    /// MCP servers (`mcpServers`), plus GLEN's single `mcp_server_url` as the server `default`.
+    #[serde(default, rename = "mcpServers")]
+    pub(crate) mcp_servers: Option<McpServers>,
+    /// GLEN's single MCP server.
+    #[serde(default)]
+    pub(crate) mcp_server_url: Option<String>,
+    /// GLEN's bearer token for `mcp_server_url`.
+    #[serde(default)]
+    pub(crate) mcp_auth_token: Option<String>,
+    /// Local tool sets built into rein (`clock`, `read_tool_result`).
+    #[serde(default)]
+    pub(crate) tools: Vec<String>,
+    /// The HTTP server.
+    #[serde(default)]
+    pub(crate) server: ServerSection,
+    /// Agents for the hosted runtime.
+    #[serde(default)]
+    pub(crate) agents: Vec<AgentSection>,
+    /// Persona definition files (TOML or JSON), relative to the working directory.
+    #[serde(default)]
+    pub(crate) personas: Vec<PathBuf>,
+}
+
+/// GLEN's loop settings.
+#[derive(Debug, Clone, Default, Deserialize)]
+pub(crate) struct Limits {
+    /// Remote rounds before a checkpoint with auto-approve (15).
+    #[serde(default)]
+    pub(crate) max_tool_calls: Option<u32>,
+    /// Remote rounds before a checkpoint without auto-approve (100).
+    #[serde(default)]
+    pub(crate) max_tool_calls_manual: Option<u32>,
+    /// Run remote tools without asking (true).
+    #[serde(default)]
+    pub(crate) auto_approve: Option<bool>,
+    /// Model requests per turn (off).
+    #[serde(default)]
+    pub(crate) max_steps: Option<u32>,
+    /// Read-only calls run at once (1).
+    #[serde(default)]
+    pub(crate) max_parallel_tool_calls: Option<usize>,
+}
+
+/// `[server]`.
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct ServerSection {
+    /// `HOST:PORT` to bind (127.0.0.1:8080).
+    #[serde(default)]
+    pub(crate) addr: Option<String>,
+    /// Where sessions and transcripts are stored.
+    #[serde(default)]
+    pub(crate) data_dir: Option<PathBuf>,
+    /// Bearer token → principal. Without tokens the server is single-user and local.
+    #[serde(default)]
+    pub(crate) tokens: BTreeMap<String, String>,
+    /// Origins allowed by CORS.
+    #[serde(default)]
+    pub(crate) cors_origins: Vec<String>,
+}
+
+/// One `[[agents]]` entry.
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct AgentSection {
+    /// The agent's name.
+    pub(crate) name: String,
+    /// What it is for.
+    #[serde(default)]
+    pub(crate) description: String,
+    /// Its system prompt.
+    #[serde(default)]
+    pub(crate) system_prompt: Option<String>,
+    /// The tools it may call; all when absent.
+    #[serde(default)]
+    pub(crate) allowed_tools: Option<Vec<String>>,
+    /// Side-effecting tools need approval (true).
+    #[serde(default)]
+    pub(crate) require_approval_for_side_effects: Option<bool>,
+    /// Model requests per turn (TerraFin uses 8).
+    #[serde(default)]
+    pub(crate) max_steps: Option<u32>,
+    /// The agent's model; the selected model when absent.
+    #[serde(default)]
+    pub(crate) model: Option<String>,
+}
+
+/// Keys rein knows at the top level; anything else is reported as a warning.
+const KNOWN_KEYS: &[&str] = &[
+    "llm_models",
+    "llm_model",
+    "client_header_hosts",
+    "client_name",
+    "temperature",
+    "top_p",
+    "seed",
+    "max_tokens",
+    "reasoning_toggle",
+    "reasoning_default",
+    "prompt_cache",
+    "llm_timeout_seconds",
+    "stream",
+    "thinking_budget_tokens",
+    "max_tool_calls",
+    "max_tool_calls_manual",
+    "auto_approve",
+    "max_steps",
+    "max_parallel_tool_calls",
+    "system_prompt",
+    "mcpServers",
+    "mcp_server_url",
+    "mcp_auth_token",
+    "tools",
+    "server",
+    "agents",
+    "personas",
+];
+
+/// Keys of a GLEN app config that only its web UI reads; accepted silently.
+const GLEN_UI_KEYS: &[&str] = &[
+    "welcome",
+    "links",
+    "export",
+    "transcription_model",
+    "title",
+    "view",
+    "collections",
+    "catalog",
+    "layers",
+    "map",
+    "basemap",
+    "theme",
+];
+
+/// The built-in local tool sets.
+pub(crate) const TOOL_SETS: &[&str] = &["clock", "read_tool_result"];
+
+/// A loaded configuration with what was noticed on the way.
+#[derive(Debug)]
+pub(crate) struct Loaded {
+    /// The typed, merged configuration.
+    pub(crate) config: Config,
+    /// Warnings (errors stop loading).
+    pub(crate) warnings: Vec<Problem>,
+}
+
+/// Reads, checks and merges the files in order, then applies the environment.
+pub(crate) fn load(paths: &[PathBuf], env: &dyn Fn(&str) -> Option<String>) -> Result<Loaded, ConfigErrors> {
+    let mut problems = Vec::new();
+    let mut merged = Value::Object(Map::new());
+    for path in paths {
+        match read_document(path) {
+            Ok(document) => {
+                problems.extend(check_document(&document, Some(path)));
+                merge(&mut merged, document);
+            }
+            Err(message) => problems.push(Problem { file: Some(path.clone()), key: String::new(), message, warning: false }),
+        }
+    }
+    apply_env(&mut merged, env);
+    let config = match typed(&merged) {
+        Ok(config) => Some(config),
+        Err(problem) => {
+            // A file that was fine on its own cannot make the merge ill-typed, except through the
+            // environment; report it against the merged result.
+            if !problems.iter().any(|p| !p.warning) {
+                problems.push(Problem { file: None, ..problem });
+            }
+            None
+        }
+    };
+    if let Some(config) = &config {
+        problems.extend(check_merged(config));
+    }
+    match config {
+        Some(config) if !problems.iter().any(|p| !p.warning) => Ok(Loaded { config, warnings: problems }),
+        _ => Err(ConfigErrors(problems)),
+    }
+}
+
+/// Parses one file: TOML when it ends in `.toml`, JSON otherwise.
+fn read_document(path: &Path) -> Result<Value, String> {
+    let text = std::fs::read_to_string(path).map_err(|error| format!("cannot read the file: {error}"))?;
+    let is_toml = path.extension().is_some_and(|ext| ext.eq_ignore_ascii_case("toml"));
+    let value = if is_toml {
+        toml::from_str::<Value>(&text).map_err(|error| format!("not valid TOML: {}", one_line(&error.to_string())))?
+    } else {
+        serde_json::from_str::<Value>(&text).map_err(|error| format!("not valid JSON: {error}"))?
+    };
+    if !value.is_object() {
+        return Err("the document is not an object".to_owned());
+    }
+    Ok(value)
+}
+
+fn one_line(text: &str) -> String {
+    text.split_whitespace().collect::<Vec<_>>().join(" ")
+}
+
+/// Checks one document on its own: types, unknown keys, MCP entries, models.
+fn check_document(document: &Value, file: Option<&Path>) -> Vec<Problem> {
+    let problem = |key: String, message: String, warning: bool| Problem {
+        file: file.map(Path::to_path_buf),
+        key,
+        message,
+        warning,
+    };
+    let mut problems = Vec::new();
+    if let Some(object) = document.as_object() {
+        for key in object.keys() {
+            if !KNOWN_KEYS.contains(&key.as_str()) && !GLEN_UI_KEYS.contains(&key.as_str()) {
+                problems.push(problem(key.clone(), "unknown key, ignored".to_owned(), true));
+            }
+        }
+        if let Some(servers) = object.get("mcpServers") {
+            if let Err(error) = McpServers::from_value(servers) {
+                problems.push(problem("mcpServers".to_owned(), error.to_string(), false));
+            }
+        }
+        if let Some(models) = object.get("llm_models").and_then(Value::as_array) {
+            for (index, entry) in models.iter().enumerate() {
+                let key = format!("llm_models[{index}]");
+                match entry.get("value").and_then(Value::as_str) {
+                    Some(value) if !value.trim().is_empty() => {}
+                    _ => problems.push(problem(format!("{key}.value"), "missing or empty model name".into(), false)),
+                }
+                if let Some(endpoint) = entry.get("endpoint").and_then(Value::as_str) {
+                    if !endpoint.starts_with("http://") && !endpoint.starts_with("https://") {
+                        problems.push(problem(
+                            format!("{key}.endpoint"),
+                            format!("`{endpoint}` is not an http(s) URL"),
+                            false,
+                        ));
+                    }
+                }
+            }
+        }
+    }
+    let mut without_mcp = document.clone();
+    if let Some(object) = without_mcp.as_object_mut() {
+        object.remove("mcpServers");
+    }
+    if let Err(error) = typed(&without_mcp) {
+        problems.push(Problem { file: file.map(Path::to_path_buf), ..error });
+    }
+    problems
+}
+
+/// Deserializes the typed config, reporting the key path of the first type error.
+fn typed(document: &Value) -> Result<Config, Problem> {
+    serde_path_to_error::deserialize::<_, Config>(document).map_err(|error| {
+        let key = error.path().to_string();
+        Problem {
+            file: None,
+            key: if key == "." { String::new() } else { key },
+            message: error.into_inner().to_string(),
+            warning: false,
+        }
+    })
+}
+
+/// Checks that only make sense once every file is merged.
+fn check_merged(config: &Config) -> Vec<Problem> {
+    let mut problems = Vec::new();
+    let error = |key: &str, message: String| Problem { file: None, key: key.to_owned(), message, warning: false };
+    if let Some(selected) = &config.models.llm_model {
+        if !config.models.llm_models.is_empty() && !config.models.llm_models.iter().any(|m| &m.value == selected) {
+            let names: Vec<&str> = config.models.llm_models.iter().map(|m| m.value.as_str()).collect();
+            problems.push(error("llm_model", format!("no model named `{selected}` (models: {})", names.join(", "))));
+        }
+    }
+    if let Some(addr) = &config.server.addr {
+        if addr.parse::<SocketAddr>().is_err() {
+            problems.push(error("server.addr", format!("`{addr}` is not HOST:PORT with an IP address")));
+        }
+    }
+    for (index, tool_set) in config.tools.iter().enumerate() {
+        if !TOOL_SETS.contains(&tool_set.as_str()) {
+            problems.push(error(
+                &format!("tools[{index}]"),
+                format!("unknown tool set `{tool_set}` (known: {})", TOOL_SETS.join(", ")),
+            ));
+        }
+    }
+    let mut seen = std::collections::BTreeSet::new();
+    for (index, agent) in config.agents.iter().enumerate() {
+        if agent.name.trim().is_empty() {
+            problems.push(error(&format!("agents[{index}].name"), "empty agent name".to_owned()));
+        } else if !seen.insert(agent.name.as_str()) {
+            problems.push(error(&format!("agents[{index}].name"), format!("duplicate agent `{}`", agent.name)));
+        }
+    }
+    problems
+}
+
+/// Merges `later` into `base`: objects key by key, keyed lists by their key, the rest replaced.
+pub(crate) fn merge(base: &mut Value, later: Value) {
+    match (base, later) {
+        (Value::Object(base), Value::Object(later)) => {
+            for (key, value) in later {
+                let keyed_by = match key.as_str() {
+                    "llm_models" => Some("value"),
+                    "agents" => Some("name"),
+                    _ => None,
+                };
+                match (base.get_mut(&key), keyed_by) {
+                    (Some(Value::Array(existing)), Some(id)) if value.is_array() => {
+                        merge_keyed(existing, value, id);
+                    }
+                    (Some(existing), _) if existing.is_object() && value.is_object() => merge(existing, value),
+                    _ => {
+                        base.insert(key, value);
+                    }
+                }
+            }
+        }
+        (base, later) => *base = later,
+    }
+}
+
+fn merge_keyed(existing: &mut Vec<Value>, later: Value, id: &str) {
+    let Value::Array(items) = later else { return };
+    for item in items {
+        let key = item.get(id).cloned();
+        match existing.iter_mut().find(|old| key.is_some() && old.get(id) == key.as_ref()) {
+            Some(old) => merge(old, item),
+            None => existing.push(item),
+        }
+    }
+}
+
+fn apply_env(document: &mut Value, env: &dyn Fn(&str) -> Option<String>) {
+    for (variable, key) in ENV_OVERRIDES {
+        let Some(value) = env(variable).filter(|v| !v.is_empty()) else { continue };
+        let mut patch = Value::String(value);
+        for part in key.rsplit('.') {
+            let mut object = Map::new();
+            object.insert(part.to_owned(), patch);
+            patch = Value::Object(object);
+        }
+        merge(document, patch);
+    }
+}
+
+impl Config {
+    /// The models config, with the keyless local default when no model is configured.
+    pub(crate) fn models_or_default(&self) -> ModelsConfig {
+        if !self.models.llm_models.is_empty() {
+            return self.models.clone();
+        }
+        let document = serde_json::json!({
+            "llm_models": [{
+                "value": DEFAULT_LOCAL_MODEL,
+                "label": "Qwen2.5-Coder 0.5B (local llama.cpp)",
+                "endpoint": DEFAULT_LOCAL_ENDPOINT,
+                "context_window": 8192,
+            }],
+        });
+        let mut models: ModelsConfig = serde_json::from_value(document).unwrap_or_default();
+        models.llm_model = self.models.llm_model.clone();
+        models.settings = self.models.settings.clone();
+        models.client_header_hosts = self.models.client_header_hosts.clone();
+        models.client_name = self.models.client_name.clone();
+        models
+    }
+
+    /// Every MCP server: `mcpServers` plus GLEN's `mcp_server_url` as the server `default`.
+    pub(crate) fn all_mcp_servers(&self) -> Vec<McpServerConfig> {
+        let mut servers = self.mcp_servers.clone().unwrap_or_default().servers;
+        if let Some(url) = &self.mcp_server_url {
+            let mut http = HttpServer::new(url.clone());
+            if let Some(token) = self.mcp_auth_token.as_deref().filter(|t| !t.is_empty()) {
+                http.headers.insert("Authorization".to_owned(), format!("Bearer {token}"));
+            }
+            servers.push(McpServerConfig { name: "default".to_owned(), transport: ServerTransport::Http(http) });
+        }
+        servers
+    }
+
+    /// The address to bind.
+    pub(crate) fn addr(&self) -> String {
+        self.server.addr.clone().unwrap_or_else(|| DEFAULT_ADDR.to_owned())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn doc(text: &str) -> Value {
+        serde_json::from_str(text).expect("test JSON")
+    }
+
+    #[test]
+    fn later_files_override_and_add() {
+        let mut base = doc(r#"{"llm_models":[{"value":"a","temperature":0.5}],"auto_approve":true,"server":{"addr":"127.0.0.1:1"}}"#);
+        merge(&mut base, doc(r#"{"llm_models":[{"value":"a","temperature":0.1},{"value":"b"}],"server":{"data_dir":"/d"}}"#));
+        assert_eq!(
+            base,
+            doc(r#"{"llm_models":[{"value":"a","temperature":0.1},{"value":"b"}],"auto_approve":true,"server":{"addr":"127.0.0.1:1","data_dir":"/d"}}"#)
+        );
+    }
+
+    #[test]
+    fn environment_overrides_nested_keys() {
+        let mut document = doc(r#"{"server":{"addr":"127.0.0.1:1"}}"#);
+        apply_env(&mut document, &|name| (name == "REIN_ADDR").then(|| "127.0.0.1:2".to_owned()));
+        assert_eq!(document, doc(r#"{"server":{"addr":"127.0.0.1:2"}}"#));
+    }
+
+    #[test]
+    fn type_errors_name_the_key_path() {
+        let problems = check_document(&doc(r#"{"server":{"addr":5}}"#), None);
+        assert_eq!(problems.len(), 1, "{problems:?}");
+        assert_eq!(problems[0].key, "server.addr");
+    }
+}
