@@ -2,19 +2,22 @@
 
 use std::fmt::Write as _;
 
+mod store;
+
 /// Runs the named benchmark.
 pub(crate) fn run(args: &[String]) -> anyhow::Result<()> {
     let Some(name) = args.first() else {
         anyhow::bail!("usage: cargo xtask bench NAME (one of: {})", NAMES.join(", "));
     };
     let figures: Figures = match name.as_str() {
+        "store" => store::run()?,
         _ => anyhow::bail!("unknown bench `{name}` (one of: {})", NAMES.join(", ")),
     };
     #[allow(unreachable_code)] // Until the first benchmark lands.
     write_figures(name, &figures)
 }
 
-const NAMES: &[&str] = &[];
+const NAMES: &[&str] = &["store"];
 
 /// Named figures of one benchmark, `<what>_<unit>` → value.
 pub(crate) type Figures = Vec<(String, f64)>;
