@@ -124,7 +124,7 @@ async fn anthropic_session_id_goes_to_metadata_user_id() {
     assert!(body.get("user").is_none());
 }
 
-fn thinking_stream() -> Vec<u8> {
+pub(crate) fn thinking_stream() -> Vec<u8> {
     let events = [
         json!({"type": "message_start", "message": {"id": "m", "type": "message", "role": "assistant", "model": "claude-test", "content": [],
             "usage": {"input_tokens": 50, "output_tokens": 1, "cache_read_input_tokens": 40, "cache_creation_input_tokens": 5}}}),

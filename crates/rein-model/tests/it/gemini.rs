@@ -30,8 +30,7 @@ async fn request_snapshot_gemini_tool_round() {
     insta::assert_json_snapshot!(server.request());
 }
 
-#[tokio::test]
-async fn gemini_streams_from_stream_generate_content_with_alt_sse() {
+pub(crate) fn stream_body() -> Vec<u8> {
     let chunks = [
         json!({"candidates": [{"content": {"role": "model", "parts": [{"text": "Plan", "thought": true}]}}]}).to_string(),
         json!({"candidates": [{"content": {"role": "model", "parts": [{"text": "Hel"}]}}]}).to_string(),
@@ -42,11 +41,12 @@ async fn gemini_streams_from_stream_generate_content_with_alt_sse() {
             "usageMetadata": {"promptTokenCount": 9, "candidatesTokenCount": 4, "thoughtsTokenCount": 3, "totalTokenCount": 16, "cachedContentTokenCount": 2},
             "modelVersion": "gemini-test"}).to_string(),
     ];
-    let server = Server::start(vec![
-        Reply::sse_pieces(vec![sse_body(&chunks.iter().map(String::as_str).collect::<Vec<_>>())]),
-        ok_response(),
-    ])
-    .await;
+    sse_body(&chunks.iter().map(String::as_str).collect::<Vec<_>>())
+}
+
+#[tokio::test]
+async fn gemini_streams_from_stream_generate_content_with_alt_sse() {
+    let server = Server::start(vec![Reply::sse_pieces(vec![stream_body()]), ok_response()]).await;
     let model = model(&server, "gemini", json!({"value": "models/gemini-test"}), json!({}));
     let (reply, deltas) = complete(&model, &hello()).await;
     let reply = reply.unwrap();

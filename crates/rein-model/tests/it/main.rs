@@ -9,3 +9,4 @@ mod registry;
 mod retry;
 mod server;
 mod shaping;
+mod split;

@@ -1,6 +1,5 @@
 //! OpenAI-compatible replies: plain and streamed, tool-call deltas, usage, finish reasons.
 
-use proptest::prelude::*;
 use rein_protocol::{ModelErrorKind, ReplyDelta, StopReason};
 use serde_json::json;
 
@@ -32,7 +31,7 @@ pub(crate) fn tool_stream_events() -> Vec<String> {
     ]
 }
 
-fn stream_body() -> Vec<u8> {
+pub(crate) fn stream_body() -> Vec<u8> {
     let events = tool_stream_events();
     sse_body(&events.iter().map(String::as_str).collect::<Vec<_>>())
 }
@@ -162,52 +161,4 @@ async fn stream_error_event_is_a_typed_error() {
     );
     assert_eq!(deltas, [ReplyDelta::Text { text: "Hel".into() }]);
     assert_eq!(server.requests().len(), 1, "not retried once text was streamed out");
-}
-
-/// Cuts `body` at the given (sorted, deduplicated) offsets.
-fn split_at(body: &[u8], cuts: &[usize]) -> Vec<Vec<u8>> {
-    let mut pieces = Vec::new();
-    let mut start = 0;
-    for &cut in cuts {
-        if cut > start && cut < body.len() {
-            pieces.push(body[start..cut].to_vec());
-            start = cut;
-        }
-    }
-    pieces.push(body[start..].to_vec());
-    pieces
-}
-
-fn runtime() -> tokio::runtime::Runtime {
-    tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap()
-}
-
-proptest! {
-    #![proptest_config(ProptestConfig { cases: 48, ..ProptestConfig::default() })]
-
-    /// However the byte stream is cut, the reply and the joined deltas come out the same.
-    #[test]
-    fn stream_reassembly_does_not_depend_on_where_the_bytes_are_split(
-        mut cuts in proptest::collection::vec(0usize..4000, 0..40),
-        crlf in any::<bool>(),
-    ) {
-        let mut body = stream_body();
-        if crlf {
-            body = String::from_utf8(body).unwrap().replace('\n', "\r\n").into_bytes();
-        }
-        cuts.sort_unstable();
-        cuts.dedup();
-        let pieces = split_at(&body, &cuts);
-        runtime().block_on(async {
-            let whole = Server::start(vec![Reply::sse_pieces(vec![body.clone()])]).await;
-            let split = Server::start(vec![Reply::sse_pieces(pieces)]).await;
-            let (expected, expected_deltas) = complete(&model(&whole, "openai", json!({}), json!({})), &hello()).await;
-            let (actual, actual_deltas) = complete(&model(&split, "openai", json!({}), json!({})), &hello()).await;
-            let expected = expected.unwrap();
-            prop_assert_eq!(&actual.unwrap(), &expected);
-            prop_assert_eq!(joined(&actual_deltas), joined(&expected_deltas));
-            prop_assert_eq!(expected.tool_calls.len(), 2);
-            Ok(())
-        })?;
-    }
 }
