@@ -3,6 +3,7 @@
 mod anthropic;
 mod errors;
 mod fixtures;
+mod fuzz;
 mod gemini;
 mod openai;
 mod registry;
