@@ -63,8 +63,10 @@ fn measure(root: &std::path::Path) -> anyhow::Result<Figures> {
     let started = Instant::now();
     let reader = JsonlTranscriptStore::open(&TranscriptConfig::at(&dir))?;
     let report = reader.open("big")?;
+    let scan_ms = started.elapsed().as_secs_f64() * 1e3;
     let events = reader.read_all("big")?;
     let open_ms = started.elapsed().as_secs_f64() * 1e3;
+    figures.push(("scan_100k_ms".into(), scan_ms));
     anyhow::ensure!(report.events == 100_000 && events.len() == 100_000, "loaded {} events", events.len());
     figures.push(("open_100k_ms".into(), open_ms));
     let started = Instant::now();

@@ -206,14 +206,23 @@ impl SqliteSessionStore {
     }
 }
 
+/// One optional row through the statement cache (statements are parsed once per connection).
+fn query_opt<T>(
+    conn: &Connection,
+    sql: &str,
+    args: impl rusqlite::Params,
+    decode: impl FnOnce(&rusqlite::Row<'_>) -> rusqlite::Result<T>,
+) -> Result<Option<T>> {
+    conn.prepare_cached(sql).db()?.query_row(args, decode).optional().db()
+}
+
 fn load_session(conn: &Connection, id: &str) -> Result<Option<Session>> {
-    conn.query_row(
+    query_opt(
+        conn,
         &format!("SELECT {SESSION_COLS} FROM sessions WHERE id = ?1"),
         [id],
         session_from_row,
     )
-    .optional()
-    .db()
 }
 
 fn require_session(conn: &Connection, id: &str) -> Result<Session> {
@@ -221,9 +230,7 @@ fn require_session(conn: &Connection, id: &str) -> Result<Session> {
 }
 
 fn load_task(conn: &Connection, id: &str) -> Result<Option<Task>> {
-    conn.query_row(&format!("SELECT {TASK_COLS} FROM tasks WHERE id = ?1"), [id], task_from_row)
-        .optional()
-        .db()
+    query_opt(conn, &format!("SELECT {TASK_COLS} FROM tasks WHERE id = ?1"), [id], task_from_row)
 }
 
 fn require_task(conn: &Connection, id: &str) -> Result<Task> {
@@ -231,13 +238,12 @@ fn require_task(conn: &Connection, id: &str) -> Result<Task> {
 }
 
 fn load_approval(conn: &Connection, id: &str) -> Result<Option<Approval>> {
-    conn.query_row(
+    query_opt(
+        conn,
         &format!("SELECT {APPROVAL_COLS} FROM approvals WHERE id = ?1"),
         [id],
         approval_from_row,
     )
-    .optional()
-    .db()
 }
 
 /// The task, if `worker` holds its lease; `LeaseLost` or `NotFound` otherwise.
@@ -544,18 +550,16 @@ impl SessionStore for SqliteSessionStore {
         let now = self.now();
         self.tx(|tx| {
             loop {
-                let candidate = tx
-                    .query_row(
-                        &format!(
-                            "SELECT {TASK_COLS} FROM tasks WHERE status = 'queued' \
-                             OR (status = 'running' AND lease_expires_at <= ?1) \
-                             ORDER BY created_at, rowid LIMIT 1"
-                        ),
-                        [now],
-                        task_from_row,
-                    )
-                    .optional()
-                    .db()?;
+                let candidate = query_opt(
+                    tx,
+                    &format!(
+                        "SELECT {TASK_COLS} FROM tasks WHERE status = 'queued' \
+                         OR (status = 'running' AND lease_expires_at <= ?1) \
+                         ORDER BY created_at, rowid LIMIT 1"
+                    ),
+                    [now],
+                    task_from_row,
+                )?;
                 let Some(task) = candidate else { return Ok(None) };
                 if task.status == TaskStatus::Running {
                     // Its worker is lost: the lease ran out without a renewal.
@@ -930,13 +934,12 @@ impl SessionStore for SqliteSessionStore {
 }
 
 fn load_view_context(conn: &Connection, id: &str) -> Result<Option<ViewContext>> {
-    conn.query_row(
+    query_opt(
+        conn,
         "SELECT id, payload, created_at, updated_at FROM view_contexts WHERE id = ?1",
         [id],
         rows::view_context_from_row,
     )
-    .optional()
-    .db()
 }
 
 /// Moves a task to a terminal status; the lease expiry is cleared, the last owner is kept.
@@ -963,7 +966,8 @@ fn newest_approval(
     condition: &str,
     args: impl rusqlite::Params,
 ) -> Result<Option<Approval>> {
-    conn.query_row(
+    query_opt(
+        conn,
         &format!(
             "SELECT {APPROVAL_COLS} FROM approvals WHERE session_id = ?1 AND {condition} \
              ORDER BY created_at DESC, rowid DESC LIMIT 1"
@@ -971,6 +975,4 @@ fn newest_approval(
         args,
         approval_from_row,
     )
-    .optional()
-    .db()
 }
