@@ -5,8 +5,8 @@ use std::time::{Duration, Instant};
 
 use anyhow::Context as _;
 use rein_store::{
-    Durability, JsonlTranscriptStore, NewEvent, NewSession, SessionStore, SqliteConfig, SqliteSessionStore,
-    TranscriptConfig, TranscriptStore,
+    Durability, JsonlTranscriptStore, NewEvent, NewSession, SessionStore, SqliteConfig,
+    SqliteSessionStore, TranscriptConfig, TranscriptStore,
 };
 use serde_json::json;
 
@@ -55,9 +55,15 @@ fn measure(root: &std::path::Path) -> anyhow::Result<Figures> {
 
     // Loading a 100,000-event transcript with a fresh store (a restart): scan, then read all.
     let dir = root.join("open");
-    let writer = JsonlTranscriptStore::open(&TranscriptConfig { durability: Durability::OsBuffered, ..TranscriptConfig::at(&dir) })?;
+    let writer = JsonlTranscriptStore::open(&TranscriptConfig {
+        durability: Durability::OsBuffered,
+        ..TranscriptConfig::at(&dir)
+    })?;
     for batch in 0..100u64 {
-        writer.append_batch("big", (0..1_000).map(|i| NewEvent::new("message", payload(batch * 1_000 + i))).collect())?;
+        writer.append_batch(
+            "big",
+            (0..1_000).map(|i| NewEvent::new("message", payload(batch * 1_000 + i))).collect(),
+        )?;
     }
     drop(writer);
     let started = Instant::now();
@@ -67,7 +73,11 @@ fn measure(root: &std::path::Path) -> anyhow::Result<Figures> {
     let events = reader.read_all("big")?;
     let open_ms = started.elapsed().as_secs_f64() * 1e3;
     figures.push(("scan_100k_ms".into(), scan_ms));
-    anyhow::ensure!(report.events == 100_000 && events.len() == 100_000, "loaded {} events", events.len());
+    anyhow::ensure!(
+        report.events == 100_000 && events.len() == 100_000,
+        "loaded {} events",
+        events.len()
+    );
     figures.push(("open_100k_ms".into(), open_ms));
     let started = Instant::now();
     let tail = reader.read_since("big", 99_900)?;
@@ -78,7 +88,8 @@ fn measure(root: &std::path::Path) -> anyhow::Result<Figures> {
     let sessions = SqliteSessionStore::open(&SqliteConfig::at(root.join("sessions.db")))?;
     let started = Instant::now();
     for i in 0..10_000 {
-        let new = NewSession { owner: Some(format!("user-{}", i % 50)), ..NewSession::new("terrafin") };
+        let new =
+            NewSession { owner: Some(format!("user-{}", i % 50)), ..NewSession::new("terrafin") };
         sessions.create_session(new)?;
     }
     figures.push(("create_10k_sessions_ms".into(), started.elapsed().as_secs_f64() * 1e3));
