@@ -8,6 +8,7 @@
 use std::{
     collections::{BTreeMap, HashSet},
     io::{BufRead, BufReader, Write},
+    os::unix::process::ExitStatusExt as _,
     path::Path,
     process::{Command, Stdio},
     sync::mpsc,
@@ -175,7 +176,9 @@ fn sigkill_during_append() {
         }
         std::thread::sleep(Duration::from_micros(rng.below(2_000)));
         child.kill().unwrap(); // SIGKILL
-        child.wait().unwrap();
+        let status = child.wait().unwrap();
+        // Dead by our signal, not by a panic of its own (a failed append would exit with 101).
+        assert_eq!(status.signal(), Some(9), "round {round}: the child ended on its own: {status}");
         reader.join().unwrap();
         // Acks printed before the kill are acknowledged even if we had not read them yet.
         lines.extend(rx.try_iter());
