@@ -4,6 +4,7 @@ mod approvals;
 mod concurrent;
 mod crash;
 mod paths;
+mod recovery_cases;
 mod schema;
 mod sessions;
 mod tasks;
