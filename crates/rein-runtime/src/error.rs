@@ -1,0 +1,126 @@
+//! `RuntimeError`: every way a runtime call fails, each with a stable machine code.
+
+use rein_store::StoreError;
+
+/// Why a runtime call failed. [`RuntimeError::code`] gives the stable code an HTTP layer sends.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum RuntimeError {
+    /// No such session (or it is a hidden persona child, which the public API never shows).
+    #[error("session `{0}` not found")]
+    SessionNotFound(String),
+    /// No such task.
+    #[error("task `{0}` not found")]
+    TaskNotFound(String),
+    /// No such approval.
+    #[error("approval `{0}` not found")]
+    ApprovalNotFound(String),
+    /// No such view context.
+    #[error("view context `{0}` not found")]
+    ViewContextNotFound(String),
+    /// No such public agent.
+    #[error("agent `{0}` not found")]
+    AgentNotFound(String),
+    /// No such model.
+    #[error("model `{0}` not found")]
+    ModelNotFound(String),
+    /// A turn is already running in the session (code `hosted_agent_turn_in_flight`).
+    #[error("a turn is already running in session `{0}`")]
+    TurnInFlight(String),
+    /// The session (or one of its children) has queued or running tasks.
+    #[error("session `{session_id}` has {count} active task(s); cancel them before deleting it")]
+    ActiveTasks {
+        /// The session.
+        session_id: String,
+        /// How many tasks are active.
+        count: usize,
+    },
+    /// The session has no turn paused at a checkpoint.
+    #[error("session `{0}` has no paused turn")]
+    NoCheckpoint(String),
+    /// The approval was already approved or denied.
+    #[error("approval `{0}` was already decided")]
+    ApprovalResolved(String),
+    /// A session with that id already exists.
+    #[error("session `{0}` already exists")]
+    SessionExists(String),
+    /// The request does not make sense (empty text, a bad id, a bad config file).
+    #[error("{0}")]
+    Invalid(String),
+    /// Policy refused the action.
+    #[error("{0}")]
+    PolicyDenied(String),
+    /// No model is configured, so no turn can run.
+    #[error("{0}")]
+    NotConfigured(String),
+    /// The model provider failed and the turn ended with an error.
+    #[error("model provider failed: {0}")]
+    Provider(String),
+    /// The session store or transcript store failed.
+    #[error("storage failed: {0}")]
+    Store(#[from] StoreError),
+    /// Anything else that should not happen (a worker task panicked, say).
+    #[error("{0}")]
+    Internal(String),
+}
+
+impl RuntimeError {
+    /// The stable machine code (`hosted_agent_turn_in_flight`, `hosted_session_not_found`, ...).
+    pub fn code(&self) -> &'static str {
+        match self {
+            RuntimeError::SessionNotFound(_) => "hosted_session_not_found",
+            RuntimeError::TaskNotFound(_) => "hosted_task_not_found",
+            RuntimeError::ApprovalNotFound(_) => "hosted_approval_not_found",
+            RuntimeError::ViewContextNotFound(_) => "hosted_view_context_not_found",
+            RuntimeError::AgentNotFound(_) => "hosted_agent_not_found",
+            RuntimeError::ModelNotFound(_) => "hosted_model_not_found",
+            RuntimeError::TurnInFlight(_) => "hosted_agent_turn_in_flight",
+            RuntimeError::ActiveTasks { .. } => "hosted_session_has_active_tasks",
+            RuntimeError::NoCheckpoint(_) => "hosted_no_checkpoint",
+            RuntimeError::ApprovalResolved(_) => "hosted_approval_resolved",
+            RuntimeError::SessionExists(_) => "hosted_session_exists",
+            RuntimeError::Invalid(_) => "validation_error",
+            RuntimeError::PolicyDenied(_) => "hosted_agent_policy_denied",
+            RuntimeError::NotConfigured(_) => "hosted_agent_not_configured",
+            RuntimeError::Provider(_) => "hosted_agent_provider_error",
+            RuntimeError::Store(_) | RuntimeError::Internal(_) => "internal_error",
+        }
+    }
+
+    /// Maps a store error about a record of `kind` to the runtime's not-found and state errors.
+    pub(crate) fn from_store(error: StoreError) -> Self {
+        match error {
+            StoreError::NotFound { kind: "session", id } => RuntimeError::SessionNotFound(id),
+            StoreError::NotFound { kind: "task", id } => RuntimeError::TaskNotFound(id),
+            StoreError::NotFound { kind: "approval", id } => RuntimeError::ApprovalNotFound(id),
+            StoreError::NotFound { kind: "view context", id } => {
+                RuntimeError::ViewContextNotFound(id)
+            }
+            StoreError::AlreadyExists { kind: "session", id } => RuntimeError::SessionExists(id),
+            StoreError::ActiveTasks { session_id, count } => {
+                RuntimeError::ActiveTasks { session_id, count }
+            }
+            StoreError::InvalidState { kind: "approval", id, .. } => {
+                RuntimeError::ApprovalResolved(id)
+            }
+            StoreError::InvalidInput { what, detail } => {
+                RuntimeError::Invalid(format!("invalid {what}: {detail}"))
+            }
+            other => RuntimeError::Store(other),
+        }
+    }
+}
+
+/// The result type of this crate.
+pub type Result<T, E = RuntimeError> = std::result::Result<T, E>;
+
+/// `?` on a store call maps through [`RuntimeError::from_store`].
+pub(crate) trait StoreResult<T> {
+    fn rt(self) -> Result<T>;
+}
+
+impl<T> StoreResult<T> for std::result::Result<T, StoreError> {
+    fn rt(self) -> Result<T> {
+        self.map_err(RuntimeError::from_store)
+    }
+}
