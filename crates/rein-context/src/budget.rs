@@ -3,11 +3,11 @@
 use std::hash::{Hash, Hasher};
 
 use rein_protocol::{Content, ContentPart, Message, ModelInfo, ToolSpec, Usage};
-use rustc_hash::{FxHashSet, FxHasher};
+use rustc_hash::FxHasher;
 
 use crate::{
     Level, LevelLimits, Provider, Tokenizer,
-    normalize::{self, Item, PLACEHOLDER_TEXT, Shaped, Sources, Src, UNRESOLVED_TEXT},
+    normalize::{self, Item, PLACEHOLDER_TEXT, Planner, Shaped, Sources, Src, UNRESOLVED_TEXT},
     tokens::MESSAGE_OVERHEAD,
 };
 
@@ -134,6 +134,9 @@ const UNKNOWN: u64 = u64::MAX;
 /// The token count of one message, and what it was counted from.
 #[derive(Debug, Clone, Copy)]
 struct Entry {
+    /// [`shape_key`]: checked for every message on every request.
+    key: u64,
+    /// [`fingerprint`]: checked for the newest messages.
     fingerprint: u64,
     /// The whole message as sent at `Full` (a tool result cut to the full-level cap).
     tokens: u64,
@@ -149,27 +152,45 @@ struct CountCache {
 
 impl CountCache {
     /// Brings the counts up to date with `messages`, counting only messages that are new or
-    /// changed (by fingerprint). Returns how many were counted.
-    fn sync(&mut self, messages: &[Message], tokenizer: Tokenizer, full_chars: usize) -> usize {
+    /// changed. Every message's shape key is checked; the content fingerprint of the newest
+    /// [`VERIFIED_TAIL`] known messages and of new ones. Returns how many messages were counted
+    /// and the first position that changed (`None` when the known ones are all unchanged).
+    fn sync(
+        &mut self,
+        messages: &[Message],
+        tokenizer: Tokenizer,
+        full_chars: usize,
+    ) -> (usize, Option<usize>) {
+        let mut first_changed = (self.entries.len() > messages.len()).then_some(messages.len());
         self.entries.truncate(messages.len());
+        let verify_from = self.entries.len().saturating_sub(VERIFIED_TAIL);
         let mut counted = 0;
         for (i, message) in messages.iter().enumerate() {
-            let fingerprint = fingerprint(message);
-            if self.entries.get(i).is_some_and(|entry| entry.fingerprint == fingerprint) {
+            let key = shape_key(message);
+            let known = match self.entries.get(i) {
+                Some(entry) if entry.key == key => {
+                    i < verify_from || entry.fingerprint == fingerprint(message)
+                }
+                _ => false,
+            };
+            if known {
                 continue;
+            }
+            if i < self.entries.len() {
+                first_changed = Some(first_changed.map_or(i, |first| first.min(i)));
             }
             let tokens = match message {
                 Message::Tool { .. } => tool_tokens(message, tokenizer, full_chars),
                 _ => tokenizer.count_message(message),
             };
-            let entry = Entry { fingerprint, tokens, cut: [UNKNOWN; 4] };
+            let entry = Entry { key, fingerprint: fingerprint(message), tokens, cut: [UNKNOWN; 4] };
             counted += 1;
             match self.entries.get_mut(i) {
                 Some(slot) => *slot = entry,
                 None => self.entries.push(entry),
             }
         }
-        counted
+        (counted, first_changed)
     }
 
     fn tokens(&self, idx: usize) -> u64 {
@@ -211,10 +232,40 @@ fn tool_tokens(message: &Message, tokenizer: Tokenizer, chars: usize) -> u64 {
     }
 }
 
-/// A cheap fingerprint of a message: role, lengths, ids, and the first and last 64 bytes of
-/// each text. A change that keeps all of these (an edit in the middle of a long text that
-/// keeps its length) keeps the old count; counts are estimates, and the history only grows
-/// at its end between requests.
+/// How many of the newest known messages have their content fingerprint checked again on
+/// each request (older ones only their shape key).
+const VERIFIED_TAIL: usize = 64;
+
+/// A key of a message read without following any pointer (role, text lengths, call count),
+/// so checking it for every message of a long history stays cheap.
+fn shape_key(message: &Message) -> u64 {
+    fn content_len(content: &Content) -> usize {
+        match content {
+            Content::Text(text) => text.len(),
+            Content::Parts(parts) => parts.len() | (1 << 40),
+        }
+    }
+    let (role, len, extra) = match message {
+        Message::System { content } => (0u8, content_len(content), 0),
+        Message::User { content } => (1, content_len(content), 0),
+        Message::Assistant { content, tool_calls, .. } => {
+            (2, content.as_ref().map_or(usize::MAX, content_len), tool_calls.len())
+        }
+        Message::Tool { tool_call_id, content, is_error } => {
+            (3, content_len(content), tool_call_id.len() * 2 + usize::from(*is_error))
+        }
+        _ => (4, 0, 0),
+    };
+    let mut hasher = FxHasher::default();
+    (role, len, extra).hash(&mut hasher);
+    hasher.finish()
+}
+
+/// A fingerprint of a message's content: role, lengths, ids, and the first and last 64 bytes
+/// of each text. A change that keeps all of these (an edit in the middle of a long text that
+/// keeps its length) keeps the old count: counts are estimates. Together with the shape key,
+/// a history replaced by another is recounted where lengths differ or where its newest
+/// messages differ; a history that grows at its end costs counting time in the new messages.
 fn fingerprint(message: &Message) -> u64 {
     let mut hasher = FxHasher::default();
     match message {
@@ -292,6 +343,8 @@ pub struct ContextBudget {
     history: CountCache,
     system: CountCache,
     pinned: CountCache,
+    /// The normalizer's plan of the history, extended as it grows.
+    plan: Planner,
     /// Fingerprint and count of the last tool list.
     tools: Option<(u64, u64)>,
     /// Counts of the fixed synthetic messages (unresolved result, placeholder).
@@ -319,6 +372,7 @@ impl ContextBudget {
             history: CountCache::default(),
             system: CountCache::default(),
             pinned: CountCache::default(),
+            plan: Planner::default(),
             tools: None,
             synthetic: None,
             correction: 1.0,
@@ -360,37 +414,86 @@ impl ContextBudget {
     /// estimate fits the budget. At `Minimal`, older groups (then the note) are dropped until
     /// it fits; system prompt, pinned context and the current user message always stay.
     pub fn prepare(&mut self, input: &PrepareInput<'_>) -> Prepared {
+        let prepared = self.prepare_once(input);
+        // The caches trust older messages whose shape did not change (see `shape_key`). Should
+        // a replaced history fool them, the output is rebuilt from scratch rather than sent
+        // malformed.
+        if crate::validate(&prepared.messages, self.config.provider).is_ok() {
+            return prepared;
+        }
+        self.history = CountCache::default();
+        self.plan = Planner::default();
+        self.prepare_once(input)
+    }
+
+    fn prepare_once(&mut self, input: &PrepareInput<'_>) -> Prepared {
         let tokenizer = Tokenizer::for_model(input.model);
         if self.tokenizer != Some(tokenizer) {
             self.history = CountCache::default();
             self.system = CountCache::default();
             self.pinned = CountCache::default();
+            self.plan = Planner::default();
             self.tools = None;
             self.synthetic = None;
             self.tokenizer = Some(tokenizer);
         }
         let full_chars = self.config.tool_result_max_chars;
-        self.last_counted = self.history.sync(input.history, tokenizer, full_chars)
-            + self.system.sync(input.system, tokenizer, full_chars)
-            + self.pinned.sync(input.pinned, tokenizer, full_chars);
+        let (counted, changed) = self.history.sync(input.history, tokenizer, full_chars);
+        self.last_counted = counted
+            + self.system.sync(input.system, tokenizer, full_chars).0
+            + self.pinned.sync(input.pinned, tokenizer, full_chars).0;
+        if changed.is_some_and(|first| first < self.plan.planned) {
+            self.plan = Planner::default();
+        }
         let tools_tokens = self.tools_tokens(input.tools, tokenizer);
         let budget = self.config.budget_tokens(input.model);
-        let provider = self.config.provider;
         let sources =
             Sources { system: input.system, pinned: input.pinned, history: input.history };
 
         // The history first, so that its call ids never depend on the other inputs.
-        let mut used = FxHashSet::default();
-        let history = normalize::plan(Src::History, input.history, &mut used);
-        let system = normalize::plan(Src::System, input.system, &mut used);
-        let pinned = normalize::plan(Src::Pinned, input.pinned, &mut used);
+        self.plan.extend(Src::History, input.history, &[]);
+        let mut system = Planner::default();
+        system.extend(Src::System, input.system, &[self.plan.used()]);
+        let mut pinned = Planner::default();
+        pinned.extend(Src::Pinned, input.pinned, &[self.plan.used(), system.used()]);
+        let (system, pinned) = (system.items, pinned.items);
+        let history = std::mem::take(&mut self.plan.items);
         let units = units(&history);
         let current = current_unit(&history, &units, &sources);
+        let planned = Planned {
+            sources,
+            history: &history,
+            system: &system,
+            pinned: &pinned,
+            units,
+            current,
+            tools_tokens,
+            budget,
+            tokenizer,
+        };
+        let prepared = self.choose(input.min_level, &planned);
+        self.plan.items = history;
+        prepared
+    }
 
-        let mut level = input.min_level;
+    /// Picks the level and builds the prepared request from the planned inputs.
+    fn choose(&mut self, min_level: Level, planned: &Planned<'_>) -> Prepared {
+        let Planned {
+            sources,
+            history,
+            system,
+            pinned,
+            ref units,
+            current,
+            tools_tokens,
+            budget,
+            tokenizer,
+        } = *planned;
+        let provider = self.config.provider;
+        let mut level = min_level;
         loop {
             let (max_messages, tool_chars) = self.config.limits(level);
-            let mut kept = window(&units, current, max_messages);
+            let mut kept = window(units, current, max_messages);
             let mut note = true;
             loop {
                 let kept_items: usize = kept.iter().map(|&u| units[u].1 - units[u].0).sum();
@@ -398,8 +501,8 @@ impl ContextBudget {
                 let with_note = note && dropped > 0;
                 // A cheap lower bound first: shaping only ever adds a message.
                 let lower = tools_tokens
-                    + self.sum(&system, &sources, level, tool_chars)
-                    + self.sum(&pinned, &sources, level, tool_chars)
+                    + self.sum(system, &sources, level, tool_chars)
+                    + self.sum(pinned, &sources, level, tool_chars)
                     + kept
                         .iter()
                         .map(|&u| {
@@ -443,11 +546,7 @@ impl ContextBudget {
                         level,
                         estimated_tokens: estimated,
                         budget_tokens: budget,
-                        dropped_messages: if with_note {
-                            dropped
-                        } else {
-                            history.len() - kept_items
-                        },
+                        dropped_messages: dropped,
                         fits,
                     };
                 }
@@ -526,14 +625,14 @@ impl ContextBudget {
     ) -> u64 {
         let (unresolved, placeholder) = *self.synthetic.get_or_insert_with(|| {
             (
-                MESSAGE_OVERHEAD + tokenizer.count(UNRESOLVED_TEXT) + 8,
+                MESSAGE_OVERHEAD + tokenizer.count(UNRESOLVED_TEXT) + 16,
                 MESSAGE_OVERHEAD + tokenizer.count(PLACEHOLDER_TEXT),
             )
         });
         let mut total = 0;
         for shaped in shaped {
             total += match &shaped.item {
-                Item::Unresolved { id } => unresolved + tokenizer.count(id),
+                Item::Unresolved { .. } => unresolved,
                 Item::Placeholder => placeholder,
                 Item::Note { dropped } => {
                     MESSAGE_OVERHEAD + tokenizer.count(&normalize::note_text(*dropped))
@@ -543,6 +642,21 @@ impl ContextBudget {
         }
         total
     }
+}
+
+/// The planned inputs of one `prepare`.
+struct Planned<'a> {
+    sources: Sources<'a>,
+    history: &'a [Item],
+    system: &'a [Item],
+    pinned: &'a [Item],
+    /// Item ranges of the history kept or dropped whole.
+    units: Vec<(usize, usize)>,
+    /// The unit of the current user message.
+    current: Option<usize>,
+    tools_tokens: u64,
+    budget: u64,
+    tokenizer: Tokenizer,
 }
 
 /// The groups of history items kept or dropped whole: `(start, end)` item ranges.

@@ -4,7 +4,10 @@
 //! the stored messages, [`shape`] applies a provider's role rules, and [`materialize`] builds
 //! the messages. The budget windows the plan before anything is cloned.
 
-use std::hash::{Hash, Hasher};
+use std::{
+    collections::VecDeque,
+    hash::{Hash, Hasher},
+};
 
 use rein_protocol::{Content, ContentPart, Message, Role};
 use rustc_hash::{FxHashMap, FxHashSet, FxHasher};
@@ -88,8 +91,9 @@ pub(crate) enum Item {
     Calls { src: Src, idx: usize, ids: Option<Vec<String>> },
     /// A stored result, right after its call; `id` is set when the call's id changed.
     Result { src: Src, idx: usize, id: Option<String> },
-    /// The synthetic result of a call that has none.
-    Unresolved { id: String },
+    /// The synthetic result of call `call` of the stored assistant message `idx`; `id` is set
+    /// when the call's id changed.
+    Unresolved { src: Src, idx: usize, call: usize, id: Option<String> },
     /// The note saying that `dropped` earlier messages are not shown.
     Note { dropped: usize },
     /// The user message put first for providers that need one.
@@ -146,8 +150,9 @@ pub(crate) struct Shaped {
 /// Arguments are JSON objects by construction of [`rein_protocol::ToolCall`].
 pub fn normalize(messages: &[Message], provider: Provider) -> Vec<Message> {
     let sources = Sources::of(Src::History, messages);
-    let items = plan(Src::History, messages, &mut FxHashSet::default());
-    let shaped = shape(items, provider, &sources);
+    let mut planner = Planner::default();
+    planner.extend(Src::History, messages, &[]);
+    let shaped = shape(planner.items, provider, &sources);
     let mut out = Vec::with_capacity(shaped.len());
     materialize(&shaped, &sources, usize::MAX, &mut out);
     out
@@ -235,114 +240,107 @@ pub(crate) fn is_blank(content: &Content) -> bool {
     }
 }
 
-/// No slot.
-const NONE: usize = usize::MAX;
+/// Turns a transcript into well-formed items, by the rules documented on [`normalize`] (all
+/// but the provider's role rules), one message at a time: a transcript that grows at its end
+/// is planned in time proportional to the new messages.
+#[derive(Debug, Default)]
+pub(crate) struct Planner {
+    pub(crate) items: Vec<Item>,
+    /// How many messages were planned.
+    pub(crate) planned: usize,
+    /// Unanswered calls by their stored id: positions of their `Unresolved` items, oldest first.
+    pending: FxHashMap<String, VecDeque<usize>>,
+    /// Hashes of the call ids given out.
+    used: FxHashSet<u64>,
+}
 
-/// The well-formed items of one input, by the rules documented on [`normalize`] (all but the
-/// provider's role rules). `used` holds the hashes of call ids given out so far.
-pub(crate) fn plan(src: Src, messages: &[Message], used: &mut FxHashSet<u64>) -> Vec<Item> {
-    // Pass 1: give each result to the earliest unanswered earlier call with its id. Calls are
-    // numbered in order ("slots"); calls sharing an id are chained through `next_same`.
-    let mut answers: Vec<usize> = Vec::new();
-    let mut next_same: Vec<usize> = Vec::new();
-    let mut pending: FxHashMap<&str, (usize, usize)> = FxHashMap::default();
-    for (i, message) in messages.iter().enumerate() {
-        match message {
-            Message::Assistant { tool_calls, .. } => {
-                for call in tool_calls {
-                    let slot = answers.len();
-                    answers.push(NONE);
-                    next_same.push(NONE);
-                    match pending.get_mut(call.id.as_str()) {
-                        Some((_, tail)) => {
-                            next_same[*tail] = slot;
-                            *tail = slot;
-                        }
-                        None => {
-                            pending.insert(call.id.as_str(), (slot, slot));
-                        }
-                    }
-                }
-            }
-            Message::Tool { tool_call_id, .. } => {
-                if let Some(&(head, tail)) = pending.get(tool_call_id.as_str()) {
-                    answers[head] = i;
-                    if head == tail {
-                        pending.remove(tool_call_id.as_str());
-                    } else {
-                        pending.insert(tool_call_id.as_str(), (next_same[head], tail));
-                    }
-                }
-            }
-            _ => {}
+impl Planner {
+    /// Plans `messages[self.planned..]`, which come from `src`. Call ids in `reserved` (those
+    /// of another input) are not given out again.
+    pub(crate) fn extend(&mut self, src: Src, messages: &[Message], reserved: &[&FxHashSet<u64>]) {
+        for (i, message) in messages.iter().enumerate().skip(self.planned) {
+            self.push(src, i, message, reserved);
         }
+        self.planned = self.planned.max(messages.len());
     }
 
-    // Pass 2: the items, results right after their calls.
-    let mut items = Vec::with_capacity(messages.len() + 1);
-    let mut slot = 0;
-    for (i, message) in messages.iter().enumerate() {
+    /// The call ids given out (as hashes).
+    pub(crate) fn used(&self) -> &FxHashSet<u64> {
+        &self.used
+    }
+
+    fn push(&mut self, src: Src, i: usize, message: &Message, reserved: &[&FxHashSet<u64>]) {
         match message {
             Message::User { content } if is_blank(content) => {}
             Message::Assistant { content, tool_calls, .. } if tool_calls.is_empty() => {
                 if !content.as_ref().is_none_or(is_blank) {
-                    items.push(Item::Plain { src, idx: i });
+                    self.items.push(Item::Plain { src, idx: i });
                 }
             }
             Message::Assistant { tool_calls, .. } => {
                 let mut ids: Option<Vec<String>> = None;
+                let mut renamed: Vec<Option<String>> = Vec::new();
                 for (k, call) in tool_calls.iter().enumerate() {
-                    match unique_id(&call.id, i, k, used) {
+                    let new = unique_id(&call.id, i, k, &mut self.used, reserved);
+                    match &new {
                         Some(new) => ids
                             .get_or_insert_with(|| {
                                 tool_calls[..k].iter().map(|c| c.id.clone()).collect()
                             })
-                            .push(new),
+                            .push(new.clone()),
                         None => {
                             if let Some(ids) = ids.as_mut() {
                                 ids.push(call.id.clone());
                             }
                         }
                     }
+                    renamed.push(new);
                 }
-                let renamed = ids.clone();
-                items.push(Item::Calls { src, idx: i, ids });
-                for (k, call) in tool_calls.iter().enumerate() {
-                    let new_id = renamed.as_ref().map(|ids| &ids[k]).filter(|id| **id != call.id);
-                    match answers[slot + k] {
-                        NONE => items.push(Item::Unresolved {
-                            id: new_id.cloned().unwrap_or_else(|| call.id.clone()),
-                        }),
-                        answer => {
-                            items.push(Item::Result { src, idx: answer, id: new_id.cloned() })
-                        }
-                    }
+                self.items.push(Item::Calls { src, idx: i, ids });
+                for (k, (call, id)) in tool_calls.iter().zip(renamed).enumerate() {
+                    self.pending.entry(call.id.clone()).or_default().push_back(self.items.len());
+                    self.items.push(Item::Unresolved { src, idx: i, call: k, id });
                 }
-                slot += tool_calls.len();
             }
-            Message::Tool { .. } => {}
-            _ => items.push(Item::Plain { src, idx: i }),
+            Message::Tool { tool_call_id, .. } => {
+                // The earliest unanswered earlier call with this id gets it; otherwise it is
+                // an orphan (or a second result) and goes.
+                let Some(queue) = self.pending.get_mut(tool_call_id.as_str()) else { return };
+                let Some(position) = queue.pop_front() else { return };
+                if queue.is_empty() {
+                    self.pending.remove(tool_call_id.as_str());
+                }
+                if let Item::Unresolved { id, .. } = &mut self.items[position] {
+                    let id = id.take();
+                    self.items[position] = Item::Result { src, idx: i, id };
+                }
+            }
+            _ => self.items.push(Item::Plain { src, idx: i }),
         }
     }
-    items
 }
 
-/// A call id that is non-empty and not given out before: `None` when `id` itself is, else the
-/// replacement. Records the id given out in `used`.
+/// A call id that is non-empty and not given out before (here or in `reserved`): `None` when
+/// `id` itself is, else the replacement. Records the id given out in `used`.
 fn unique_id(
     id: &str,
     message: usize,
     position: usize,
     used: &mut FxHashSet<u64>,
+    reserved: &[&FxHashSet<u64>],
 ) -> Option<String> {
-    if !id.is_empty() && used.insert(hash_str(id)) {
+    let mut take = |candidate: &str| {
+        let hash = hash_str(candidate);
+        !reserved.iter().any(|set| set.contains(&hash)) && used.insert(hash)
+    };
+    if !id.is_empty() && take(id) {
         return None;
     }
     let base = if id.is_empty() { format!("call_{message}_{position}") } else { id.to_owned() };
-    if id.is_empty() && used.insert(hash_str(&base)) {
+    if id.is_empty() && take(&base) {
         return Some(base);
     }
-    (2..).map(|n| format!("{base}_{n}")).find(|candidate| used.insert(hash_str(candidate)))
+    (2..).map(|n| format!("{base}_{n}")).find(|candidate| take(candidate))
 }
 
 fn hash_str(text: &str) -> u64 {
@@ -448,7 +446,18 @@ fn build(item: &Item, sources: &Sources<'_>, tool_chars: usize) -> Message {
             }
             other => other.clone(),
         },
-        Item::Unresolved { id } => Message::tool(id.clone(), UNRESOLVED_TEXT, true),
+        Item::Unresolved { src, idx, call, id } => {
+            let id = match id {
+                Some(id) => id.clone(),
+                None => sources
+                    .get(*src, *idx)
+                    .tool_calls()
+                    .get(*call)
+                    .map(|c| c.id.clone())
+                    .unwrap_or_default(),
+            };
+            Message::tool(id, UNRESOLVED_TEXT, true)
+        }
         Item::Note { dropped } => Message::system(note_text(*dropped)),
         Item::Placeholder => Message::user(PLACEHOLDER_TEXT),
     }
@@ -534,7 +543,9 @@ fn into_parts(content: Content) -> Vec<ContentPart> {
 
 /// The stored text of the result of call `call_id` (the id as the model saw it).
 pub(crate) fn find_result(history: &[Message], call_id: &str) -> Option<String> {
-    plan(Src::History, history, &mut FxHashSet::default()).into_iter().find_map(|item| match item {
+    let mut planner = Planner::default();
+    planner.extend(Src::History, history, &[]);
+    planner.items.into_iter().find_map(|item| match item {
         Item::Result { idx, id, .. } => {
             let message = &history[idx];
             let matches = match &id {

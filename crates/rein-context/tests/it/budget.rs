@@ -303,3 +303,39 @@ fn tokenizers_by_model() {
     assert_eq!(Tokenizer::O200kBase.count("The quick brown fox jumps over the lazy dog."), 10);
     assert_eq!(Tokenizer::Estimate.count("0123456789"), 3);
 }
+
+#[test]
+fn a_replaced_history_that_fools_the_cache_is_still_sent_well_formed() {
+    // Two histories of the same shape (roles and lengths everywhere) whose old results answer
+    // different calls: the cache trusts old messages by shape, and the output check catches it.
+    let build = |first: &str, second: &str| {
+        let mut history = vec![
+            Message::user("go"),
+            call("aa"),
+            Message::tool(first, "r1", false),
+            call("bb"),
+            Message::tool(second, "r2", false),
+        ];
+        history.extend(chat(40));
+        history
+    };
+    let original = build("aa", "bb");
+    let replaced = build("bb", "aa");
+    let mut budget = ContextBudget::new(config());
+    prepare(&mut budget, &system(), &original, &model(1_000_000), Level::Full);
+    let cached = prepare(&mut budget, &system(), &replaced, &model(1_000_000), Level::Full);
+    assert_eq!(budget.last_counted(), replaced.len(), "rebuilt from scratch");
+    let fresh = prepare(
+        &mut ContextBudget::new(config()),
+        &system(),
+        &replaced,
+        &model(1_000_000),
+        Level::Full,
+    );
+    assert_eq!(cached, fresh);
+    // `bb` was answered before its call (an orphan, dropped); `aa` got the later result.
+    assert_eq!(
+        &cached.messages[1..5],
+        &[Message::user("go"), call("aa"), Message::tool("aa", "r2", false), call("bb")]
+    );
+}

@@ -147,3 +147,37 @@ proptest! {
         }
     }
 }
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 64, ..ProptestConfig::default() })]
+
+    /// A budget kept between requests (counts and plan extended as the history grows, or
+    /// rebuilt when it is replaced) prepares exactly what a fresh one does.
+    #[test]
+    fn cached_preparation_equals_fresh(
+        history in transcript(),
+        other in transcript(),
+        cuts in prop::collection::vec(0usize..40, 1..5),
+        window in 200u64..4_000,
+        provider in provider(),
+    ) {
+        let system = vec![Message::system("Be brief.")];
+        let mut model = ModelInfo::named("claude-test");
+        model.context_window = Some(window);
+        let config = BudgetConfig::default().with_provider(provider);
+        let mut kept = ContextBudget::new(config.clone());
+        let mut lengths: Vec<usize> = cuts.into_iter().map(|cut| cut.min(history.len())).collect();
+        lengths.sort_unstable();
+        lengths.push(history.len());
+        let mut steps: Vec<&[Message]> = lengths.iter().map(|&len| &history[..len]).collect();
+        // Then a replaced history, then the first one again.
+        steps.push(&other);
+        steps.push(&history);
+        for step in steps {
+            let input = PrepareInput { system: &system, history: step, pinned: &[], tools: &[], model: &model, min_level: Level::Full };
+            let cached = kept.prepare(&input);
+            let fresh = ContextBudget::new(config.clone()).prepare(&input);
+            prop_assert_eq!(cached, fresh);
+        }
+    }
+}
