@@ -12,6 +12,34 @@
 //! Both are synchronous; async callers use `spawn_blocking`. [`resolve_paths`] finds where they
 //! live (config, then `REIN_SESSION_DB_PATH` / `REIN_TRANSCRIPT_DIR`, then the data directory).
 //!
+//! ```
+//! use std::time::Duration;
+//! use rein_store::*;
+//! use serde_json::json;
+//!
+//! # fn main() -> Result<(), StoreError> {
+//! # let dir = tempfile::tempdir().expect("temp dir");
+//! let paths = resolve_paths(&PathConfig { data_dir: Some(dir.path().into()), ..PathConfig::default() }, |_| None)?;
+//! let sessions = SqliteSessionStore::open(&SqliteConfig::at(&paths.session_db))?;
+//! let transcripts = JsonlTranscriptStore::open(&TranscriptConfig::at(&paths.transcript_dir))?;
+//!
+//! let session = sessions.create_session(NewSession { model: Some("openai/gpt-4.1-mini".into()), ..NewSession::new("assistant") })?;
+//! transcripts.append(&session.id, "message", json!({"role": "user", "content": "hi"}))?;
+//! let last_seen = transcripts.append(&session.id, "message", json!({"role": "assistant", "content": "hello"}))?.event_id;
+//!
+//! // A background task: claimed by one worker under a lease, renewed by heartbeats.
+//! let task = sessions.create_task(NewTask::new(&session.id, "research", json!({"q": "SPY"})))?;
+//! let claimed = sessions.claim_task("worker-1", Duration::from_secs(30))?.expect("queued task");
+//! sessions.renew_task_lease(&claimed.id, "worker-1", Duration::from_secs(30), Some("retrieve"))?;
+//! sessions.finish_task(&task.id, "worker-1", TaskOutcome::Completed(json!({"memo": "..."})))?;
+//!
+//! // A client that saw `last_seen` resumes after it.
+//! transcripts.append(&session.id, "message", json!({"role": "user", "content": "more"}))?;
+//! assert_eq!(transcripts.read_since(&session.id, last_seen)?.len(), 1);
+//! # Ok(())
+//! # }
+//! ```
+//!
 //! This crate must never let a rusqlite type out of its API, rewrite a whole record to change
 //! part of it, write on a read, or fail to load a transcript because its last line is torn.
 //! It knows nothing of models, tools or HTTP: the runtime gives meaning to what is stored.
