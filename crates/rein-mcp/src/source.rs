@@ -1,0 +1,308 @@
+//! `McpToolSource`: one MCP server as a rein `ToolSource`, with lazy connect and reconnect.
+
+use std::{
+    sync::{
+        Arc,
+        atomic::{AtomicU64, Ordering},
+    },
+    time::Instant,
+};
+
+use async_trait::async_trait;
+use rein_protocol::{
+    CancellationToken, JsonObject, ToolContext, ToolError, ToolOutput, ToolSource, ToolSpec,
+};
+use serde_json::Value;
+
+use crate::{
+    ClientOptions, McpError, McpServerConfig, McpServers,
+    connect::{
+        ClientSide, McpTransport, RequestFailure, Session, ToolCache, open, request_error, specs_of,
+    },
+    result::call_result_to_output,
+};
+
+/// One MCP server as a [`ToolSource`].
+///
+/// Connects on first use; after a lost connection it reconnects with backoff (see
+/// [`ReconnectPolicy`](crate::ReconnectPolicy)), and a call that failed because the connection
+/// was lost is retried once on the new connection. Every call has a timeout
+/// ([`ClientOptions::call_timeout`]) and stops when the call's cancellation token fires. The tool
+/// list is cached and refreshed when the server sends `notifications/tools/list_changed` or the
+/// connection is replaced. Cheap to clone; clones share the connection.
+#[derive(Clone)]
+pub struct McpToolSource {
+    inner: Arc<Inner>,
+}
+
+struct Inner {
+    name: Arc<str>,
+    transport: McpTransport,
+    options: ClientOptions,
+    cache: Arc<ToolCache>,
+    state: tokio::sync::Mutex<ConnState>,
+    next_id: AtomicU64,
+}
+
+#[derive(Default)]
+struct ConnState {
+    connection: Option<Arc<Connection>>,
+    /// A first connection was tried: later connects are reconnects, with backoff.
+    tried: bool,
+    attempts: u32,
+    last_attempt: Option<Instant>,
+}
+
+struct Connection {
+    id: u64,
+    session: Session,
+}
+
+impl std::fmt::Debug for McpToolSource {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("McpToolSource")
+            .field("name", &self.inner.name)
+            .field("transport", &self.inner.transport)
+            .finish_non_exhaustive()
+    }
+}
+
+impl McpToolSource {
+    /// A source for the server `name` reached over `transport`. Nothing is started until first use.
+    pub fn new(
+        name: impl Into<String>,
+        transport: impl Into<McpTransport>,
+        options: ClientOptions,
+    ) -> Self {
+        let name: Arc<str> = Arc::from(name.into());
+        McpToolSource {
+            inner: Arc::new(Inner {
+                name,
+                transport: transport.into(),
+                options,
+                cache: Arc::new(ToolCache::new()),
+                state: tokio::sync::Mutex::new(ConnState::default()),
+                next_id: AtomicU64::new(1),
+            }),
+        }
+    }
+
+    /// A source for one configured server.
+    pub fn from_config(server: &McpServerConfig, options: &ClientOptions) -> Self {
+        Self::new(server.name.clone(), server.transport.clone(), options.clone())
+    }
+
+    /// One source per configured server, in config order.
+    pub fn all_from_config(servers: &McpServers, options: &ClientOptions) -> Vec<Self> {
+        servers.servers.iter().map(|server| Self::from_config(server, options)).collect()
+    }
+
+    /// A source served by `source` in this process, over the MCP protocol on an in-memory pipe.
+    pub fn in_process(source: Arc<dyn ToolSource>, options: ClientOptions) -> Self {
+        let name = source.name().to_owned();
+        Self::new(name, McpTransport::InProcess(source), options)
+    }
+
+    /// The server's name.
+    pub fn server_name(&self) -> &str {
+        &self.inner.name
+    }
+
+    /// Connects now instead of on first use (a no-op when connected).
+    pub async fn connect(&self) -> Result<(), McpError> {
+        self.connection().await.map(|_| ())
+    }
+
+    /// Whether a live connection is open.
+    pub async fn is_connected(&self) -> bool {
+        let state = self.inner.state.lock().await;
+        state.connection.as_ref().is_some_and(|c| !c.session.service.is_transport_closed())
+    }
+
+    /// Closes the connection (a child process is stopped). The next use connects again.
+    pub async fn close(&self) {
+        let connection = self.inner.state.lock().await.connection.take();
+        if let Some(connection) = connection {
+            connection.session.service.cancellation_token().cancel();
+        }
+    }
+
+    /// A receiver that changes whenever the server's tool list changed (or the server was
+    /// replaced by a reconnect); call [`McpToolSource::tools`] again then.
+    pub fn tool_changes(&self) -> tokio::sync::watch::Receiver<u64> {
+        self.inner.cache.subscribe()
+    }
+
+    /// The server's tools, from the cache when it is fresh.
+    pub async fn tools(&self) -> Result<Vec<ToolSpec>, McpError> {
+        if let (_, Some(tools)) = self.inner.cache.get() {
+            return Ok(tools);
+        }
+        let server = &self.inner.name;
+        let timeout = self.inner.options.call_timeout;
+        let timed_out = || McpError::Timeout {
+            server: server.to_string(),
+            tool: "tools/list".into(),
+            after: timeout,
+        };
+        let work = self.with_retry(|connection| async move {
+            let (generation, _) = self.inner.cache.get();
+            let tools = tokio::time::timeout(timeout, connection.session.service.list_all_tools())
+                .await
+                .map_err(|_| RequestFailure::Error(timed_out()))?
+                .map_err(|error| request_error(server, "tools/list", error))?;
+            let specs = specs_of(&tools);
+            self.inner.cache.store(generation, specs.clone());
+            Ok(specs)
+        });
+        match work.await {
+            Ok(tools) => Ok(tools),
+            Err(RequestFailure::Rpc { code, message }) => Err(McpError::Protocol {
+                server: server.to_string(),
+                message: format!("`tools/list` failed: {message} ({code})"),
+            }),
+            Err(RequestFailure::Error(error)) => Err(error),
+        }
+    }
+
+    /// Calls a tool. A tool that ran and failed (`isError`, or a JSON-RPC error such as invalid
+    /// arguments) is `Ok` with [`ToolOutput::is_error`] set; `Err` means no result was had.
+    pub async fn call(
+        &self,
+        tool: &str,
+        arguments: JsonObject,
+        cancel: &CancellationToken,
+    ) -> Result<ToolOutput, McpError> {
+        let timeout = self.inner.options.call_timeout;
+        let server = &self.inner.name;
+        let request = serde_json::json!({ "name": tool, "arguments": Value::Object(arguments) });
+        let work = self.with_retry(|connection| {
+            let request = request.clone();
+            async move {
+                let params = serde_json::from_value(request).map_err(|error| {
+                    RequestFailure::Error(McpError::Protocol {
+                        server: server.to_string(),
+                        message: format!("cannot build the call to `{tool}`: {error}"),
+                    })
+                })?;
+                let result =
+                    tokio::time::timeout(timeout, connection.session.service.call_tool(params))
+                        .await
+                        .map_err(|_| {
+                            RequestFailure::Error(McpError::Timeout {
+                                server: server.to_string(),
+                                tool: tool.to_owned(),
+                                after: timeout,
+                            })
+                        })?
+                        .map_err(|error| request_error(server, tool, error))?;
+                Ok(call_result_to_output(&serde_json::to_value(&result).unwrap_or(Value::Null)))
+            }
+        });
+        tokio::select! {
+            result = work => match result {
+                Ok(output) => Ok(output),
+                Err(RequestFailure::Rpc { code, message }) => {
+                    Ok(ToolOutput::error(format!("MCP error {code}: {message}")))
+                }
+                Err(RequestFailure::Error(error)) => Err(error),
+            },
+            () = cancel.cancelled() => Err(McpError::Cancelled { server: server.to_string() }),
+        }
+    }
+
+    /// Runs `request` on a live connection; when it failed because the connection was lost, it
+    /// reconnects (with backoff) and runs it once more.
+    async fn with_retry<T, F, Fut>(&self, request: F) -> Result<T, RequestFailure>
+    where
+        F: Fn(Arc<Connection>) -> Fut,
+        Fut: std::future::Future<Output = Result<T, RequestFailure>>,
+    {
+        let connection = self.connection().await.map_err(RequestFailure::Error)?;
+        let result = match request(connection.clone()).await {
+            Err(RequestFailure::Error(error)) if error.is_connection_error() => {
+                tracing::warn!(server = %self.inner.name, %error, "reconnecting, then retrying once");
+                self.forget(connection.id).await;
+                let connection = self.connection().await.map_err(RequestFailure::Error)?;
+                request(connection).await
+            }
+            other => other,
+        };
+        if result.is_ok() {
+            self.inner.state.lock().await.attempts = 0;
+        }
+        result
+    }
+
+    /// The live connection, opened (or re-opened with backoff) when there is none.
+    async fn connection(&self) -> Result<Arc<Connection>, McpError> {
+        let inner = &self.inner;
+        let mut state = inner.state.lock().await;
+        if let Some(connection) = &state.connection {
+            if !connection.session.service.is_transport_closed() {
+                return Ok(connection.clone());
+            }
+            tracing::info!(server = %inner.name, "the connection was closed");
+            state.connection = None;
+        }
+        let reconnecting = state.tried;
+        if reconnecting {
+            let policy = &inner.options.reconnect;
+            let now = Instant::now();
+            if state.last_attempt.is_some_and(|last| now.duration_since(last) >= policy.quiet_reset)
+            {
+                state.attempts = 0;
+            }
+            state.last_attempt = Some(now);
+            if state.attempts >= policy.max_attempts {
+                return Err(McpError::Unavailable {
+                    server: inner.name.to_string(),
+                    attempts: state.attempts,
+                });
+            }
+            state.attempts += 1;
+            let delay = policy.delay(state.attempts);
+            tracing::info!(server = %inner.name, attempt = state.attempts, ?delay, "reconnecting");
+            tokio::time::sleep(delay).await;
+            inner.cache.invalidate();
+        }
+        state.tried = true;
+        let handler = ClientSide::new(inner.name.clone(), &inner.options, inner.cache.clone());
+        let session = open(&inner.name, &inner.transport, &inner.options, handler).await?;
+        let connection =
+            Arc::new(Connection { id: inner.next_id.fetch_add(1, Ordering::Relaxed), session });
+        state.connection = Some(connection.clone());
+        state.attempts = 0;
+        Ok(connection)
+    }
+
+    /// Drops connection `id` if it is still the current one.
+    async fn forget(&self, id: u64) {
+        let mut state = self.inner.state.lock().await;
+        if state.connection.as_ref().is_some_and(|connection| connection.id == id)
+            && let Some(connection) = state.connection.take()
+        {
+            connection.session.service.cancellation_token().cancel();
+        }
+    }
+}
+
+#[async_trait]
+impl ToolSource for McpToolSource {
+    fn name(&self) -> &str {
+        &self.inner.name
+    }
+
+    async fn list_tools(&self) -> Result<Vec<ToolSpec>, ToolError> {
+        Ok(self.tools().await?)
+    }
+
+    async fn call_tool(
+        &self,
+        name: &str,
+        arguments: JsonObject,
+        context: ToolContext,
+    ) -> Result<ToolOutput, ToolError> {
+        Ok(self.call(name, arguments, &context.cancel).await?)
+    }
+}

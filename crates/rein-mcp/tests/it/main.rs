@@ -1,0 +1,11 @@
+//! rein-mcp's integration tests: pure conversions from `test_data/`, and the client against real
+//! MCP servers (server-everything, a Python SDK server, mcp-server-time, broken servers).
+
+mod config;
+mod conversions;
+mod everything;
+mod faults;
+mod in_process;
+mod python;
+mod support;
+mod time_server;
