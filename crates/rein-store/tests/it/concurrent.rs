@@ -56,14 +56,18 @@ fn sessions_in_parallel_threads_keep_their_own_order() {
     }
 }
 
+/// A long busy timeout: on a loaded machine a lock holder can be descheduled for a while.
+fn patient(path: &std::path::Path) -> SqliteConfig {
+    SqliteConfig { busy_timeout: std::time::Duration::from_secs(60), ..SqliteConfig::at(path) }
+}
+
 #[test]
 fn competing_workers_and_processes_claim_each_task_once() {
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("s.db");
     // Two store instances on one file stand for two processes; each has three worker threads.
-    let stores: Vec<Arc<SqliteSessionStore>> = (0..2)
-        .map(|_| Arc::new(SqliteSessionStore::open(&SqliteConfig::at(&path)).unwrap()))
-        .collect();
+    let stores: Vec<Arc<SqliteSessionStore>> =
+        (0..2).map(|_| Arc::new(SqliteSessionStore::open(&patient(&path)).unwrap())).collect();
     stores[0].create_session(NewSession { id: Some("s".into()), ..NewSession::new("a") }).unwrap();
     const TASKS: usize = 60;
     for i in 0..TASKS {
