@@ -177,7 +177,7 @@ impl Agent {
                 Pre::Done(output) => outputs.push(Some(output)),
                 Pre::Run(arguments) => {
                     outputs.push(None);
-                    runs.push((index, call, arguments));
+                    runs.push((index, call.clone(), arguments));
                 }
             }
         }
@@ -190,14 +190,18 @@ impl Agent {
         for (_, call, _) in &runs {
             t.events.emit(AgentEvent::ToolStarted { call_id: call.id.clone(), name: call.name.clone() });
         }
-        let tools_ref = &tools;
-        let mut stream = futures::stream::iter(runs.into_iter().map(|(index, call, arguments)| {
-            let mut context = ToolContext::new(call.id.clone(), cancel.clone());
-            if let Some(session) = &session {
-                context = context.with_session(session.clone());
-            }
-            async move { (index, tools_ref.execute(&call.name, arguments, context).await.output) }
-        }))
+        let futures: Vec<_> = runs
+            .into_iter()
+            .map(|(index, call, arguments)| {
+                let tools = Arc::clone(&tools);
+                let mut context = ToolContext::new(call.id.clone(), cancel.clone());
+                if let Some(session) = &session {
+                    context = context.with_session(session.clone());
+                }
+                async move { (index, tools.execute(&call.name, arguments, context).await.output) }
+            })
+            .collect();
+        let mut stream = futures::stream::iter(futures)
         .buffered(parallel);
         loop {
             let next = tokio::select! {

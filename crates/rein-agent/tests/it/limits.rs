@@ -1,0 +1,179 @@
+//! Rule 4: turn limits, checkpoints (suspend, continue, discard) and `max_steps`.
+
+use std::sync::Arc;
+
+use rein_agent::{AgentConfig, ToolRegistry};
+use rein_protocol::{AgentEvent, Message, ToolChoice, ToolOutput, ToolSpec};
+use rein_testkit::{ScriptedModel, ScriptedSource, reply};
+use serde_json::json;
+
+use crate::support::{agent, lookup, notices, registry, run};
+
+async fn remote() -> ToolRegistry {
+    let source = ScriptedSource::new(
+        "db",
+        vec![ToolSpec::new(
+            "sql",
+            "Runs SQL.",
+            crate::support::obj(json!({"type": "object", "properties": {"n": {"type": "integer"}}})),
+        )],
+        |_, args| Ok(ToolOutput::text(format!("row {}", args.get("n").cloned().unwrap_or_default()))),
+    );
+    let mut registry = ToolRegistry::new();
+    registry.register_source(Arc::new(source)).await.expect("registers");
+    registry
+}
+
+/// `n` remote rounds with distinct arguments, ids unique.
+fn remote_rounds(n: usize) -> Vec<rein_protocol::ModelReply> {
+    (0..n).map(|i| reply::calls_from(i + 1, &[("sql", json!({"n": i}))])).collect()
+}
+
+#[test]
+fn turn_limits_defaults_are_glens() {
+    let config = AgentConfig::default();
+    assert_eq!(config.max_tool_calls, 15);
+    assert_eq!(config.max_tool_calls_manual, 100);
+    assert!(config.auto_approve);
+    assert_eq!(config.max_steps, None);
+    assert_eq!(config.max_parse_retries, 2);
+    assert_eq!(config.checkpoint_threshold(), 15);
+    let manual = AgentConfig { auto_approve: false, ..AgentConfig::default() };
+    assert_eq!(manual.checkpoint_threshold(), 100);
+}
+
+#[tokio::test]
+async fn turn_limits_checkpoint_after_max_tool_calls_remote_rounds() {
+    let mut script = remote_rounds(15);
+    script.push(reply::text("Ran 15 queries; 3 remain. Continue?"));
+    let model = ScriptedModel::new(script);
+    let mut agent = agent(&model, remote().await, AgentConfig::default());
+    let ran = run(&mut agent, "do many things").await;
+    let outcome = ran.outcome();
+    assert_eq!(outcome.ending.as_str(), "checkpoint");
+    assert_eq!(outcome.tool_rounds, 15);
+    assert_eq!(outcome.text, "Ran 15 queries; 3 remain. Continue?");
+    assert_eq!(model.served(), 16, "15 rounds and the summary");
+    let summary_request = model.requests().pop().expect("requests");
+    assert!(summary_request.tools.is_empty(), "the summary is asked with tools off");
+    assert_eq!(summary_request.tool_choice, ToolChoice::None);
+    let instruction = summary_request.messages.last().expect("messages").text();
+    assert!(instruction.starts_with("You have reached a checkpoint after 15 tool rounds."), "{instruction}");
+    assert!(agent.is_suspended());
+    assert_eq!(agent.checkpoint_summary(), Some("Ran 15 queries; 3 remain. Continue?"));
+    assert!(ran.events.iter().any(|e| matches!(e, AgentEvent::Checkpoint { .. })));
+}
+
+#[tokio::test]
+async fn turn_limits_manual_mode_uses_max_tool_calls_manual() {
+    let mut script = remote_rounds(3);
+    script.push(reply::text("summary"));
+    let model = ScriptedModel::new(script);
+    let config = AgentConfig { auto_approve: false, max_tool_calls: 1, max_tool_calls_manual: 3, ..AgentConfig::default() };
+    let mut agent = agent(&model, remote().await, config);
+    let ran = run(&mut agent, "go").await;
+    assert_eq!(ran.outcome().ending.as_str(), "checkpoint");
+    assert_eq!(ran.outcome().tool_rounds, 3);
+}
+
+#[tokio::test]
+async fn turn_limits_local_only_rounds_in_a_row_also_checkpoint() {
+    let tool = lookup();
+    let mut script: Vec<_> = (0..3).map(|i| reply::calls_from(i + 1, &[("lookup", json!({"q": i.to_string()}))])).collect();
+    script.push(reply::text("paused"));
+    let model = ScriptedModel::new(script);
+    let config = AgentConfig { max_tool_calls: 3, ..AgentConfig::default() };
+    let mut agent = agent(&model, registry(&[&tool]), config);
+    let ran = run(&mut agent, "loop locally").await;
+    assert_eq!(ran.outcome().ending.as_str(), "checkpoint");
+    assert_eq!(ran.outcome().tool_rounds, 0, "local rounds are not remote rounds");
+    let instruction = model.requests().pop().expect("requests").messages.last().expect("message").text();
+    assert!(instruction.contains("after 0 tool rounds"), "{instruction}");
+}
+
+#[tokio::test]
+async fn turn_limits_zero_threshold_disables_the_checkpoint() {
+    let mut script = remote_rounds(4);
+    script.push(reply::text("all done"));
+    let model = ScriptedModel::new(script);
+    let config = AgentConfig { max_tool_calls: 0, ..AgentConfig::default() };
+    let mut agent = agent(&model, remote().await, config);
+    assert_eq!(run(&mut agent, "go").await.outcome().ending.as_str(), "answered");
+}
+
+#[tokio::test]
+async fn turn_limits_checkpoint_resumes_on_the_next_message_with_a_fresh_interval() {
+    let mut script = remote_rounds(2);
+    script.push(reply::text("summary one"));
+    script.extend((2..3).map(|i| reply::calls_from(i + 1, &[("sql", json!({"n": i}))])));
+    script.push(reply::text("finished"));
+    let model = ScriptedModel::new(script);
+    let config = AgentConfig { max_tool_calls: 2, ..AgentConfig::default() };
+    let mut agent = agent(&model, remote().await, config);
+    assert_eq!(run(&mut agent, "big job").await.outcome().ending.as_str(), "checkpoint");
+    let ran = run(&mut agent, "Continue").await;
+    let outcome = ran.outcome();
+    assert!(outcome.resumed);
+    assert_eq!(outcome.ending.as_str(), "answered");
+    assert_eq!(outcome.text, "finished");
+    assert!(!agent.is_suspended());
+    // The resumed request carried the whole paused turn: its calls, the summary, then Continue.
+    let first_resumed = &model.requests()[3];
+    let texts: Vec<String> = first_resumed.messages.iter().map(Message::text).collect();
+    assert!(texts.contains(&"summary one".to_owned()) && texts.last() == Some(&"Continue".to_owned()));
+    assert_eq!(first_resumed.messages.iter().filter(|m| !m.tool_calls().is_empty()).count(), 2);
+}
+
+#[tokio::test]
+async fn turn_limits_checkpoint_can_be_discarded() {
+    let mut script = remote_rounds(2);
+    script.push(reply::text("summary"));
+    script.push(reply::text("fresh answer"));
+    let model = ScriptedModel::new(script);
+    let config = AgentConfig { max_tool_calls: 2, ..AgentConfig::default() };
+    let mut agent = agent(&model, remote().await, config);
+    run(&mut agent, "big job").await;
+    assert!(agent.discard_checkpoint());
+    assert!(!agent.is_suspended());
+    assert_eq!(agent.history(), [Message::user("big job"), Message::assistant("summary")]);
+    let ran = run(&mut agent, "something else").await;
+    assert!(!ran.outcome().resumed);
+    assert!(!agent.discard_checkpoint(), "nothing paused any more");
+}
+
+#[tokio::test]
+async fn turn_limits_max_steps_last_step_runs_with_tools_off_and_ends_step_limit() {
+    let tool = lookup();
+    let model = ScriptedModel::new([
+        reply::calls(&[("lookup", json!({"q": "1"}))]),
+        reply::calls_from(2, &[("lookup", json!({"q": "2"}))]),
+        reply::text("from what I have: 1 and 2"),
+    ]);
+    let config = AgentConfig { max_steps: Some(3), ..AgentConfig::default() };
+    let mut agent = agent(&model, registry(&[&tool]), config);
+    let ran = run(&mut agent, "go").await;
+    assert_eq!(ran.outcome().ending.as_str(), "step_limit");
+    assert_eq!(ran.outcome().text, "from what I have: 1 and 2");
+    let requests = model.requests();
+    assert_eq!(requests.len(), 3);
+    assert!(!requests[1].tools.is_empty());
+    assert!(requests[2].tools.is_empty(), "the last step has tools off");
+    assert!(requests[2].messages.iter().any(|m| m.text().starts_with("This is the last step of this turn")));
+    assert!(!agent.history().iter().any(|m| m.text().starts_with("This is the last step")), "pinned, never stored");
+    assert!(notices(&ran.events).contains(&"step_limit".to_owned()));
+}
+
+#[tokio::test]
+async fn turn_limits_max_steps_last_step_calls_are_not_run() {
+    let tool = lookup();
+    let model = ScriptedModel::new([
+        reply::calls(&[("lookup", json!({"q": "1"}))]),
+        reply::with_text(reply::calls_from(2, &[("lookup", json!({"q": "2"}))]), "partial answer"),
+    ]);
+    let config = AgentConfig { max_steps: Some(2), ..AgentConfig::default() };
+    let mut agent = agent(&model, registry(&[&tool]), config);
+    let ran = run(&mut agent, "go").await;
+    assert_eq!(tool.call_count(), 1);
+    assert_eq!(ran.outcome().ending.as_str(), "step_limit");
+    assert_eq!(ran.outcome().text, "partial answer");
+}
