@@ -48,7 +48,9 @@ fn memo_schema(fields: &[MemoField]) -> JsonObject {
     let mut required = Vec::new();
     for field in fields {
         let schema = match field.kind {
-            MemoFieldKind::String => json!({"type": "string", "description": field.description}),
+            MemoFieldKind::String => {
+                json!({"type": "string", "minLength": 1, "description": field.description})
+            }
             MemoFieldKind::Integer => {
                 let mut schema = json!({"type": "integer", "description": field.description});
                 if let Some(min) = field.min {

@@ -68,7 +68,6 @@ impl CreateSession {
 /// Per-session settings; `None` keeps the current value (the agent's default at creation).
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
-#[non_exhaustive]
 pub struct SessionSettings {
     /// Pin another model.
     #[serde(default, skip_serializing_if = "Option::is_none")]

@@ -1,0 +1,51 @@
+//! Events: every event of every turn goes to the transcript as it happens and to live
+//! subscribers, resumable by event id.
+
+use futures::StreamExt as _;
+use rein_protocol::{AgentEvent, TurnEnding};
+use rein_runtime::CreateSession;
+use rein_store::TranscriptStore;
+use rein_testkit::{Step, reply};
+use serde_json::json;
+
+use crate::support::{harness, wait_until};
+
+#[tokio::test]
+async fn every_event_is_stored_as_it_happens_and_streamed_live() {
+    let h = harness(vec![reply::call("c1", "lookup", json!({"symbol": "X"})).into(), Step::Hang]);
+    h.rt.create_session(CreateSession::agent("assistant").id("s")).await.unwrap();
+    let mut live = h.rt.subscribe("s", None).await.unwrap();
+    let rt = h.rt.clone();
+    let turn = tokio::spawn(async move { rt.send_message("s", "look X up", None).await });
+    // While the model hangs on its second request, the tool's result is already stored.
+    let model = h.model.clone();
+    wait_until("the second request", || model.served() == 2).await;
+    let stored = h.transcripts.read_all("s").unwrap();
+    assert!(stored.iter().any(|l| l.kind == "tool_result"), "{stored:?}");
+    assert!(stored.iter().any(|l| l.kind == "turn_started"));
+    h.rt.interrupt("s").await.unwrap();
+    // Interrupted with StopMode::LastStep: the script has nothing more, so the last step fails
+    // and the turn ends interrupted.
+    let report = turn.await.unwrap().unwrap();
+    assert_eq!(report.ending, TurnEnding::Interrupted);
+
+    let mut seen = Vec::new();
+    while let Some(event) = live.next().await {
+        let end = matches!(event.event, AgentEvent::TurnEnd { .. });
+        seen.push(event);
+        if end {
+            break;
+        }
+    }
+    let ids: Vec<u64> = seen.iter().map(|e| e.id).collect();
+    assert!(ids.windows(2).all(|w| w[0] < w[1]), "{ids:?}");
+    let replay = h.rt.replay("s", None).unwrap();
+    assert_eq!(replay, seen, "the live stream and the replay differ");
+    assert!(matches!(seen[0].event, AgentEvent::TurnStarted { .. }));
+
+    // Resuming after an id gives exactly the rest.
+    let middle = seen[seen.len() / 2].id;
+    let mut resumed = h.rt.subscribe("s", Some(middle)).await.unwrap();
+    let first = resumed.next().await.unwrap();
+    assert_eq!(Some(&first), seen.iter().find(|e| e.id > middle));
+}

@@ -1,0 +1,12 @@
+//! Integration tests of the hosted runtime: one module per rule, each with a scripted model and
+//! a temporary store.
+
+mod approvals;
+mod concurrent;
+mod events;
+mod personas;
+mod policy;
+mod sessions;
+mod support;
+mod tasks;
+mod view_context;

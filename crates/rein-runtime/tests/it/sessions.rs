@@ -1,0 +1,203 @@
+//! Sessions: create with a client id, list, get, delete, pinned model, in-flight lock,
+//! `turnInFlight` / `turnUnfinished`, and no length cap.
+
+use rein_protocol::{AgentEvent, Message, TurnEnding};
+use rein_runtime::{CreateSession, RuntimeError, SessionSettings, TurnUnfinished};
+use rein_store::{SessionStore, TranscriptStore};
+use rein_testkit::{Step, reply};
+use serde_json::json;
+
+use crate::support::{harness, wait_until};
+
+#[tokio::test]
+async fn create_with_client_id_get_and_list() {
+    let h = harness(vec![reply::text("hello there").into()]);
+    let view =
+        h.rt.create_session(CreateSession::agent("assistant").id("chat:1").owner("alice"))
+            .await
+            .unwrap();
+    assert_eq!(view.id, "chat:1");
+    assert_eq!(view.model.as_deref(), Some("scripted"));
+    assert_eq!(view.metadata["turnInFlight"], json!(false));
+    assert_eq!(view.metadata["turnUnfinished"], json!(null));
+    h.rt.create_session(CreateSession::agent("assistant").id("chat:2").owner("bob")).await.unwrap();
+
+    let again =
+        h.rt.create_session(CreateSession::agent("assistant").id("chat:1")).await.unwrap_err();
+    assert!(matches!(again, RuntimeError::SessionExists(_)), "{again:?}");
+    let bad =
+        h.rt.create_session(CreateSession::agent("assistant").id("bad id/..")).await.unwrap_err();
+    assert_eq!(bad.code(), "validation_error");
+    let unknown = h.rt.create_session(CreateSession::agent("nobody")).await.unwrap_err();
+    assert_eq!(unknown.code(), "hosted_agent_not_found");
+
+    let report = h.rt.send_message("chat:1", "hi", None).await.unwrap();
+    assert_eq!(report.final_message, "hello there");
+    assert_eq!(report.ending, TurnEnding::Answered);
+    let alice = h.rt.list_sessions(Some("alice")).await.unwrap();
+    assert_eq!(alice.len(), 1);
+    assert_eq!(alice[0].title.as_deref(), Some("hi"));
+    assert_eq!(alice[0].last_message_preview.as_deref(), Some("hello there"));
+    assert_eq!(alice[0].message_count, 2);
+    assert_eq!(h.rt.list_sessions(None).await.unwrap().len(), 2);
+    let got = h.rt.session("chat:1").await.unwrap();
+    assert_eq!(got.messages, vec![Message::user("hi"), Message::assistant("hello there")]);
+}
+
+#[tokio::test]
+async fn model_is_pinned_and_never_overwritten_on_read() {
+    let h = harness(vec![]);
+    let view =
+        h.rt.create_session(CreateSession::agent("assistant").id("s").model("other"))
+            .await
+            .unwrap();
+    assert_eq!(view.model.as_deref(), Some("other"));
+    let before = h.store.get_session("s").unwrap().unwrap();
+    for _ in 0..3 {
+        assert_eq!(h.rt.session("s").await.unwrap().model.as_deref(), Some("other"));
+        h.rt.list_sessions(None).await.unwrap();
+    }
+    let after = h.store.get_session("s").unwrap().unwrap();
+    assert_eq!(before.model, after.model);
+    assert_eq!(before.updated_at, after.updated_at, "a read wrote to the session row");
+    // Only a person's explicit choice changes it, and it is recorded in the transcript.
+    let changed =
+        h.rt.update_session(
+            "s",
+            SessionSettings { model: Some("scripted".into()), ..Default::default() },
+        )
+        .await
+        .unwrap();
+    assert_eq!(changed.model.as_deref(), Some("scripted"));
+    let lines = h.transcripts.read_all("s").unwrap();
+    assert!(lines.iter().any(|l| l.kind == "runtime_model" && l.payload["model"] == "scripted"));
+    let missing = h
+        .rt
+        .update_session("s", SessionSettings { model: Some("nope".into()), ..Default::default() })
+        .await;
+    assert!(matches!(missing, Err(RuntimeError::ModelNotFound(_))));
+}
+
+#[tokio::test]
+async fn second_turn_is_refused_while_one_is_in_flight() {
+    let h = harness(vec![Step::Hang, reply::text("after the stop").into()]);
+    h.rt.create_session(CreateSession::agent("assistant").id("s")).await.unwrap();
+    let rt = h.rt.clone();
+    let first = tokio::spawn(async move { rt.send_message("s", "first", None).await });
+    let model = h.model.clone();
+    wait_until("the first turn asks the model", || model.served() == 1).await;
+
+    let second = h.rt.send_message("s", "second", None).await.unwrap_err();
+    assert!(matches!(second, RuntimeError::TurnInFlight(_)), "{second:?}");
+    assert_eq!(second.code(), "hosted_agent_turn_in_flight");
+    let view = h.rt.session("s").await.unwrap();
+    assert!(view.turn_in_flight);
+    assert_eq!(view.metadata["turnInFlight"], json!(true));
+    let deleting = h.rt.delete_session("s").await.unwrap_err();
+    assert_eq!(deleting.code(), "hosted_agent_turn_in_flight");
+
+    let interrupt = h.rt.interrupt("s").await.unwrap();
+    assert!(interrupt.turn_in_flight);
+    let report = first.await.unwrap().unwrap();
+    assert_eq!(report.ending, TurnEnding::Interrupted);
+    assert_eq!(report.final_message, "after the stop");
+    let view = h.rt.session("s").await.unwrap();
+    assert!(!view.turn_in_flight);
+    assert_eq!(view.turn_unfinished, None);
+    // The lock is free again.
+    h.model.push([Step::from(reply::text("third answer"))]);
+    assert_eq!(h.rt.send_message("s", "third", None).await.unwrap().final_message, "third answer");
+}
+
+/// Writes a turn that died (no `turn_end`) straight into the transcript.
+fn dead_turn(h: &crate::support::Harness, id: &str, messages: Vec<Message>) {
+    h.transcripts
+        .append(
+            id,
+            "turn_started",
+            serde_json::to_value(AgentEvent::TurnStarted { text: "q".into() }).unwrap(),
+        )
+        .unwrap();
+    for message in messages {
+        h.transcripts
+            .append(id, "message", serde_json::to_value(AgentEvent::Message { message }).unwrap())
+            .unwrap();
+    }
+}
+
+#[tokio::test]
+async fn turn_unfinished_is_derived_from_the_transcript() {
+    let h = harness(vec![reply::text("recovered").into()]);
+    let call = rein_protocol::ToolCall::new("c1", "lookup", rein_testkit::args!({"symbol": "X"}));
+    let cases = [
+        (
+            "mid-tool",
+            vec![
+                Message::user("q"),
+                Message::assistant_calls(Some("Let me check.".into()), vec![call.clone()]),
+            ],
+            Some(TurnUnfinished::MidTool),
+        ),
+        (
+            "mid-turn",
+            vec![
+                Message::user("q"),
+                Message::assistant_calls(None, vec![call.clone()]),
+                Message::tool("c1", "{}", false),
+            ],
+            Some(TurnUnfinished::MidTurn),
+        ),
+        ("no-answer", vec![Message::user("q")], Some(TurnUnfinished::NoAnswer)),
+        ("answered", vec![Message::user("q"), Message::assistant("done")], None),
+    ];
+    for (id, messages, expected) in cases {
+        h.rt.create_session(CreateSession::agent("assistant").id(id)).await.unwrap();
+        dead_turn(&h, id, messages);
+        let view = h.rt.session(id).await.unwrap();
+        assert_eq!(view.turn_unfinished, expected, "{id}");
+        assert_eq!(
+            view.metadata["turnUnfinished"],
+            json!(expected.map(TurnUnfinished::as_str)),
+            "{id}"
+        );
+        assert!(!view.turn_in_flight);
+    }
+    // A new turn on the mid-tool session repairs the history (the call gets its result) and
+    // clears the mark.
+    let report = h.rt.send_message("mid-tool", "again", None).await.unwrap();
+    assert_eq!(report.final_message, "recovered");
+    let request = &h.model.requests()[0];
+    rein_testkit::check_well_formed(&request.messages).unwrap();
+    assert_eq!(h.rt.session("mid-tool").await.unwrap().turn_unfinished, None);
+}
+
+#[tokio::test]
+async fn delete_is_refused_while_tasks_run_and_takes_the_transcript() {
+    let h = harness(vec![]);
+    h.rt.create_session(CreateSession::agent("assistant").id("s")).await.unwrap();
+    let task = h.rt.start_task("s", "lookup", rein_testkit::args!({"symbol": "X"})).await.unwrap();
+    let refused = h.rt.delete_session("s").await.unwrap_err();
+    assert!(matches!(refused, RuntimeError::ActiveTasks { count: 1, .. }), "{refused:?}");
+    assert_eq!(refused.code(), "hosted_session_has_active_tasks");
+    h.rt.cancel_task(&task.id).await.unwrap();
+    let deleted = h.rt.delete_session("s").await.unwrap();
+    assert_eq!(deleted, vec!["s".to_owned()]);
+    assert!(matches!(h.rt.session("s").await, Err(RuntimeError::SessionNotFound(_))));
+    assert!(h.transcripts.read_all("s").unwrap().is_empty());
+}
+
+#[tokio::test]
+async fn session_stays_usable_past_200_messages() {
+    let h = harness(vec![]);
+    h.model.push((0..110).map(|i| Step::from(reply::text(format!("answer {i}")))));
+    h.rt.create_session(CreateSession::agent("assistant").id("long")).await.unwrap();
+    for i in 0..105 {
+        h.rt.send_message("long", &format!("question {i}"), None).await.unwrap();
+    }
+    let view = h.rt.session("long").await.unwrap();
+    assert_eq!(view.messages.len(), 210);
+    let summary = &h.rt.list_sessions(None).await.unwrap()[0];
+    assert_eq!(summary.message_count, 210);
+    let report = h.rt.send_message("long", "one more", None).await.unwrap();
+    assert_eq!(report.final_message, "answer 105");
+}

@@ -1,0 +1,137 @@
+//! The test harness: a runtime over a temporary SQLite store and JSONL transcripts, a manual
+//! clock, a scripted model and a few capabilities that record their calls.
+
+use std::{
+    sync::{Arc, Mutex},
+    time::Duration,
+};
+
+use rein_agent::FnTool;
+use rein_protocol::{JsonObject, ToolOutput, ToolSpec};
+use rein_runtime::{
+    AgentDefinition, AgentPolicy, Capabilities, Capability, Limits, Runtime, RuntimeConfig,
+    RuntimeParts, StaticModels,
+};
+use rein_store::{
+    Durability, JsonlTranscriptStore, ManualClock, SqliteConfig, SqliteSessionStore, Timestamp,
+    TranscriptConfig,
+};
+use rein_testkit::{ScriptedModel, Step};
+use serde_json::json;
+
+pub(crate) struct Harness {
+    pub(crate) rt: Runtime,
+    pub(crate) model: ScriptedModel,
+    pub(crate) clock: Arc<ManualClock>,
+    pub(crate) store: Arc<SqliteSessionStore>,
+    pub(crate) transcripts: Arc<JsonlTranscriptStore>,
+    /// Arguments of every call that reached `send_email` or `lookup`, with the tool name.
+    pub(crate) calls: Arc<Mutex<Vec<(String, JsonObject)>>>,
+    _dir: tempfile::TempDir,
+}
+
+pub(crate) fn fast_limits() -> Limits {
+    let mut limits = Limits::default();
+    limits.poll_every = Duration::from_millis(5);
+    limits.task_renew_every = Duration::from_millis(20);
+    limits.stop_poll_every = Duration::from_millis(5);
+    limits
+}
+
+pub(crate) fn schema(value: serde_json::Value) -> JsonObject {
+    value.as_object().cloned().expect("a schema object")
+}
+
+/// `lookup(symbol)` (read-only, background-capable) and `send_email(to, body)` (side effects).
+pub(crate) fn capabilities(calls: &Arc<Mutex<Vec<(String, JsonObject)>>>) -> Capabilities {
+    let mut caps = Capabilities::new();
+    let record = Arc::clone(calls);
+    let lookup = FnTool::new(
+        ToolSpec::new(
+            "lookup",
+            "Looks a symbol up.",
+            schema(json!({"type": "object", "properties": {"symbol": {"type": "string"}}, "required": ["symbol"]})),
+        )
+        .read_only(true),
+        move |args, _ctx| {
+            let record = Arc::clone(&record);
+            async move {
+                record.lock().unwrap().push(("lookup".into(), args.clone()));
+                let symbol = args.get("symbol").and_then(|v| v.as_str()).unwrap_or_default().to_owned();
+                Ok(ToolOutput::structured(json!({"symbol": symbol, "price": 42})))
+            }
+        },
+    );
+    caps.add(Capability::new(Arc::new(lookup)).background());
+    let record = Arc::clone(calls);
+    let email = FnTool::new(
+        ToolSpec::new(
+            "send_email",
+            "Sends an email.",
+            schema(json!({"type": "object", "properties": {"to": {"type": "string"}, "body": {"type": "string"}}, "required": ["to"]})),
+        )
+        .side_effects(true),
+        move |args, _ctx| {
+            let record = Arc::clone(&record);
+            async move {
+                record.lock().unwrap().push(("send_email".into(), args.clone()));
+                Ok(ToolOutput::text("sent"))
+            }
+        },
+    );
+    caps.add(Capability::new(Arc::new(email)));
+    caps
+}
+
+pub(crate) fn default_config() -> RuntimeConfig {
+    RuntimeConfig::with_agents(vec![AgentDefinition::new("assistant", "You help.")])
+        .limits(fast_limits())
+}
+
+pub(crate) fn harness(steps: Vec<Step>) -> Harness {
+    harness_with(default_config(), steps, |caps| caps)
+}
+
+pub(crate) fn harness_with(
+    config: RuntimeConfig,
+    steps: Vec<Step>,
+    extend: impl FnOnce(Capabilities) -> Capabilities,
+) -> Harness {
+    let dir = tempfile::tempdir().unwrap();
+    let clock = Arc::new(ManualClock::new(Timestamp(1_800_000_000_000)));
+    let mut sqlite = SqliteConfig::at(dir.path().join("sessions.sqlite3"));
+    sqlite.clock = clock.clone();
+    let store = Arc::new(SqliteSessionStore::open(&sqlite).unwrap());
+    let mut tc = TranscriptConfig::at(dir.path().join("transcripts"));
+    tc.durability = Durability::OsBuffered;
+    let transcripts = Arc::new(JsonlTranscriptStore::open(&tc).unwrap());
+    let model = ScriptedModel::new(steps);
+    let models = StaticModels::new()
+        .with("scripted", Arc::new(model.clone()))
+        .with("other", Arc::new(ScriptedModel::new(Vec::<Step>::new())));
+    let calls = Arc::new(Mutex::new(Vec::new()));
+    let caps = extend(capabilities(&calls));
+    let parts = RuntimeParts::new(store.clone(), transcripts.clone(), Arc::new(models))
+        .config(config)
+        .capabilities(caps)
+        .clock(clock.clone());
+    let rt = Runtime::new(parts).unwrap();
+    Harness { rt, model, clock, store, transcripts, calls, _dir: dir }
+}
+
+pub(crate) fn policy(f: impl FnOnce(&mut AgentPolicy)) -> AgentPolicy {
+    let mut policy = AgentPolicy::default();
+    f(&mut policy);
+    policy
+}
+
+/// Polls `condition` every few milliseconds, for at most ten seconds.
+pub(crate) async fn wait_until(what: &str, mut condition: impl FnMut() -> bool) {
+    for _ in 0..2000 {
+        if condition() {
+            return;
+        }
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+    panic!("timed out waiting until {what}");
+}
