@@ -257,21 +257,24 @@ impl Inner {
         definition: &AgentDefinition,
     ) -> AgentConfig {
         let settings = self.settings(session);
-        let mut config = AgentConfig::default();
-        config.system_prompt = session
+        let system_prompt = session
             .metadata
             .get("systemPrompt")
             .and_then(Value::as_str)
             .map_or_else(|| definition.system_prompt.clone(), str::to_owned);
-        config.max_steps = (definition.policy.max_steps > 0).then_some(definition.policy.max_steps);
-        config.max_calls_per_turn = (definition.policy.max_calls_per_turn > 0)
-            .then_some(definition.policy.max_calls_per_turn);
-        config.stop_mode = StopMode::LastStep;
-        config.reasoning = settings.reasoning;
-        config.session_id = Some(session.id.clone());
-        // Approvals are the runtime's (pending records, see `policy`), never the loop's prompt.
-        config.auto_approve = true;
-        config
+        let policy = &definition.policy;
+        AgentConfig {
+            system_prompt,
+            max_steps: (policy.max_steps > 0).then_some(policy.max_steps),
+            max_calls_per_turn: (policy.max_calls_per_turn > 0)
+                .then_some(policy.max_calls_per_turn),
+            stop_mode: StopMode::LastStep,
+            reasoning: settings.reasoning,
+            session_id: Some(session.id.clone()),
+            // Approvals are the runtime's (pending records, see `tools`), never the loop's prompt.
+            auto_approve: true,
+            ..AgentConfig::default()
+        }
     }
 
     /// Reads a session from its transcript.
@@ -938,7 +941,7 @@ impl Runtime {
             return Err(RuntimeError::Invalid("a view context must be a JSON object".to_owned()));
         };
         for key in ["route", "pageType"] {
-            if !object.get(key).is_some_and(|v| v.as_str().is_some_and(|s| !s.is_empty())) {
+            if object.get(key).and_then(Value::as_str).is_none_or(str::is_empty) {
                 return Err(RuntimeError::Invalid(format!(
                     "a view context needs a non-empty `{key}`"
                 )));
