@@ -20,6 +20,7 @@ mod auth;
 mod backend;
 mod config;
 mod error;
+mod hosted;
 mod openapi;
 mod routes;
 

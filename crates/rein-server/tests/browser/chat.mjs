@@ -1,8 +1,10 @@
 // Drives rein's web chat in headless Chromium against a running server with a scripted model.
 //
 // usage: node chat.mjs <server-url> <screenshot-dir>
-// The server's scripted model answers "hello" with a tool call then streamed text, asks for
-// approval on "approve me", runs until stopped on "block", and echoes anything else.
+// The server runs the real runtime with a scripted model: "hello" calls `weather` then streams
+// a Markdown answer; "approve me" calls the side-effecting `send_email` (which asks for
+// approval) and starts a background `report` task; "block" never answers until stopped; a
+// message starting with "echo " is answered with itself; anything else gets "Done.".
 // Exits 0 when every check passed; prints one line per check.
 
 import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
@@ -114,7 +116,7 @@ await check('approve a tool', async () => {
 await check('cancel a task in the tasks panel', async () => {
   const task = page.locator('#task-list li').first();
   await task.waitFor();
-  await task.locator('.badge', { hasText: 'running' }).waitFor();
+  await task.locator('.badge', { hasText: /running|pending/ }).waitFor();
   await task.locator('button', { hasText: 'Cancel' }).click();
   await task.locator('.badge', { hasText: 'cancelled' }).waitFor();
   await page.screenshot({ path: join(shots, 'task-cancelled.png') });
@@ -123,7 +125,7 @@ await check('cancel a task in the tasks panel', async () => {
 await check('stop a turn with the stop button and Esc', async () => {
   await sendText('block');
   await page.waitForSelector('#stop:not([hidden])');
-  await lastTurn().locator('.answer', { hasText: 'Working' }).waitFor();
+  await lastTurn().locator('.bubble-user', { hasText: 'block' }).waitFor();
   await page.screenshot({ path: join(shots, 'running.png') });
   await page.keyboard.press('Escape');
   await lastTurn().locator('.ending', { hasText: 'Stopped' }).waitFor();
@@ -148,7 +150,7 @@ await check('model text never runs script', async () => {
 
 await check('export Markdown and JSON with credentials scrubbed', async () => {
   await sendText('my key is sk-live1234567890abcdefXYZ and Bearer abcdefghijklmnop1234');
-  await lastTurn().locator('.answer', { hasText: 'echo' }).waitFor().catch(() => {});
+  await lastTurn().locator('.assistant.done').waitFor();
   await page.waitForSelector('#send:not([hidden])');
   for (const [button, name] of [['#export-md', 'md'], ['#export-json', 'json']]) {
     const [download] = await Promise.all([page.waitForEvent('download'), page.click(button)]);

@@ -8,9 +8,14 @@ use std::{
     path::{Path, PathBuf},
     process::Command,
     sync::Arc,
+    time::Duration,
 };
 
 use rein_server::ServerConfig;
+use rein_testkit::{Step, reply};
+use serde_json::json;
+
+use crate::scripted::ByPrompt;
 
 fn browser_dir() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("tests").join("browser")
@@ -57,12 +62,42 @@ fn ensure_chromium() -> anyhow::Result<PathBuf> {
     Ok(path)
 }
 
+/// What the scripted model answers to each message `chat.mjs` sends.
+fn script() -> ByPrompt {
+    ByPrompt::new([
+        (
+            "hello",
+            vec![
+                reply::call("call_w", "weather", json!({ "city": "Lisbon" })).into(),
+                reply::text("**Hello** from the scripted model. It is sunny in Lisbon.").into(),
+            ],
+        ),
+        (
+            "approve me",
+            vec![
+                reply::calls(&[
+                    ("send_email", json!({ "to": "ana@example.com" })),
+                    ("start_report_task", json!({})),
+                ])
+                .into(),
+                reply::text("I asked for approval to send the email, and started the report.")
+                    .into(),
+            ],
+        ),
+        ("block", vec![Step::Hang]),
+    ])
+    .paced(Duration::from_millis(40))
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn chat_in_headless_chromium() -> anyhow::Result<()> {
     let chromium = tokio::task::spawn_blocking(ensure_chromium).await??;
     tokio::task::spawn_blocking(ensure_playwright).await??;
 
-    let backend = Arc::new(crate::fake::Fake::default());
+    let dir = tempfile::tempdir()?;
+    let runtime = crate::scripted::runtime(dir.path(), script());
+    let dispatcher = runtime.start_dispatcher();
+    let backend = Arc::new(runtime);
     let config = ServerConfig::default().with_addr(([127, 0, 0, 1], 0).into());
     let (addr_tx, addr_rx) = tokio::sync::oneshot::channel();
     let (stop_tx, stop_rx) = tokio::sync::oneshot::channel::<()>();
@@ -93,6 +128,7 @@ async fn chat_in_headless_chromium() -> anyhow::Result<()> {
     .await??;
     let _ = stop_tx.send(());
     server.await??;
+    dispatcher.shutdown().await;
 
     let stdout = String::from_utf8_lossy(&output.stdout);
     let stderr = String::from_utf8_lossy(&output.stderr);

@@ -46,7 +46,7 @@ struct Inner {
 
 /// The fake runtime.
 #[derive(Default, Clone)]
-pub struct Fake {
+pub(crate) struct Fake {
     inner: Arc<Mutex<Inner>>,
     stop: Arc<Notify>,
     /// Fires once a blocking turn has started.
@@ -522,7 +522,7 @@ fn tokio_stream_from(
 
 impl Fake {
     /// Puts a paused turn on a session.
-    pub fn pause(&self, id: &str, summary: &str) {
+    pub(crate) fn pause(&self, id: &str, summary: &str) {
         self.inner.lock().unwrap().sessions.get_mut(id).unwrap().checkpoint =
             Some(summary.to_owned());
     }

@@ -1,4 +1,5 @@
-//! schemathesis (from PyPI) fuzzes every operation of the OpenAPI document: no answer is a 5xx.
+//! schemathesis (from PyPI) fuzzes every operation of the OpenAPI document, served over the
+//! real runtime with a scripted model: no answer is a 5xx.
 //!
 //! Installs schemathesis into a virtual environment under `target/tmp/` when missing (only the
 //! package registry is contacted). `REIN_SCHEMATHESIS` names an `st` binary to use instead.
@@ -35,7 +36,9 @@ fn ensure_schemathesis() -> anyhow::Result<PathBuf> {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn schemathesis_finds_no_server_error() -> anyhow::Result<()> {
     let st = tokio::task::spawn_blocking(ensure_schemathesis).await??;
-    let backend = Arc::new(crate::fake::Fake::default());
+    let dir = tempfile::tempdir()?;
+    let backend =
+        Arc::new(crate::scripted::runtime(dir.path(), crate::scripted::ByPrompt::new([])));
     let config = ServerConfig::default().with_addr(([127, 0, 0, 1], 0).into());
     let (addr_tx, addr_rx) = tokio::sync::oneshot::channel();
     let (stop_tx, stop_rx) = tokio::sync::oneshot::channel::<()>();

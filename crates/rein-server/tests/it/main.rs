@@ -4,8 +4,10 @@
 mod browser;
 mod fake;
 mod fuzz_api;
+mod hosted;
 mod openapi;
 mod routes;
+mod scripted;
 mod stream;
 
 use std::sync::Arc;
@@ -21,13 +23,13 @@ use serde_json::Value;
 use tower::ServiceExt as _;
 
 /// A router over a fresh fake runtime.
-pub fn app(config: &ServerConfig) -> (Router, fake::Fake) {
+pub(crate) fn app(config: &ServerConfig) -> (Router, fake::Fake) {
     let fake = fake::Fake::default();
     (rein_server::router(config, Arc::new(fake.clone())), fake)
 }
 
 /// One request: method, path, optional JSON body, optional bearer token.
-pub fn request(
+pub(crate) fn request(
     method: &str,
     path: &str,
     body: Option<Value>,
@@ -47,7 +49,7 @@ pub fn request(
 }
 
 /// Sends a request and reads the JSON answer (`Value::Null` when the body is not JSON).
-pub async fn send(app: &Router, request: Request<Body>) -> (StatusCode, Value) {
+pub(crate) async fn send(app: &Router, request: Request<Body>) -> (StatusCode, Value) {
     let response = app.clone().oneshot(request).await.unwrap();
     let status = response.status();
     let bytes = response.into_body().collect().await.unwrap().to_bytes();
@@ -55,7 +57,7 @@ pub async fn send(app: &Router, request: Request<Body>) -> (StatusCode, Value) {
 }
 
 /// `send` for a JSON call without a token.
-pub async fn call(
+pub(crate) async fn call(
     app: &Router,
     method: &str,
     path: &str,
@@ -65,7 +67,7 @@ pub async fn call(
 }
 
 /// Creates a session and returns its id.
-pub async fn new_session(app: &Router) -> String {
+pub(crate) async fn new_session(app: &Router) -> String {
     let (status, body) = call(
         app,
         "POST",
