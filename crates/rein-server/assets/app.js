@@ -569,10 +569,15 @@ function handleMessage(message) {
   if (message.role === 'user') {
     const text = contentText(message.content);
     const turn = state.turn;
-    if (!turn || turn.ended || turn.userText !== text || turn.sawUser) {
+    if (!turn || turn.ended) {
+      // A transcript without turn_started events: each user message opens a turn.
       startTurn(text).sawUser = true;
-    } else {
+    } else if (turn.userText === text && !turn.sawUser) {
       turn.sawUser = true;
+    } else {
+      // Inside a turn, any other user-role message is a note the runtime added (a finished
+      // background task, a retry prompt): shown in the turn's activity, not as a new turn.
+      addNotice(turn, text);
     }
     return;
   }

@@ -149,7 +149,7 @@ function inline(raw) {
   });
   text = text
     .replace(/\*\*(?=\S)([^*\n]*?\S)\*\*/g, '<strong>$1</strong>')
-    .replace(/__(?=\S)([^_\n]*?\S)__/g, '<strong>$1</strong>')
+    .replace(/(^|[^\w])__(?=\S)([^_\n]*?\S)__(?!\w)/g, '$1<strong>$2</strong>')
     .replace(/(^|[^*\w])\*(?=\S)([^*\n]*?\S)\*(?!\w)/g, '$1<em>$2</em>')
     .replace(/(^|[^_\w])_(?=\S)([^_\n]*?\S)_(?!\w)/g, '$1<em>$2</em>')
     .replace(/~~(?=\S)([^~\n]*?\S)~~/g, '<del>$1</del>');
