@@ -43,10 +43,13 @@ impl Dispatcher {
         }
     }
 
-    /// Kills the dispatcher and its workers at once, leaving their leases to run out (what a
-    /// crash does; tests use it to lose workers).
-    pub fn abort(self) {
+    /// Kills the dispatcher and its workers, leaving their leases to run out (what a crash
+    /// does; tests use it to lose workers). Returns once the dispatcher is gone, so it claims
+    /// nothing more.
+    pub async fn abort(self) {
         self.handle.abort();
+        // A cancelled task's join error is the expected outcome here.
+        let _ = self.handle.await;
     }
 }
 

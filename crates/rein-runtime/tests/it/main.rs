@@ -2,6 +2,7 @@
 //! a temporary store.
 
 mod approvals;
+mod checkpoints;
 mod concurrent;
 mod events;
 mod personas;

@@ -27,7 +27,22 @@ pub(crate) struct Harness {
     pub(crate) transcripts: Arc<JsonlTranscriptStore>,
     /// Arguments of every call that reached `send_email` or `lookup`, with the tool name.
     pub(crate) calls: Arc<Mutex<Vec<(String, JsonObject)>>>,
+    config: RuntimeConfig,
+    caps: Capabilities,
+    models: Arc<StaticModels>,
     _dir: tempfile::TempDir,
+}
+
+impl Harness {
+    /// A second runtime over the same stores (a restarted process).
+    pub(crate) fn reopen(&self) -> Runtime {
+        let parts =
+            RuntimeParts::new(self.store.clone(), self.transcripts.clone(), self.models.clone())
+                .config(self.config.clone())
+                .capabilities(self.caps.clone())
+                .clock(self.clock.clone());
+        Runtime::new(parts).unwrap()
+    }
 }
 
 pub(crate) fn fast_limits() -> Limits {
@@ -111,12 +126,13 @@ pub(crate) fn harness_with(
         .with("other", Arc::new(ScriptedModel::new(Vec::<Step>::new())));
     let calls = Arc::new(Mutex::new(Vec::new()));
     let caps = extend(capabilities(&calls));
-    let parts = RuntimeParts::new(store.clone(), transcripts.clone(), Arc::new(models))
-        .config(config)
-        .capabilities(caps)
+    let models = Arc::new(models);
+    let parts = RuntimeParts::new(store.clone(), transcripts.clone(), models.clone())
+        .config(config.clone())
+        .capabilities(caps.clone())
         .clock(clock.clone());
     let rt = Runtime::new(parts).unwrap();
-    Harness { rt, model, clock, store, transcripts, calls, _dir: dir }
+    Harness { rt, model, clock, store, transcripts, calls, config, caps, models, _dir: dir }
 }
 
 pub(crate) fn policy(f: impl FnOnce(&mut AgentPolicy)) -> AgentPolicy {

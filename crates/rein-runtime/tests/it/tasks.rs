@@ -168,7 +168,7 @@ async fn lose_worker(h: &Harness, id: &str, attempt: u32) {
                 .is_some_and(|c| c["attempt"] == json!(attempt))
     })
     .await;
-    dispatcher.abort();
+    dispatcher.abort().await;
     h.clock.advance(Duration::from_secs(31));
 }
 
@@ -291,4 +291,48 @@ async fn handler_context_calls_tools_through_policy_and_asks_the_model() {
     let request = &h.model.requests()[0];
     assert!(request.tools.is_empty());
     assert!(request.messages.iter().any(|m| m.text().contains("\"price\":42")));
+}
+
+/// Never heartbeats; waits until cancelled.
+struct Silent;
+
+#[async_trait]
+impl TaskHandler for Silent {
+    async fn run(&self, _arguments: JsonObject, context: TaskContext) -> Result<Value, String> {
+        context.cancellation().cancelled().await;
+        Ok(json!("stopped"))
+    }
+}
+
+#[tokio::test]
+async fn the_dispatcher_renews_the_leases_of_the_tasks_it_runs() {
+    let h = harness_with(default_config(), vec![], with_handler(Arc::new(Silent)));
+    h.rt.create_session(CreateSession::agent("assistant").id("s")).await.unwrap();
+    let id = h.rt.start_task("s", "report", JsonObject::new()).await.unwrap().id;
+    let dispatcher = h.rt.start_dispatcher();
+    wait_until("the task runs", || task(&h, &id).status == TaskStatus::Running).await;
+    // Three times 20 s: well past the first 30 s lease, renewed each time by the dispatcher.
+    for _ in 0..3 {
+        let before = task(&h, &id).lease_expires_at.unwrap();
+        h.clock.advance(Duration::from_secs(20));
+        wait_until("a renewal", || task(&h, &id).lease_expires_at.unwrap() > before).await;
+        assert!(h.store.claim_task("worker:other", Duration::from_secs(30)).unwrap().is_none());
+    }
+    assert_eq!(task(&h, &id).attempts, 1);
+    h.rt.cancel_task(&id).await.unwrap();
+    wait_until("the task is cancelled", || task(&h, &id).status == TaskStatus::Cancelled).await;
+    dispatcher.shutdown().await;
+}
+
+#[tokio::test]
+async fn shutdown_gives_running_tasks_back_without_counting_the_attempt() {
+    let h = harness_with(default_config(), vec![], with_handler(Arc::new(Silent)));
+    h.rt.create_session(CreateSession::agent("assistant").id("s")).await.unwrap();
+    let id = h.rt.start_task("s", "report", JsonObject::new()).await.unwrap().id;
+    let dispatcher = h.rt.start_dispatcher();
+    wait_until("the task runs", || task(&h, &id).status == TaskStatus::Running).await;
+    dispatcher.shutdown().await;
+    let back = task(&h, &id);
+    assert_eq!(back.status, TaskStatus::Queued);
+    assert_eq!(back.attempts, 0);
 }

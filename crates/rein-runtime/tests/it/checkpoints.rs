@@ -1,0 +1,94 @@
+//! Turns that do not simply answer: a paused turn continued or discarded, a provider error,
+//! and a session picked up by a restarted runtime.
+
+use rein_protocol::{Message, TurnEnding};
+use rein_runtime::{AgentDefinition, CreateSession, RuntimeConfig, RuntimeError, TurnUnfinished};
+use rein_testkit::{Step, reply};
+use serde_json::json;
+
+use crate::support::{fast_limits, harness, harness_with, policy};
+
+fn lookups(from: usize, count: usize) -> Vec<Step> {
+    (from..from + count)
+        .map(|i| reply::call(&format!("c{i}"), "lookup", json!({"symbol": format!("S{i}")})).into())
+        .collect()
+}
+
+fn unlimited() -> RuntimeConfig {
+    // No step limit: the loop's checkpoint (15 tool rounds) pauses the turn instead.
+    let agent = AgentDefinition::new("assistant", "You help.").with_policy(policy(|p| {
+        p.max_steps = 0;
+        p.max_calls_per_turn = 0;
+    }));
+    RuntimeConfig::with_agents(vec![agent]).limits(fast_limits())
+}
+
+#[tokio::test]
+async fn a_paused_turn_is_continued_or_discarded() {
+    let mut steps = lookups(0, 15);
+    steps.push(reply::text("Summary: 15 lookups so far.").into());
+    steps.push(reply::text("All done.").into());
+    steps.extend(lookups(100, 15));
+    steps.push(reply::text("Second summary.").into());
+    let h = harness_with(unlimited(), steps, |c| c);
+    h.rt.create_session(CreateSession::agent("assistant").id("s")).await.unwrap();
+    let nothing = h.rt.continue_turn("s").await.unwrap_err();
+    assert!(matches!(nothing, RuntimeError::NoCheckpoint(_)), "{nothing:?}");
+
+    let paused = h.rt.send_message("s", "look everything up", None).await.unwrap();
+    assert_eq!(paused.ending, TurnEnding::Checkpoint);
+    assert_eq!(paused.session.checkpoint.as_deref(), Some("Summary: 15 lookups so far."));
+    assert!(h.rt.has_checkpoint("s"));
+    let resumed = h.rt.continue_turn("s").await.unwrap();
+    assert_eq!(resumed.ending, TurnEnding::Answered);
+    assert_eq!(resumed.final_message, "All done.");
+    assert_eq!(resumed.session.checkpoint, None);
+
+    h.rt.send_message("s", "and again", None).await.unwrap();
+    let before = h.rt.session("s").await.unwrap().messages.len();
+    let discarded = h.rt.discard_checkpoint("s").await.unwrap();
+    assert_eq!(discarded.checkpoint, None);
+    assert!(discarded.messages.len() < before);
+    assert!(discarded.messages.contains(&Message::user("and again")));
+    assert!(discarded.messages.contains(&Message::assistant("Second summary.")));
+    assert!(discarded.messages.iter().all(|m| !m.tool_calls().iter().any(|c| c.id == "c100")));
+    // The discard survives a restart: the transcript records the replaced history.
+    let reopened = h.reopen();
+    assert_eq!(reopened.session("s").await.unwrap().messages, discarded.messages);
+    assert!(matches!(h.rt.discard_checkpoint("s").await, Err(RuntimeError::NoCheckpoint(_))));
+}
+
+#[tokio::test]
+async fn a_provider_error_fails_the_turn_and_marks_it_unfinished() {
+    let h = harness(vec![Step::Fail(rein_protocol::ModelError::new(
+        rein_protocol::ModelErrorKind::BadRequest,
+        "nope",
+    ))]);
+    h.rt.create_session(CreateSession::agent("assistant").id("s")).await.unwrap();
+    let error = h.rt.send_message("s", "hello", None).await.unwrap_err();
+    assert!(matches!(error, RuntimeError::Provider(_)), "{error:?}");
+    assert_eq!(error.code(), "hosted_agent_provider_error");
+    let view = h.rt.session("s").await.unwrap();
+    assert!(!view.turn_in_flight);
+    assert_eq!(view.turn_unfinished, Some(TurnUnfinished::NoAnswer));
+}
+
+#[tokio::test]
+async fn a_restarted_runtime_picks_the_session_up_from_its_transcript() {
+    let h = harness(vec![
+        reply::call("c1", "lookup", json!({"symbol": "X"})).into(),
+        reply::text("X is 42.").into(),
+        reply::text("Still 42.").into(),
+    ]);
+    h.rt.create_session(CreateSession::agent("assistant").id("s")).await.unwrap();
+    h.rt.send_message("s", "X?", None).await.unwrap();
+    let restarted = h.reopen();
+    let report = restarted.send_message("s", "and now?", None).await.unwrap();
+    assert_eq!(report.final_message, "Still 42.");
+    let request = &h.model.requests()[2];
+    let texts: Vec<String> = request.messages.iter().skip(1).map(Message::text).collect();
+    assert_eq!(texts[0], "X?");
+    assert!(texts.contains(&"X is 42.".to_owned()));
+    assert_eq!(texts.last().map(String::as_str), Some("and now?"));
+    rein_testkit::check_well_formed(&request.messages).unwrap();
+}
