@@ -776,15 +776,20 @@ impl Runtime {
             let done = done.clone();
             tokio::spawn(async move {
                 let every = inner.config.limits.stop_poll_every;
+                let lease = inner.config.limits.turn_lease;
+                let mut renewed = tokio::time::Instant::now();
                 loop {
                     tokio::select! {
                         () = done.cancelled() => return,
                         () = tokio::time::sleep(every) => {}
                     }
-                    if let Err(error) =
-                        inner.store.renew_turn(&id, &inner.instance, inner.config.limits.turn_lease)
-                    {
-                        tracing::warn!(session = %id, %error, "could not renew the turn lease");
+                    // Renew at a third of the lease: a live turn never loses it, a dead
+                    // process's turn frees the session once it runs out.
+                    if renewed.elapsed() >= lease / 3 {
+                        renewed = tokio::time::Instant::now();
+                        if let Err(error) = inner.store.renew_turn(&id, &inner.instance, lease) {
+                            tracing::warn!(session = %id, %error, "could not renew the turn lease");
+                        }
                     }
                     if matches!(inner.store.peek_stop(&id), Ok(Some(_))) {
                         token.cancel();

@@ -81,6 +81,7 @@ pub(crate) fn authorize(
     tool_name: &str,
     action: Action,
     arguments: &JsonObject,
+    call_id: &str,
 ) -> Result<(), ToolOutput> {
     let definition = inner.definition(&session.agent_id).unwrap_or_default();
     let cap_name = capability.spec().name.clone();
@@ -107,7 +108,9 @@ pub(crate) fn authorize(
     }
     let args = Value::Object(arguments.clone());
     let fingerprint = call_fingerprint(action.as_str(), tool_name, &args);
-    let approval = match inner.store.match_approval(&session.id, tool_name, &fingerprint) {
+    // A persona child's approvals belong to its parent, where a person can see and decide them.
+    let approver = session.parent_id.as_deref().unwrap_or(&session.id);
+    let approval = match inner.store.match_approval(approver, tool_name, &fingerprint) {
         Ok(ApprovalMatch::Allowed(approval)) => {
             let mut metadata = JsonObject::new();
             metadata.insert("approvalId".into(), json!(approval.id));
@@ -120,7 +123,7 @@ pub(crate) fn authorize(
                 "Human approval is required before '{tool_name}' can run for session '{}'.",
                 session.id
             );
-            let mut new = NewApproval::new(&session.id, tool_name, &fingerprint, args.clone());
+            let mut new = NewApproval::new(approver, tool_name, &fingerprint, args.clone());
             new.reason = Some(reason.clone());
             let approval = match inner.store.create_approval(new) {
                 Ok(approval) => approval,
@@ -136,12 +139,11 @@ pub(crate) fn authorize(
             let mut metadata = JsonObject::new();
             metadata.insert("approvalId".into(), json!(approval.id));
             audit("pending", reason, metadata);
-            let arguments_object = arguments.clone();
             inner.publish(
-                &session.id,
+                approver,
                 AgentEvent::ApprovalRequested {
                     approval_id: approval.id.clone(),
-                    call: ToolCall::new(String::new(), tool_name, arguments_object),
+                    call: ToolCall::new(call_id, tool_name, arguments.clone()),
                 },
                 false,
             );
@@ -183,7 +185,16 @@ pub(crate) fn start_task(
             false,
         ));
     };
-    authorize(inner, session, cap, &task_tool_name(capability), Action::Task, &arguments)?;
+    let call_id = origin_call_id.clone().unwrap_or_default();
+    authorize(
+        inner,
+        session,
+        cap,
+        &task_tool_name(capability),
+        Action::Task,
+        &arguments,
+        &call_id,
+    )?;
     let mut new = NewTask::new(&session.id, capability, Value::Object(arguments));
     new.restart_limit = inner.config.limits.restart_limit.max(1);
     new.origin_call_id = origin_call_id;
@@ -213,7 +224,9 @@ pub(crate) async fn invoke(
     context: ToolContext,
 ) -> ToolOutput {
     let name = capability.spec().name.clone();
-    if let Err(output) = authorize(inner, session, capability, &name, Action::Invoke, &arguments) {
+    if let Err(output) =
+        authorize(inner, session, capability, &name, Action::Invoke, &arguments, &context.call_id)
+    {
         return output;
     }
     match capability.tool.call(arguments, context).await {

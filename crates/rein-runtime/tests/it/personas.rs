@@ -182,3 +182,27 @@ max = 10
     assert!(Persona::parse(r#"{"name": "x", "allowed_tools": ["consult_y"]}"#, false).is_err());
     assert!(Persona::parse("name = ", true).is_err());
 }
+
+#[tokio::test]
+async fn a_persona_s_side_effect_waits_for_approval_on_the_parent() {
+    let mut writer = persona();
+    writer.allowed_tools.push("send_email".into());
+    let h = harness_with(
+        default_config().persona(writer),
+        vec![
+            reply::call("p1", "consult_value_investor", json!({"question": "Mail them"})).into(),
+            reply::call("k1", "send_email", json!({"to": "a@x"})).into(),
+            reply::call("k2", SUBMIT_MEMO, memo()).into(),
+            reply::text("Waiting for approval.").into(),
+        ],
+        |c| c,
+    );
+    h.rt.create_session(CreateSession::agent("assistant").id("parent")).await.unwrap();
+    h.rt.send_message("parent", "go", None).await.unwrap();
+    let approvals = h.rt.approvals("parent").await.unwrap();
+    assert_eq!(approvals.len(), 1);
+    assert_eq!(approvals[0].tool, "send_email");
+    assert!(h.calls.lock().unwrap().is_empty());
+    // A person can decide it through the public API.
+    h.rt.decide_approval(&approvals[0].id, rein_runtime::Decision::Approve, None).await.unwrap();
+}
