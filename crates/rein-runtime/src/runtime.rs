@@ -469,33 +469,33 @@ impl Runtime {
     pub async fn list_sessions(&self, owner: Option<&str>) -> Result<Vec<SessionSummary>> {
         let filter = SessionFilter { owner: owner.map(str::to_owned), ..SessionFilter::default() };
         let sessions = self.inner.store.list_sessions(&filter).rt()?;
-        let now = self.inner.clock.now();
-        let mut out = Vec::with_capacity(sessions.len());
-        for session in sessions.into_iter().filter(|s| !s.hidden) {
-            let active = self.inner.store.count_active_tasks(&session.id).rt()?;
-            let meta = &session.metadata;
-            out.push(SessionSummary {
-                turn_in_flight: session.turn_live(now),
-                id: session.id.clone(),
-                owner: session.owner.clone(),
-                agent_name: session.agent_id.clone(),
-                model: session.model.clone(),
-                title: session.title.clone(),
-                created_at: session.created_at,
-                updated_at: session.updated_at,
-                last_message_preview: meta
-                    .get("lastMessagePreview")
-                    .and_then(Value::as_str)
-                    .map(str::to_owned),
-                last_message_at: meta
-                    .get("lastMessageAt")
-                    .and_then(Value::as_str)
-                    .map(str::to_owned),
-                message_count: meta.get("messageCount").and_then(Value::as_u64).unwrap_or(0),
-                active_task_count: active as u64,
-            });
-        }
-        Ok(out)
+        sessions.into_iter().filter(|s| !s.hidden).map(|session| self.summary(session)).collect()
+    }
+
+    /// One public session's light record (no transcript is read).
+    pub async fn session_summary(&self, id: &str) -> Result<SessionSummary> {
+        let session = self.public_session(id)?;
+        self.summary(session)
+    }
+
+    fn summary(&self, session: Session) -> Result<SessionSummary> {
+        let active = self.inner.store.count_active_tasks(&session.id).rt()?;
+        let meta = &session.metadata;
+        let text = |key: &str| meta.get(key).and_then(Value::as_str).map(str::to_owned);
+        Ok(SessionSummary {
+            turn_in_flight: session.turn_live(self.inner.clock.now()),
+            last_message_preview: text("lastMessagePreview"),
+            last_message_at: text("lastMessageAt"),
+            message_count: meta.get("messageCount").and_then(Value::as_u64).unwrap_or(0),
+            active_task_count: active as u64,
+            id: session.id,
+            owner: session.owner,
+            agent_name: session.agent_id,
+            model: session.model,
+            title: session.title,
+            created_at: session.created_at,
+            updated_at: session.updated_at,
+        })
     }
 
     /// One public session with its visible conversation and derived turn state.
