@@ -22,16 +22,18 @@ fn sse_like() -> impl Strategy<Value = Vec<u8>> {
         "data: [ -~]{0,40}",
         "[a-z:]{0,12}",
     ];
-    (any::<u8>(), proptest::collection::vec((line, prop_oneof![Just("\n"), Just("\r\n"), Just("\r")]), 0..30)).prop_map(
-        |(split, lines)| {
+    (
+        any::<u8>(),
+        proptest::collection::vec((line, prop_oneof![Just("\n"), Just("\r\n"), Just("\r")]), 0..30),
+    )
+        .prop_map(|(split, lines)| {
             let mut bytes = vec![split];
             for (line, end) in lines {
                 bytes.extend_from_slice(line.as_bytes());
                 bytes.extend_from_slice(end.as_bytes());
             }
             bytes
-        },
-    )
+        })
 }
 
 proptest! {

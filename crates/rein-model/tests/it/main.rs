@@ -5,6 +5,7 @@ mod errors;
 mod fixtures;
 mod fuzz;
 mod gemini;
+mod llama;
 mod openai;
 mod registry;
 mod retry;
