@@ -41,7 +41,8 @@ fn markup(text: &str, tools: Tools<'_>) -> bool {
             return true;
         }
         if let Some(marker) = WRAPPERS.iter().find(|marker| starts_with_ignore_case(rest, marker)) {
-            if wrapper_attempt(&text[at + marker.len()..]) {
+            let line_start = at == 0 || matches!(bytes[at - 1], b'\n' | b'\r');
+            if line_start || wrapper_attempt(&text[at + marker.len()..]) {
                 return true;
             }
             continue;

@@ -41,9 +41,16 @@ pub(crate) struct Scan {
 const CALL_CLOSERS: [&str; 8] =
     ["tool_call", "tool_calls", "tool_code", "function_calls", "function", "invoke", "parameter", "arg_value"];
 
+/// Diagnostics of one repeated kind kept per text (adversarial input can repeat a shape
+/// millions of times; the first few say what happened).
+const MAX_REPEATED_DIAGNOSTICS: usize = 8;
+
+/// The marker Llama 3.x writes before a JSON call.
+const PYTHON_TAG: &str = "<|python_tag|>";
+
 /// Finds every call in `text`.
 pub(crate) fn scan(text: &str, tools: Tools<'_>) -> Scan {
-    let mut ctx = Ctx { text, bytes: text.as_bytes(), json: Scanner::new(text), tools, diagnostics: Vec::new(), work: 0 };
+    let mut ctx = Ctx { text, bytes: text.as_bytes(), json: Scanner::new(text), tools, diagnostics: Vec::new(), work: 0, unreadable_wrappers: 0, unclosed_wrappers: 0 };
     let python = ctx.python_pass();
     let mut python = python.into_iter().peekable();
     let mut found = Vec::new();
@@ -78,12 +85,19 @@ pub(crate) fn scan(text: &str, tools: Tools<'_>) -> Scan {
                     pos = at + 1;
                 }
             }
+            _ if !could_open_json(ctx.bytes, at) => pos = at + 1,
             _ => match ctx.json.value_end(at) {
                 Ok(end) => {
                     if let Some(calls) = ctx.bare_json(at, end) {
-                        found.push(Found { span: at..end, calls });
+                        // An extra closing brace after the call, and a Llama `<|python_tag|>`
+                        // before it, go with it.
+                        let end = ctx.skip_stray_closers(end);
+                        let start = if ctx.text[..at].ends_with(PYTHON_TAG) { at - PYTHON_TAG.len() } else { at };
+                        found.push(Found { span: start..end, calls });
+                        pos = end;
+                    } else {
+                        pos = end;
                     }
-                    pos = end;
                 }
                 Err(_) => pos = at + 1,
             },
@@ -107,9 +121,22 @@ struct Ctx<'t, 'a> {
     tools: Tools<'a>,
     diagnostics: Vec<Diagnostic>,
     work: u64,
+    unreadable_wrappers: usize,
+    unclosed_wrappers: usize,
 }
 
 type Items = (Vec<TextCall>, usize);
+
+/// Whether the `{` or `[` at `at` can start a JSON value (a cheap look at the next byte that
+/// is not whitespace), so that prose braces cost no scanner call.
+fn could_open_json(bytes: &[u8], at: usize) -> bool {
+    let next = bytes[at + 1..].iter().find(|b| !b.is_ascii_whitespace());
+    match (bytes[at], next) {
+        (b'{', Some(b'"' | b'}')) => true,
+        (b'[', Some(b'"' | b'{' | b'[' | b']' | b'-' | b'0'..=b'9' | b't' | b'f' | b'n')) => true,
+        _ => false,
+    }
+}
 
 fn is_ident_byte(b: u8) -> bool {
     b.is_ascii_alphanumeric() || b == b'_'
@@ -160,6 +187,15 @@ impl<'t> Ctx<'t, '_> {
         j
     }
 
+    /// Skips up to three stray `}` / `]` right after a call (an extra closing brace).
+    fn skip_stray_closers(&mut self, i: usize) -> usize {
+        let mut j = i;
+        while j < self.bytes.len() && j - i < 3 && matches!(self.bytes[j], b'}' | b']') {
+            j += 1;
+        }
+        j
+    }
+
     /// Skips a code-fence opener (```` ```lang ````) at `i`.
     fn skip_fence_open(&mut self, i: usize) -> Option<usize> {
         let rest = self.at(i);
@@ -197,6 +233,10 @@ impl<'t> Ctx<'t, '_> {
     /// any case, attributes allowed): where its body starts.
     fn wrapper_open(&mut self, i: usize) -> Option<usize> {
         let rest = self.at(i);
+        let bytes = rest.as_bytes();
+        if !(starts_with_ignore_case(bytes, b"<tool_c") || starts_with_ignore_case(bytes, b"<function_calls")) {
+            return None;
+        }
         let parsed: IResult<&str, ()> = (
             alt((tag_no_case("<tool_calls"), tag_no_case("<tool_call"), tag_no_case("<tool_code"), tag_no_case("<function_calls"))),
             alt((tag(">"), preceded(multispace1, (take_till(|c| c == '>' || c == '<'), tag(">")).map(|_| ">")))),
@@ -235,14 +275,20 @@ impl<'t> Ctx<'t, '_> {
             }
         }
         if calls.is_empty() {
-            let stop = self.text[body..].find('\n').map_or(self.text.len(), |n| body + n);
-            let line = &self.text[body..stop.min(body + 80)];
-            self.diagnostics.push(Diagnostic::new(
-                DiagnosticKind::UnreadableWrapper,
-                format!("a tool-call wrapper held nothing readable as a call: `{}`", quote(line)),
-            ));
+            self.unreadable_wrappers += 1;
+            let mentioned = open > 0 && self.bytes[open - 1] == b'`';
+            if !mentioned && self.unreadable_wrappers <= MAX_REPEATED_DIAGNOSTICS {
+                let window = &self.bytes[body..(body + 80).min(self.bytes.len())];
+                let stop = window.iter().position(|&b| b == b'\n').unwrap_or(window.len());
+                let line = String::from_utf8_lossy(&window[..stop]);
+                self.diagnostics.push(Diagnostic::new(
+                    DiagnosticKind::UnreadableWrapper,
+                    format!("a tool-call wrapper held nothing readable as a call: `{}`", quote(&line)),
+                ));
+            }
             return None;
         }
+        end = self.skip_stray_closers(end);
         let mut k = self.skip_ws(end);
         if fenced && self.at(k).starts_with("```") {
             end = k + 3;
@@ -259,6 +305,9 @@ impl<'t> Ctx<'t, '_> {
             k = self.skip_ws(tag_end);
         }
         if closers == 0 {
+            self.unclosed_wrappers += 1;
+        }
+        if closers == 0 && self.unclosed_wrappers <= MAX_REPEATED_DIAGNOSTICS {
             self.diagnostics.push(Diagnostic::new(
                 DiagnosticKind::UnclosedWrapper,
                 format!("a tool-call wrapper around `{}` had no closing tag", calls[0].name),

@@ -66,3 +66,67 @@ pub fn repair_bytes(data: &[u8]) {
 pub fn work_units(content: &str, known_tools: &[&str]) -> u64 {
     crate::recover_counting(&RawReply { content, ..RawReply::default() }, known_tools).1
 }
+
+/// The adversarial input shapes of glen §9.3 and more, by name (see [`adversarial`]).
+pub const ADVERSARIAL_SHAPES: &[&str] = &[
+    "open_braces",
+    "open_brackets",
+    "tool_call_open_brace",
+    "unclosed_think",
+    "wrapper_whitespace",
+    "name_arguments_prefix",
+    "valid_call_then_unclosed_wrappers",
+    "deep_balanced_brackets",
+    "deep_balanced_braces",
+    "unterminated_string",
+    "brace_quote",
+    "escaped_quotes",
+    "function_tags",
+    "parameter_tags",
+    "python_calls",
+    "name_keys",
+    "think_close",
+    "wrapper_attributes",
+];
+
+/// An adversarial input of the named shape, `bytes` long (give or take one repetition), or
+/// `None` for an unknown shape.
+pub fn adversarial(shape: &str, bytes: usize) -> Option<String> {
+    let (prefix, unit, suffix): (&str, &str, &str) = match shape {
+        "open_braces" => ("", "{", ""),
+        "open_brackets" => ("", "[", ""),
+        "tool_call_open_brace" => ("", "<tool_call>{", ""),
+        "unclosed_think" => ("", "<think>", ""),
+        "wrapper_whitespace" => ("<tool_call>", " ", ""),
+        "name_arguments_prefix" => ("", r#"{"name":"q","arguments":{"#, ""),
+        "valid_call_then_unclosed_wrappers" => {
+            (r#"<tool_call>{"name":"query","arguments":{"sql":"SELECT 1"}}</tool_call>"#, "<tool_call>x", "")
+        }
+        "deep_balanced_brackets" | "deep_balanced_braces" => {
+            let (open, close) = if shape == "deep_balanced_brackets" { ("[", "]") } else { (r#"{"a":"#, "}") };
+            let depth = (bytes - 1).div_ceil(open.len() + close.len());
+            let mut text = open.repeat(depth);
+            text.push('1');
+            text.push_str(&close.repeat(depth));
+            return Some(text);
+        }
+        "unterminated_string" => (r#"{"name":"query","arguments":{"sql":""#, "x", ""),
+        "brace_quote" => ("", "{\"", ""),
+        "escaped_quotes" => ("{\"a\":\"", "\\\"{\"", ""),
+        "function_tags" => ("", "<function=query><parameter=sql>", ""),
+        "parameter_tags" => ("<function=query>", "<parameter=sql>x", ""),
+        "python_calls" => ("", "\nquery(sql=\"x\", ", ""),
+        "name_keys" => ("", "\"name\": \"x\", ", ""),
+        "think_close" => ("", "</think><think>", ""),
+        "wrapper_attributes" => ("", "<tool_call a ", ""),
+        _ => return None,
+    };
+    let count = bytes.saturating_sub(prefix.len() + suffix.len()).div_ceil(unit.len());
+    let mut text = String::with_capacity(prefix.len() + count * unit.len() + suffix.len());
+    text.push_str(prefix);
+    for _ in 0..count {
+        text.push_str(unit);
+    }
+    text.push_str(suffix);
+    Some(text)
+}

@@ -12,9 +12,6 @@
 //! proportional to the input bounds the total, whatever the input: when it runs out the scanner
 //! answers "no value" and the caller reports it.
 
-use std::collections::HashMap;
-use std::hash::{BuildHasherDefault, Hasher};
-
 use serde_json::Value;
 
 /// Containers whose scan covered fewer bytes than this are not memoized.
@@ -64,28 +61,44 @@ enum State {
     ObjectAfter,
 }
 
-/// A multiplicative hasher for `usize` keys (positions): fast, and good enough for a memo.
+/// Outcomes by position: `0` unknown, `2e+1` closed at `e`, `2f+2` failed at `f`. Allocated
+/// (zeroed, so the OS maps it lazily) on the first memoized outcome; texts of 2 GiB or more are
+/// not memoized (the budget still bounds them).
 #[derive(Default)]
-struct PositionHasher(u64);
+struct Memo {
+    slots: Vec<u32>,
+}
 
-impl Hasher for PositionHasher {
-    fn finish(&self) -> u64 {
-        self.0
-    }
-    fn write(&mut self, bytes: &[u8]) {
-        for &byte in bytes {
-            self.0 = (self.0.rotate_left(8) ^ u64::from(byte)).wrapping_mul(0x9E37_79B9_7F4A_7C15);
+impl Memo {
+    fn get(&self, position: usize) -> Option<Outcome> {
+        match self.slots.get(position).copied().unwrap_or(0) {
+            0 => None,
+            slot if slot % 2 == 1 => Some(Outcome::Closed((slot / 2) as usize)),
+            slot => Some(Outcome::Failed((slot / 2 - 1) as usize)),
         }
     }
-    fn write_usize(&mut self, value: usize) {
-        self.0 = (value as u64).wrapping_mul(0x9E37_79B9_7F4A_7C15);
+
+    fn insert(&mut self, len: usize, position: usize, outcome: Outcome) {
+        if len >= (1 << 30) {
+            return;
+        }
+        if self.slots.is_empty() {
+            self.slots = vec![0; len + 1];
+        }
+        let slot = match outcome {
+            Outcome::Closed(end) => end * 2 + 1,
+            Outcome::Failed(at) => at * 2 + 2,
+        };
+        if let (Some(place), Ok(slot)) = (self.slots.get_mut(position), u32::try_from(slot)) {
+            *place = slot;
+        }
     }
 }
 
 /// The scanner over one text. Keep one per text: its memo and budget span all scans of it.
 pub(crate) struct Scanner<'a> {
     src: &'a [u8],
-    memo: HashMap<usize, Outcome, BuildHasherDefault<PositionHasher>>,
+    memo: Memo,
     stack: Vec<(usize, Kind)>,
     work: u64,
     budget: u64,
@@ -96,7 +109,7 @@ impl<'a> Scanner<'a> {
     pub(crate) fn new(src: &'a str) -> Self {
         Scanner {
             src: src.as_bytes(),
-            memo: HashMap::default(),
+            memo: Memo::default(),
             stack: Vec::new(),
             work: 0,
             budget: BUDGET_BASE + BUDGET_PER_BYTE * src.len() as u64,
@@ -116,8 +129,8 @@ impl<'a> Scanner<'a> {
 
     /// Where the JSON value starting at `start` (after no whitespace) ends, exclusive.
     pub(crate) fn value_end(&mut self, start: usize) -> Result<usize, Fail> {
-        if let Some(outcome) = self.memo.get(&start) {
-            return match *outcome {
+        if let Some(outcome) = self.memo.get(start) {
+            return match outcome {
                 Outcome::Closed(end) => Ok(end),
                 Outcome::Failed(at) => Err(Fail { at, closers: None }),
             };
@@ -150,7 +163,7 @@ impl<'a> Scanner<'a> {
         };
         for &(open, _) in &self.stack {
             if at - open >= MEMO_MIN {
-                self.memo.insert(open, Outcome::Failed(at));
+                self.memo.insert(self.src.len(), open, Outcome::Failed(at));
             }
         }
         Fail { at, closers }
@@ -219,8 +232,8 @@ impl<'a> Scanner<'a> {
                         i = self.close(i);
                     } else if c == b'{' || c == b'[' {
                         if i != start {
-                            if let Some(outcome) = self.memo.get(&i) {
-                                match *outcome {
+                            if let Some(outcome) = self.memo.get(i) {
+                                match outcome {
                                     Outcome::Closed(end) => {
                                         i = end;
                                         match self.after_value() {
@@ -266,7 +279,7 @@ impl<'a> Scanner<'a> {
     fn close(&mut self, i: usize) -> usize {
         if let Some((open, _)) = self.stack.pop() {
             if i + 1 - open >= MEMO_MIN {
-                self.memo.insert(open, Outcome::Closed(i + 1));
+                self.memo.insert(self.src.len(), open, Outcome::Closed(i + 1));
             }
         }
         i + 1

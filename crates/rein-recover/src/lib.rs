@@ -79,8 +79,8 @@ pub(crate) fn recover_counting(reply: &RawReply<'_>, known_tools: &[&str]) -> (R
     let tools = call::Tools::new(known_tools);
     let mut diagnostics = Vec::new();
     let (reasoning, content) = reasoning::extract(reply.content, reply.reasoning_content, &mut diagnostics);
-    let scan = embedded::scan(&content, tools);
-    diagnostics.extend(scan.diagnostics);
+    let mut scan = embedded::scan(&content, tools);
+    diagnostics.append(&mut scan.diagnostics);
 
     let native_ids: HashSet<&str> = reply.tool_calls.iter().map(|call| call.id.as_str()).collect();
     let mut fresh = FreshIds { taken: native_ids, next: 1 };
@@ -109,9 +109,9 @@ pub(crate) fn recover_counting(reply: &RawReply<'_>, known_tools: &[&str]) -> (R
     }
 
     if calls.is_empty() {
-        for found in &scan.found {
-            for call in &found.calls {
-                calls.push(ToolCall::new(fresh.next_id(), call.name.clone(), call.arguments.clone()));
+        for found in &mut scan.found {
+            for call in found.calls.drain(..) {
+                calls.push(ToolCall::new(fresh.next_id(), call.name, call.arguments));
             }
         }
     } else if !scan.found.is_empty() {

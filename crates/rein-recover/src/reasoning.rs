@@ -18,7 +18,8 @@ const CLOSE: &[u8] = b"</think>";
 /// `<function=`) or to the end: its text is reasoning, and a call after it is still a call.
 /// A `</think>` with no opener before it (a chat template that opened the block in the prompt)
 /// makes the text before it reasoning. Later stray `</think>` tags stay visible. When nothing
-/// was removed the content comes back unchanged.
+/// was removed the content comes back unchanged. A tag right after a backtick (inline code) is
+/// a mention and stays.
 pub fn extract_reasoning(content: &str, reasoning_content: Option<&str>) -> (Option<String>, String) {
     let mut diagnostics = Vec::new();
     extract(content, reasoning_content, &mut diagnostics)
@@ -43,6 +44,10 @@ pub(crate) fn extract(
         let at = from + offset;
         let rest = &bytes[at..];
         from = at + 1;
+        if at > 0 && bytes[at - 1] == b'`' {
+            // `<think>` in inline code is a mention, not a block.
+            continue;
+        }
         if starts_with_ignore_case(rest, OPEN) {
             if open.is_none() {
                 open = Some((at, at + OPEN.len(), None));
