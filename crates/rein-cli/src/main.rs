@@ -3,9 +3,19 @@
 //! This crate owns argument parsing, configuration loading and terminal output. It holds no
 //! harness logic of its own: every behaviour lives in a library crate it calls.
 
-use clap::{Parser, Subcommand};
+mod chat;
+mod config;
+mod export;
+mod recover;
+mod run;
+mod serve;
+mod wire;
 
-/// rein: an agent harness.
+use std::{path::PathBuf, process::ExitCode};
+
+use clap::{Args, Parser, Subcommand};
+
+/// rein: an agent harness, the loop between a language model and tools.
 #[derive(Debug, Parser)]
 #[command(name = "rein", version, about)]
 struct Cli {
@@ -13,26 +23,116 @@ struct Cli {
     command: Command,
 }
 
-#[derive(Debug, Subcommand)]
-enum Command {
-    /// Recover reasoning and tool calls from a model reply (reads FILE or stdin).
-    Recover(recover::RecoverArgs),
+/// Options shared by the commands that run the agent.
+#[derive(Debug, Clone, Args)]
+pub(crate) struct CommonArgs {
+    /// A config file (rein TOML/JSON, GLEN config.json or mcpServers JSON); may be repeated,
+    /// later files add to and override earlier ones.
+    #[arg(long = "config", value_name = "FILE")]
+    pub(crate) configs: Vec<PathBuf>,
+    /// The model to use, by its name (`value` in GLEN's config).
+    #[arg(long, value_name = "NAME")]
+    pub(crate) model: Option<String>,
+    /// Where sessions and transcripts are stored (default: $XDG_DATA_HOME/rein).
+    #[arg(long, value_name = "DIR")]
+    pub(crate) data_dir: Option<PathBuf>,
 }
 
-#[allow(dead_code)] // Wired into `run`, `chat`, `serve` and `config check` next.
-mod config;
-mod recover;
+#[derive(Debug, Subcommand)]
+enum Command {
+    /// Serve the HTTP API and the web chat.
+    Serve(serve::ServeArgs),
+    /// Chat in the terminal.
+    Chat(chat::ChatArgs),
+    /// Run one turn without a terminal and print the answer.
+    Run(run::RunArgs),
+    /// Recover reasoning and tool calls from a model reply (reads FILE or stdin).
+    Recover(recover::RecoverArgs),
+    /// Inspect the configuration.
+    #[command(subcommand)]
+    Config(ConfigCommand),
+}
 
-fn main() -> std::process::ExitCode {
+#[derive(Debug, Subcommand)]
+enum ConfigCommand {
+    /// Check config files and report each problem with its file and key path.
+    Check {
+        #[command(flatten)]
+        common: CommonArgs,
+    },
+}
+
+fn main() -> ExitCode {
     let cli = Cli::parse();
     let result = match cli.command {
-        Command::Recover(args) => recover::run(&args),
+        Command::Recover(args) => recover::run(&args).map(|()| ExitCode::SUCCESS),
+        Command::Config(ConfigCommand::Check { common }) => config_check(&common),
+        Command::Serve(args) => with_runtime(serve::run(args)),
+        Command::Chat(args) => with_runtime(chat::run(args)),
+        Command::Run(args) => with_runtime(run::run(args)),
     };
     match result {
-        Ok(()) => std::process::ExitCode::SUCCESS,
+        Ok(code) => code,
         Err(error) => {
             eprintln!("rein: {error:#}");
-            std::process::ExitCode::FAILURE
+            ExitCode::FAILURE
         }
+    }
+}
+
+fn with_runtime(future: impl Future<Output = anyhow::Result<ExitCode>>) -> anyhow::Result<ExitCode> {
+    init_logging();
+    tokio::runtime::Builder::new_multi_thread().enable_all().build()?.block_on(future)
+}
+
+fn init_logging() {
+    let filter = tracing_subscriber::EnvFilter::try_from_env("REIN_LOG")
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("warn"));
+    let _ = tracing_subscriber::fmt().with_env_filter(filter).with_writer(std::io::stderr).try_init();
+}
+
+/// Loads the config files of `common`, printing warnings; errors stop.
+pub(crate) fn load_config(common: &CommonArgs) -> anyhow::Result<config::Config> {
+    let env = |name: &str| std::env::var(name).ok();
+    match config::load(&common.configs, &env) {
+        Ok(loaded) => {
+            for warning in &loaded.warnings {
+                eprintln!("rein: {warning}");
+            }
+            Ok(loaded.config)
+        }
+        Err(errors) => Err(errors.into()),
+    }
+}
+
+fn config_check(common: &CommonArgs) -> anyhow::Result<ExitCode> {
+    let env = |name: &str| std::env::var(name).ok();
+    let problems = match config::load(&common.configs, &env) {
+        Ok(loaded) => loaded.warnings,
+        Err(config::ConfigErrors(problems)) => problems,
+    };
+    for problem in &problems {
+        println!("{problem}");
+    }
+    let errors = problems.iter().filter(|p| !p.warning).count();
+    if errors == 0 {
+        println!("ok: {} file(s), {} warning(s)", common.configs.len(), problems.len());
+        Ok(ExitCode::SUCCESS)
+    } else {
+        println!("{errors} error(s)");
+        Ok(ExitCode::FAILURE)
+    }
+}
+
+impl CommonArgs {
+    /// Loads the config and builds the runtime.
+    pub(crate) async fn wire(&self) -> anyhow::Result<(config::Config, wire::Wired)> {
+        let config = load_config(self)?;
+        let overrides = wire::Overrides { model: self.model.clone(), data_dir: self.data_dir.clone() };
+        let wired = wire::wire(&config, &overrides).await?;
+        for (server, error) in &wired.unreachable {
+            eprintln!("rein: warning: MCP server `{server}` is not reachable, its tools are left out: {error}");
+        }
+        Ok((config, wired))
     }
 }

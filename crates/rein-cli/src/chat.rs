@@ -1,0 +1,452 @@
+//! `rein chat`: an interactive terminal chat over the hosted runtime.
+//!
+//! Streams text as it is written, shows each tool call with a one-line summary of its result,
+//! asks about approvals (yes / no / always for this session), stops a turn on Ctrl-C without
+//! leaving the program, offers to continue or discard a turn paused at a checkpoint, and takes
+//! slash commands (`/help`).
+
+use std::{
+    io::{IsTerminal as _, Write as _},
+    path::PathBuf,
+    process::ExitCode,
+    time::Duration,
+};
+
+use anyhow::Context as _;
+use futures::StreamExt as _;
+use rein_protocol::{AgentEvent, TurnEnding};
+use rein_runtime::{CreateSession, Decision, Runtime, SessionSettings, TurnReport};
+use tokio::sync::mpsc;
+
+use crate::{CommonArgs, export};
+
+/// Arguments of `rein chat`.
+#[derive(Debug, clap::Args)]
+pub(crate) struct ChatArgs {
+    #[command(flatten)]
+    common: CommonArgs,
+    /// The agent to chat with (the first configured one by default).
+    #[arg(long)]
+    agent: Option<String>,
+}
+
+const HELP: &str = "\
+/model [NAME]     show the models, or switch this session to NAME
+/tools            list the tools the agent can call
+/auto on|off      run side-effecting tools without asking (on) or ask first (off)
+/reset            start a new session
+/export [md|json] [FILE]
+                  write the session (credentials scrubbed) to FILE or print it
+/help             this list
+/quit             leave (Ctrl-D too); Ctrl-C stops a running turn";
+
+/// What the user typed, or Ctrl-C.
+enum Input {
+    Line(String),
+    Interrupt,
+    Eof,
+}
+
+/// The chat's state.
+struct Chat {
+    runtime: Runtime,
+    agent: String,
+    model: String,
+    session: String,
+    input: mpsc::UnboundedReceiver<Input>,
+    color: bool,
+}
+
+pub(crate) async fn run(args: ChatArgs) -> anyhow::Result<ExitCode> {
+    let (_config, wired) = args.common.wire().await?;
+    let runtime = wired.runtime;
+    let agent = match &args.agent {
+        Some(agent) => agent.clone(),
+        None => runtime.agents().first().map(|a| a.name.clone()).context("no agent is configured")?,
+    };
+    let dispatcher = runtime.start_dispatcher();
+    let session = new_session(&runtime, &agent, &wired.default_model).await?;
+    let mut chat = Chat {
+        runtime,
+        agent,
+        model: wired.default_model,
+        session,
+        input: spawn_input(),
+        color: std::io::stdout().is_terminal(),
+    };
+    println!("rein chat with `{}` on {} (session {}). /help lists the commands.", chat.agent, chat.model, chat.session);
+    let result = chat.repl().await;
+    dispatcher.shutdown().await;
+    result.map(|()| ExitCode::SUCCESS)
+}
+
+async fn new_session(runtime: &Runtime, agent: &str, model: &str) -> anyhow::Result<String> {
+    let view = runtime
+        .create_session(CreateSession::agent(agent).model(model))
+        .await
+        .context("creating a session")?;
+    Ok(view.id)
+}
+
+/// Reads stdin lines on a thread and Ctrl-C on a task, into one channel.
+fn spawn_input() -> mpsc::UnboundedReceiver<Input> {
+    let (sender, receiver) = mpsc::unbounded_channel();
+    let lines = sender.clone();
+    std::thread::spawn(move || {
+        let stdin = std::io::stdin();
+        loop {
+            let mut line = String::new();
+            match stdin.read_line(&mut line) {
+                Ok(0) | Err(_) => {
+                    let _ = lines.send(Input::Eof);
+                    break;
+                }
+                Ok(_) => {
+                    if lines.send(Input::Line(line.trim_end_matches(['\n', '\r']).to_owned())).is_err() {
+                        break;
+                    }
+                }
+            }
+        }
+    });
+    tokio::spawn(async move {
+        while tokio::signal::ctrl_c().await.is_ok() {
+            if sender.send(Input::Interrupt).is_err() {
+                break;
+            }
+        }
+    });
+    receiver
+}
+
+impl Chat {
+    fn prompt(&self) {
+        print!("{}", if self.color { "\x1b[1m›\x1b[0m " } else { "> " });
+        let _ = std::io::stdout().flush();
+    }
+
+    async fn next_line(&mut self) -> Option<String> {
+        loop {
+            match self.input.recv().await? {
+                Input::Line(line) => return Some(line),
+                Input::Eof => return None,
+                Input::Interrupt => {
+                    println!("\n(no turn is running; /quit or Ctrl-D leaves)");
+                    self.prompt();
+                }
+            }
+        }
+    }
+
+    async fn repl(&mut self) -> anyhow::Result<()> {
+        loop {
+            self.prompt();
+            let Some(line) = self.next_line().await else {
+                println!();
+                return Ok(());
+            };
+            let line = line.trim().to_owned();
+            if line.is_empty() {
+                continue;
+            }
+            if let Some(command) = line.strip_prefix('/') {
+                if !self.command(command).await? {
+                    return Ok(());
+                }
+                continue;
+            }
+            self.turn(&line).await?;
+        }
+    }
+
+    /// Runs a slash command; `false` means quit.
+    async fn command(&mut self, command: &str) -> anyhow::Result<bool> {
+        let mut words = command.split_whitespace();
+        match words.next().unwrap_or_default() {
+            "quit" | "exit" | "q" => return Ok(false),
+            "help" | "h" => println!("{HELP}"),
+            "model" => match words.next() {
+                None => {
+                    let listing = self.runtime.models();
+                    for model in listing.models {
+                        let mark = if model.name == self.model { "*" } else { " " };
+                        println!("{mark} {}{}", model.name, model.label.map(|l| format!("  ({l})")).unwrap_or_default());
+                    }
+                }
+                Some(name) => {
+                    let settings = SessionSettings { model: Some(name.to_owned()), ..SessionSettings::default() };
+                    match self.runtime.update_session(&self.session, settings).await {
+                        Ok(_) => {
+                            self.model = name.to_owned();
+                            println!("model: {name}");
+                        }
+                        Err(error) => println!("cannot switch: {error}"),
+                    }
+                }
+            },
+            "tools" => {
+                let tools = self.runtime.agent_tools(&self.agent).unwrap_or_default();
+                if tools.is_empty() {
+                    println!("(no tools)");
+                }
+                for tool in tools {
+                    let first_line = tool.description.lines().next().unwrap_or_default();
+                    println!("{}  {}", tool.name, first_line);
+                }
+            }
+            "auto" => {
+                let on = match words.next() {
+                    Some("on") => true,
+                    Some("off") => false,
+                    _ => {
+                        println!("usage: /auto on|off");
+                        return Ok(true);
+                    }
+                };
+                let settings = SessionSettings { auto_approve: Some(on), ..SessionSettings::default() };
+                self.runtime.update_session(&self.session, settings).await?;
+                println!("auto-approve {}", if on { "on" } else { "off" });
+            }
+            "reset" => {
+                self.session = new_session(&self.runtime, &self.agent, &self.model).await?;
+                println!("new session {}", self.session);
+            }
+            "export" => {
+                let format = words.next().unwrap_or("md");
+                let file = words.next().map(PathBuf::from);
+                let view = self.runtime.session(&self.session).await?;
+                let title = view.title.clone().unwrap_or_else(|| format!("rein session {}", view.id));
+                let text = match format {
+                    "json" => export::json(&view.messages),
+                    _ => export::markdown(&title, &view.messages),
+                };
+                match file {
+                    Some(path) => {
+                        std::fs::write(&path, text).with_context(|| format!("writing {}", path.display()))?;
+                        println!("exported to {}", path.display());
+                    }
+                    None => println!("{text}"),
+                }
+            }
+            other => println!("unknown command /{other}; /help lists them"),
+        }
+        Ok(true)
+    }
+
+    /// Runs one turn (and the follow-ups the user asks for: continue, approved calls).
+    async fn turn(&mut self, text: &str) -> anyhow::Result<()> {
+        let mut next = Some(TurnKind::Message(text.to_owned()));
+        while let Some(kind) = next.take() {
+            let Some((report, approvals)) = self.stream_turn(kind).await? else { return Ok(()) };
+            next = self.after_turn(&report, approvals).await?;
+        }
+        Ok(())
+    }
+
+    /// Streams one turn to the terminal; `None` when it failed before it ran.
+    async fn stream_turn(&mut self, kind: TurnKind) -> anyhow::Result<Option<(TurnReport, Vec<Pending>)>> {
+        let mut events = self.runtime.subscribe(&self.session, None).await?;
+        // Skip what is already in the transcript: only this turn's events are shown.
+        let replayed = self.runtime.replay(&self.session, None).map(|events| events.last().map(|e| e.id)).ok().flatten();
+        let runtime = self.runtime.clone();
+        let session = self.session.clone();
+        let mut turn = tokio::spawn(async move {
+            match kind {
+                TurnKind::Message(text) => runtime.send_message(&session, &text, None).await,
+                TurnKind::Continue => runtime.continue_turn(&session).await,
+            }
+        });
+        let mut view = TurnView::new(self.color);
+        let mut spinner = tokio::time::interval(Duration::from_millis(120));
+        loop {
+            tokio::select! {
+                event = events.next() => {
+                    let Some(event) = event else { break };
+                    if replayed.is_some_and(|last| event.id <= last) {
+                        continue;
+                    }
+                    view.show(&event.event);
+                    if let AgentEvent::ApprovalRequested { approval_id, call } = &event.event {
+                        view.approvals.push(Pending {
+                            id: approval_id.clone(),
+                            tool: call.name.clone(),
+                            arguments: call.arguments_json(),
+                        });
+                    }
+                    if matches!(event.event, AgentEvent::TurnEnd { .. }) {
+                        break;
+                    }
+                }
+                input = self.input.recv() => match input {
+                    Some(Input::Interrupt) => {
+                        view.clear_spinner();
+                        println!("\n(stopping…)");
+                        let _ = self.runtime.interrupt(&self.session).await;
+                    }
+                    Some(Input::Line(_)) => println!("(a turn is running; Ctrl-C stops it)"),
+                    Some(Input::Eof) | None => {}
+                },
+                _ = spinner.tick() => view.tick(),
+                finished = &mut turn => {
+                    view.clear_spinner();
+                    return self.finish(finished, view);
+                }
+            }
+        }
+        let finished = turn.await;
+        view.clear_spinner();
+        self.finish(finished, view)
+    }
+
+    fn finish(
+        &self,
+        finished: Result<rein_runtime::Result<TurnReport>, tokio::task::JoinError>,
+        view: TurnView,
+    ) -> anyhow::Result<Option<(TurnReport, Vec<Pending>)>> {
+        match finished.context("the turn task")? {
+            Ok(report) => {
+                if !view.printed_text && !report.final_message.is_empty() {
+                    println!("{}", report.final_message);
+                } else {
+                    println!();
+                }
+                Ok(Some((report, view.approvals)))
+            }
+            Err(error) => {
+                println!("\nerror: {error}");
+                Ok(None)
+            }
+        }
+    }
+
+    /// Asks about approvals and checkpoints; returns the follow-up turn, if any.
+    async fn after_turn(&mut self, report: &TurnReport, approvals: Vec<Pending>) -> anyhow::Result<Option<TurnKind>> {
+        match report.ending {
+            TurnEnding::Length => println!("(the answer was cut at the output limit)"),
+            TurnEnding::Interrupted => println!("(stopped)"),
+            TurnEnding::Error => println!("(the turn failed)"),
+            _ => {}
+        }
+        let mut approved = Vec::new();
+        for Pending { id, tool: name, arguments } in approvals {
+            let answer = self.ask(&format!("Allow {name}({arguments})? [y]es / [n]o / [a]lways for this session: ")).await;
+            let decision = match answer.as_deref().map(str::trim) {
+                Some("y" | "yes") => Decision::Approve,
+                Some("a" | "always") => Decision::ApproveForSession,
+                _ => Decision::Deny,
+            };
+            let approve = decision != Decision::Deny;
+            match self.runtime.decide_approval(&id, decision, None).await {
+                Ok(_) if approve => approved.push(name),
+                Ok(_) => println!("denied {name}"),
+                Err(error) => println!("cannot decide on {name}: {error}"),
+            }
+        }
+        if !approved.is_empty() {
+            return Ok(Some(TurnKind::Message(format!(
+                "I approved {}. Please make the same call again now.",
+                approved.join(", ")
+            ))));
+        }
+        if report.ending == TurnEnding::Checkpoint {
+            let answer = self.ask("The turn paused at a checkpoint. [c]ontinue or [d]iscard? ").await;
+            if matches!(answer.as_deref().map(str::trim), Some("c" | "continue" | "")) {
+                return Ok(Some(TurnKind::Continue));
+            }
+            self.runtime.discard_checkpoint(&self.session).await?;
+            println!("(discarded)");
+        }
+        Ok(None)
+    }
+
+    async fn ask(&mut self, question: &str) -> Option<String> {
+        print!("{question}");
+        let _ = std::io::stdout().flush();
+        self.next_line().await.map(|line| line.to_ascii_lowercase())
+    }
+}
+
+/// An approval requested during a turn.
+struct Pending {
+    id: String,
+    tool: String,
+    arguments: String,
+}
+
+/// What to run next.
+enum TurnKind {
+    Message(String),
+    Continue,
+}
+
+/// The terminal view of one turn.
+struct TurnView {
+    color: bool,
+    printed_text: bool,
+    spinner_shown: bool,
+    frame: usize,
+    approvals: Vec<Pending>,
+}
+
+impl TurnView {
+    fn new(color: bool) -> Self {
+        TurnView { color, printed_text: false, spinner_shown: false, frame: 0, approvals: Vec::new() }
+    }
+
+    fn tick(&mut self) {
+        if !self.color || self.printed_text {
+            return;
+        }
+        const FRAMES: [&str; 4] = ["⠋", "⠙", "⠸", "⠴"];
+        self.frame = (self.frame + 1) % FRAMES.len();
+        eprint!("\r{} ", FRAMES[self.frame]);
+        self.spinner_shown = true;
+    }
+
+    fn clear_spinner(&mut self) {
+        if self.spinner_shown {
+            eprint!("\r  \r");
+            self.spinner_shown = false;
+        }
+    }
+
+    fn dim(&self, text: &str) -> String {
+        if self.color { format!("\x1b[2m{text}\x1b[0m") } else { text.to_owned() }
+    }
+
+    fn show(&mut self, event: &AgentEvent) {
+        let mut stdout = std::io::stdout();
+        match event {
+            AgentEvent::TextDelta { text } => {
+                self.clear_spinner();
+                self.printed_text = true;
+                let _ = write!(stdout, "{text}");
+            }
+            AgentEvent::ReasoningDelta { text } => {
+                self.clear_spinner();
+                let _ = write!(stdout, "{}", self.dim(text));
+            }
+            AgentEvent::ToolStarted { name, .. } => {
+                self.clear_spinner();
+                let _ = writeln!(stdout, "{}", self.dim(&format!("\n⚙ {name} …")));
+            }
+            AgentEvent::ToolResult { name, output, .. } => {
+                let first: String = output.text.lines().next().unwrap_or_default().chars().take(100).collect();
+                let mark = if output.is_error { "✗" } else { "✓" };
+                let _ = writeln!(stdout, "{}", self.dim(&format!("{mark} {name}: {first}")));
+                self.printed_text = false;
+            }
+            AgentEvent::ApprovalRequested { call, .. } => {
+                let _ = writeln!(stdout, "{}", self.dim(&format!("? {} needs your approval", call.name)));
+            }
+            AgentEvent::Checkpoint { summary } => {
+                let _ = writeln!(stdout, "\n{}", self.dim(&format!("checkpoint: {summary}")));
+            }
+            AgentEvent::Error { message, .. } => {
+                let _ = writeln!(stdout, "\n{}", self.dim(&format!("error: {message}")));
+            }
+            _ => {}
+        }
+        let _ = stdout.flush();
+    }
+}

@@ -1,0 +1,52 @@
+//! `rein serve`: the HTTP API and the web chat over the hosted runtime.
+
+use std::{net::SocketAddr, process::ExitCode, sync::Arc};
+
+use anyhow::Context as _;
+use rein_server::{Backend, ServerConfig};
+
+use crate::CommonArgs;
+
+/// Arguments of `rein serve`.
+#[derive(Debug, clap::Args)]
+pub(crate) struct ServeArgs {
+    #[command(flatten)]
+    common: CommonArgs,
+    /// The address to bind (default 127.0.0.1:8080).
+    #[arg(long, value_name = "HOST:PORT")]
+    addr: Option<SocketAddr>,
+}
+
+pub(crate) async fn run(args: ServeArgs) -> anyhow::Result<ExitCode> {
+    let (config, wired) = args.common.wire().await?;
+    let addr = match args.addr {
+        Some(addr) => addr,
+        None => config.addr().parse().with_context(|| format!("server address `{}`", config.addr()))?,
+    };
+    let mut server = ServerConfig::default().with_addr(addr);
+    for (token, principal) in &config.server.tokens {
+        server = server.with_token(token.clone(), principal.clone());
+    }
+    for origin in &config.server.cors_origins {
+        server = server.with_cors_origin(origin.clone());
+    }
+    let dispatcher = wired.runtime.start_dispatcher();
+    let backend: Arc<dyn Backend> = Arc::new(wired.runtime.clone());
+    let model = wired.default_model.clone();
+    let data = wired.paths.session_db.parent().map(|p| p.display().to_string()).unwrap_or_default();
+    let shutdown = async {
+        let _ = tokio::signal::ctrl_c().await;
+    };
+    rein_server::serve_until(
+        server,
+        backend,
+        |bound| {
+            println!("rein is serving the web chat at http://{bound}/ (model {model}, data in {data})");
+        },
+        shutdown,
+    )
+    .await
+    .context("serving")?;
+    dispatcher.shutdown().await;
+    Ok(ExitCode::SUCCESS)
+}

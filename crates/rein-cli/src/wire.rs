@@ -1,0 +1,140 @@
+//! Wiring: turns a loaded [`Config`] into a running [`Runtime`] (stores, models, tools, agents).
+//!
+//! This is the one place that names concrete providers, transports and stores; the library crates
+//! only meet through `rein-protocol`'s ports.
+
+use std::{path::PathBuf, sync::Arc};
+
+use anyhow::Context as _;
+use rein_agent::FnTool;
+use rein_mcp::{ClientOptions, McpToolSource};
+use rein_model::{ModelRegistry, RegistryOptions};
+use rein_protocol::{Model, ToolOutput, ToolSpec};
+use rein_runtime::{
+    AgentDefinition, AgentPolicy, Capabilities, Capability, Persona, Runtime, RuntimeConfig, RuntimeParts,
+    StaticModels,
+};
+use rein_store::{Clock as _, JsonlTranscriptStore, PathConfig, SqliteConfig, SqliteSessionStore, StorePaths, TranscriptConfig};
+
+use crate::config::Config;
+
+/// Options from the command line that override the files.
+#[derive(Debug, Clone, Default)]
+pub(crate) struct Overrides {
+    /// `--model NAME`.
+    pub(crate) model: Option<String>,
+    /// `--data-dir DIR`.
+    pub(crate) data_dir: Option<PathBuf>,
+}
+
+/// What `wire` built.
+pub(crate) struct Wired {
+    /// The runtime.
+    pub(crate) runtime: Runtime,
+    /// The model sessions start with.
+    pub(crate) default_model: String,
+    /// Where the stores are.
+    pub(crate) paths: StorePaths,
+    /// MCP servers that could not be reached at start (name, error).
+    pub(crate) unreachable: Vec<(String, String)>,
+}
+
+/// Builds the runtime from the config.
+pub(crate) async fn wire(config: &Config, overrides: &Overrides) -> anyhow::Result<Wired> {
+    let mut models_config = config.models_or_default();
+    if let Some(model) = &overrides.model {
+        models_config.llm_model = Some(model.clone());
+    }
+    let registry = ModelRegistry::from_config(&models_config, &RegistryOptions::default())
+        .context("building the models")?;
+    let default_model = registry.default_name().to_owned();
+    let mut models = StaticModels::new();
+    for name in registry.names().map(str::to_owned).collect::<Vec<_>>() {
+        let model = registry.select(&name).with_context(|| format!("model `{name}`"))?;
+        models = models.with(name, model as Arc<dyn Model>);
+    }
+    let models = models.with_default(default_model.clone());
+
+    let mut capabilities = Capabilities::new();
+    for tool_set in &config.tools {
+        if tool_set == "clock" {
+            capabilities.add(Capability::new(Arc::new(clock_tool())));
+        }
+    }
+    let mut unreachable = Vec::new();
+    let options = ClientOptions::default();
+    for server in config.all_mcp_servers() {
+        let source = Arc::new(McpToolSource::from_config(&server, &options));
+        if let Err(error) = capabilities.add_source(source).await {
+            unreachable.push((server.name.clone(), error.to_string()));
+        }
+    }
+
+    let mut personas = Vec::new();
+    for path in &config.personas {
+        personas.push(Persona::from_file(path).with_context(|| format!("persona file {}", path.display()))?);
+    }
+    let mut runtime_config = RuntimeConfig::with_agents(agents(config));
+    runtime_config.personas = personas;
+
+    let paths = StorePaths::from_env(&PathConfig {
+        data_dir: overrides.data_dir.clone().or_else(|| config.server.data_dir.clone()),
+        ..PathConfig::default()
+    })
+    .context("locating the data directory")?;
+    let store = SqliteSessionStore::open(&SqliteConfig { path: Some(paths.session_db.clone()), ..SqliteConfig::default() })
+        .with_context(|| format!("opening the session database {}", paths.session_db.display()))?;
+    let transcripts = JsonlTranscriptStore::open(&TranscriptConfig::at(paths.transcript_dir.clone()))
+        .with_context(|| format!("opening the transcripts in {}", paths.transcript_dir.display()))?;
+
+    let parts = RuntimeParts::new(Arc::new(store), Arc::new(transcripts), Arc::new(models))
+        .config(runtime_config)
+        .capabilities(capabilities);
+    let runtime = Runtime::new(parts).context("starting the runtime")?;
+    Ok(Wired { runtime, default_model, paths, unreachable })
+}
+
+/// The agents of the config, or one default agent with the config's system prompt and limits.
+fn agents(config: &Config) -> Vec<AgentDefinition> {
+    let auto_approve = config.limits.auto_approve.unwrap_or(true);
+    if config.agents.is_empty() {
+        let mut agent = AgentDefinition::default();
+        if let Some(prompt) = &config.system_prompt {
+            agent.system_prompt = prompt.clone();
+        }
+        agent.policy.require_approval_for_side_effects = !auto_approve;
+        if let Some(steps) = config.limits.max_steps {
+            agent.policy.max_steps = steps;
+        }
+        return vec![agent];
+    }
+    config
+        .agents
+        .iter()
+        .map(|section| {
+            let mut agent = AgentDefinition::new(
+                section.name.clone(),
+                section.system_prompt.clone().or_else(|| config.system_prompt.clone()).unwrap_or_else(|| {
+                    AgentDefinition::default().system_prompt
+                }),
+            );
+            agent.description = section.description.clone();
+            let mut policy = AgentPolicy::default();
+            policy.allowed_tools = section.allowed_tools.clone();
+            policy.require_approval_for_side_effects =
+                section.require_approval_for_side_effects.unwrap_or(!auto_approve);
+            if let Some(steps) = section.max_steps.or(config.limits.max_steps) {
+                policy.max_steps = steps;
+            }
+            agent.with_policy(policy)
+        })
+        .collect()
+}
+
+/// The `clock` tool set: the current date and time in UTC.
+fn clock_tool() -> FnTool {
+    let spec = ToolSpec::without_arguments("current_time", "The current date and time (UTC, RFC 3339).").read_only(true);
+    FnTool::new(spec, |_arguments, _context| async move {
+        Ok(ToolOutput::text(rein_store::SystemClock.now().to_rfc3339()))
+    })
+}
