@@ -2,6 +2,8 @@
 
 use std::fmt::Write as _;
 
+mod recover;
+
 mod store;
 
 /// Runs the named benchmark.
@@ -10,6 +12,7 @@ pub(crate) fn run(args: &[String]) -> anyhow::Result<()> {
         anyhow::bail!("usage: cargo xtask bench NAME (one of: {})", NAMES.join(", "));
     };
     let figures: Figures = match name.as_str() {
+        "recover" => recover::run()?,
         "store" => store::run()?,
         _ => anyhow::bail!("unknown bench `{name}` (one of: {})", NAMES.join(", ")),
     };
@@ -17,7 +20,7 @@ pub(crate) fn run(args: &[String]) -> anyhow::Result<()> {
     write_figures(name, &figures)
 }
 
-const NAMES: &[&str] = &["store"];
+const NAMES: &[&str] = &["recover", "store"];
 
 /// Named figures of one benchmark, `<what>_<unit>` → value.
 pub(crate) type Figures = Vec<(String, f64)>;

@@ -1,0 +1,142 @@
+//! `cargo xtask bench recover`: recovery throughput on a realistic corpus, and time per adversarial shape.
+
+use std::time::Instant;
+
+use rein_protocol::RawToolCall;
+use rein_recover::{RawReply, fuzz, recover};
+
+use super::Figures;
+
+const TOOLS: &[&str] = &["query", "show_layer", "hide_layer", "list_datasets", "get_schema", "fly_to", "set_style"];
+const CORPUS_BYTES: usize = 10 * 1024 * 1024 + 64 * 1024;
+
+/// A small deterministic generator (xorshift), so the corpus is the same on every run.
+struct Rng(u64);
+
+impl Rng {
+    fn next(&mut self) -> u64 {
+        self.0 ^= self.0 << 13;
+        self.0 ^= self.0 >> 7;
+        self.0 ^= self.0 << 17;
+        self.0
+    }
+    fn below(&mut self, n: usize) -> usize {
+        (self.next() % n as u64) as usize
+    }
+    fn pick<'a>(&mut self, items: &[&'a str]) -> &'a str {
+        items[self.below(items.len())]
+    }
+}
+
+const WORDS: &[&str] = &[
+    "the", "protected", "areas", "in", "California", "cover", "about", "percent", "of", "land", "and", "most", "are",
+    "managed", "by", "federal", "agencies", "I", "will", "look", "at", "dataset", "layer", "map", "shows", "which",
+    "counties", "have", "highest", "share", "(see", "table)", "results:", "query", "returned", "rows", "with", "a",
+    "median", "value", "{approx.}", "[1]", "note", "that", "\"name\"", "field", "is", "the", "label", "<b>bold</b>",
+];
+
+fn sentence(rng: &mut Rng) -> String {
+    let length = 6 + rng.below(18);
+    let words: Vec<&str> = (0..length).map(|_| rng.pick(WORDS)).collect();
+    format!("{}.", words.join(" "))
+}
+
+fn paragraph(rng: &mut Rng) -> String {
+    (0..2 + rng.below(5)).map(|_| sentence(rng)).collect::<Vec<_>>().join(" ")
+}
+
+fn call_text(rng: &mut Rng) -> String {
+    let tool = rng.pick(TOOLS);
+    let arguments = format!(r#"{{"sql":"SELECT name, area FROM parks WHERE state = 'CA' LIMIT {}","layer_id":"parks"}}"#, rng.below(100));
+    match rng.below(10) {
+        0 => format!("<tool_call>\n{{\"name\": \"{tool}\", \"arguments\": {arguments}}}\n</tool_call>"),
+        1 => format!("<tool_call>{{\"type\":\"function\",\"function\":{{\"name\":\"{tool}\",\"arguments\":{}}}}}</parameter>", serde_json::json!(arguments)),
+        2 => format!("<tool_code>{{\"name\": \"{tool}\", \"parameters\": {arguments}}}</tool_code>"),
+        3 => format!("```json\n{{\"name\": \"{tool}\", \"arguments\": {arguments}}}\n```"),
+        4 => format!("<tool_call>\n<function={tool}>\n<parameter=layer_id>\nparks\n</parameter>\n<parameter=sql>\nSELECT 1\n</parameter>\n</function>\n</tool_call>"),
+        5 => format!("<function_calls>\n<invoke name=\"{tool}\">\n<parameter name=\"layer_id\">parks</parameter>\n</invoke>\n</function_calls>"),
+        6 => format!("<tool_call>{tool}\n<arg_key>layer_id</arg_key>\n<arg_value>parks</arg_value>\n</tool_call>"),
+        7 => format!("{tool}(layer_id=\"parks\", zoom=5)"),
+        8 => format!("<tool_call>[{{\"name\": \"{tool}\", \"arguments\": {arguments}}}]"),
+        _ => format!("<function={tool}>{arguments}</function>"),
+    }
+}
+
+fn message(rng: &mut Rng) -> String {
+    let mut parts = Vec::new();
+    if rng.below(4) == 0 {
+        parts.push(format!("<think>\n{}\n</think>", paragraph(rng)));
+    }
+    for _ in 0..1 + rng.below(4) {
+        parts.push(paragraph(rng));
+    }
+    if rng.below(3) == 0 {
+        parts.push(call_text(rng));
+        if rng.below(2) == 0 {
+            parts.push(paragraph(rng));
+        }
+    }
+    parts.join("\n\n")
+}
+
+fn corpus() -> Vec<String> {
+    let mut rng = Rng(0x5EED_CAFE_F00D_1234);
+    let mut messages = Vec::new();
+    let mut total = 0;
+    while total < CORPUS_BYTES {
+        let message = message(&mut rng);
+        total += message.len();
+        messages.push(message);
+    }
+    messages
+}
+
+fn time_ms(runs: usize, mut run: impl FnMut()) -> f64 {
+    let mut best = f64::INFINITY;
+    for _ in 0..runs {
+        let start = Instant::now();
+        run();
+        best = best.min(start.elapsed().as_secs_f64() * 1000.0);
+    }
+    best
+}
+
+pub(crate) fn run() -> anyhow::Result<Figures> {
+    let mut figures = Figures::new();
+    let messages = corpus();
+    let bytes: usize = messages.iter().map(String::len).sum();
+    let native = [RawToolCall::new("call_1", "query", r#"{"sql":"SELECT 1"}}"#)];
+    let mut calls = 0usize;
+    let ms = time_ms(3, || {
+        calls = 0;
+        for (index, content) in messages.iter().enumerate() {
+            let tool_calls: &[RawToolCall] = if index % 16 == 0 { &native } else { &[] };
+            let reply = RawReply { content, reasoning_content: None, tool_calls };
+            calls += recover(&reply, TOOLS).calls.len();
+        }
+    });
+    let mb = bytes as f64 / (1024.0 * 1024.0);
+    println!("realistic corpus: {} messages, {mb:.2} MiB, {calls} calls, {ms:.1} ms", messages.len());
+    figures.push(("realistic_corpus_mb".into(), mb));
+    figures.push(("realistic_messages_count".into(), messages.len() as f64));
+    figures.push(("realistic_calls_count".into(), calls as f64));
+    figures.push(("realistic_ms".into(), ms));
+    figures.push(("realistic_mb_per_s".into(), mb / (ms / 1000.0)));
+
+    let mut worst_1mb: f64 = 0.0;
+    for shape in fuzz::ADVERSARIAL_SHAPES {
+        for (label, size, runs) in [("100kb", 100 * 1024, 5), ("1mb", 1024 * 1024, 3), ("4mb", 4 * 1024 * 1024, 1)] {
+            let Some(content) = fuzz::adversarial(shape, size) else { anyhow::bail!("unknown shape {shape}") };
+            let ms = time_ms(runs, || {
+                std::hint::black_box(recover(&RawReply { content: &content, ..RawReply::default() }, TOOLS));
+            });
+            if label == "1mb" {
+                worst_1mb = worst_1mb.max(ms);
+            }
+            println!("  {shape:<36} {label:>5} {ms:>9.2} ms");
+            figures.push((format!("adv_{shape}_{label}_ms"), ms));
+        }
+    }
+    figures.push(("adv_worst_1mb_ms".into(), worst_1mb));
+    Ok(figures)
+}
