@@ -1,14 +1,11 @@
 //! The `Agent`: history, checkpoints and the turn loop.
 
-use std::{
-    collections::HashMap,
-    sync::Arc,
-};
+use std::{collections::HashMap, sync::Arc};
 
 use rein_context::{ContextBudget, Level, PrepareInput};
 use rein_protocol::{
-    AgentEvent, CancellationToken, Content, Message, Model, ModelErrorKind, ModelReply, ModelRequest, ReplyDelta,
-    StopReason, ToolCall, ToolChoice, ToolOutput, TurnEnding, Usage,
+    AgentEvent, CancellationToken, Content, Message, Model, ModelErrorKind, ModelReply,
+    ModelRequest, ReplyDelta, StopReason, ToolCall, ToolChoice, ToolOutput, TurnEnding, Usage,
 };
 use rein_recover::{RawReply, Recovered, recover};
 
@@ -165,7 +162,16 @@ impl Agent {
     /// An agent with a model, tools and settings, and an empty history.
     pub fn new(model: Arc<dyn Model>, tools: Arc<ToolRegistry>, config: AgentConfig) -> Self {
         let budget = ContextBudget::new(config.budget.clone());
-        Agent { model, tools, config, hooks: Vec::new(), approver: None, history: Vec::new(), budget, suspended: None }
+        Agent {
+            model,
+            tools,
+            config,
+            hooks: Vec::new(),
+            approver: None,
+            history: Vec::new(),
+            budget,
+            suspended: None,
+        }
     }
 
     /// Adds a hook (hooks run in the order added).
@@ -344,18 +350,33 @@ impl Agent {
                     AgentError::OutputLimit => code::OUTPUT_LIMIT,
                     _ => code::MODEL_ERROR,
                 };
-                events.emit(AgentEvent::Error { code: code.to_owned(), message: error.to_string() });
-                events.emit(AgentEvent::TurnEnd { ending: TurnEnding::Error, text: error.to_string(), usage: t.usage });
+                events
+                    .emit(AgentEvent::Error { code: code.to_owned(), message: error.to_string() });
+                events.emit(AgentEvent::TurnEnd {
+                    ending: TurnEnding::Error,
+                    text: error.to_string(),
+                    usage: t.usage,
+                });
                 Err(error)
             }
         }
     }
 
     pub(crate) fn turn_context<'t>(&'t self, t: &'t TurnState<'_>) -> TurnContext<'t> {
-        TurnContext { session_id: self.config.session_id.as_deref(), user_text: &t.user_text, step: t.steps }
+        TurnContext {
+            session_id: self.config.session_id.as_deref(),
+            user_text: &t.user_text,
+            step: t.steps,
+        }
     }
 
-    pub(crate) fn hook_result<T>(&self, t: &TurnState<'_>, hook: &dyn Hooks, stage: &str, result: Result<T, HookError>) -> Option<T> {
+    pub(crate) fn hook_result<T>(
+        &self,
+        t: &TurnState<'_>,
+        hook: &dyn Hooks,
+        stage: &str,
+        result: Result<T, HookError>,
+    ) -> Option<T> {
         match result {
             Ok(value) => Some(value),
             Err(error) => {
@@ -382,7 +403,10 @@ impl Agent {
     /// Answers calls of the last assistant message that have no result (left by a turn whose
     /// future was dropped mid-batch).
     fn repair_history(&mut self, events: &dyn EventSink) {
-        let Some(last_call_at) = self.history.iter().rposition(|m| !m.tool_calls().is_empty()) else { return };
+        let Some(last_call_at) = self.history.iter().rposition(|m| !m.tool_calls().is_empty())
+        else {
+            return;
+        };
         let answered: Vec<String> = self.history[last_call_at + 1..]
             .iter()
             .map_while(|m| match m {
@@ -422,7 +446,8 @@ impl Agent {
             let mut pinned = Vec::new();
             for hook in self.hooks.clone() {
                 let result = hook.pinned_context(&self.turn_context(t)).await;
-                if let Some(Some(text)) = self.hook_result(t, hook.as_ref(), "pinned_context", result)
+                if let Some(Some(text)) =
+                    self.hook_result(t, hook.as_ref(), "pinned_context", result)
                     && !text.trim().is_empty()
                 {
                     pinned.push(Message::system(text));
@@ -486,14 +511,22 @@ impl Agent {
                     }
                     return Ok(Requested::Reply(Box::new(reply)));
                 }
-                Err(error) if error.kind == ModelErrorKind::PromptTooLong => match prepared.level.tighter() {
-                    Some(tighter) => {
-                        Self::notice(t, code::PROMPT_TOO_LONG, format!("the prompt was too long; retrying at {tighter:?}"));
-                        t.min_level = tighter;
+                Err(error) if error.kind == ModelErrorKind::PromptTooLong => {
+                    match prepared.level.tighter() {
+                        Some(tighter) => {
+                            Self::notice(
+                                t,
+                                code::PROMPT_TOO_LONG,
+                                format!("the prompt was too long; retrying at {tighter:?}"),
+                            );
+                            t.min_level = tighter;
+                        }
+                        None => return Err(error.into()),
                     }
-                    None => return Err(error.into()),
-                },
-                Err(error) if error.kind == ModelErrorKind::Cancelled && t.cancel.is_cancelled() => {
+                }
+                Err(error)
+                    if error.kind == ModelErrorKind::Cancelled && t.cancel.is_cancelled() =>
+                {
                     return Ok(Requested::Cancelled);
                 }
                 Err(error) => return Err(error.into()),
@@ -531,7 +564,11 @@ impl Agent {
             let last_step = step_limited || t.cap_reached;
             let tools_on = !last_step && !self.tools.is_empty();
             if last_step {
-                Self::notice(t, code::STEP_LIMIT, "last step: tools are off, answering from the results in hand");
+                Self::notice(
+                    t,
+                    code::STEP_LIMIT,
+                    "last step: tools are off, answering from the results in hand",
+                );
             }
             let note = last_step.then_some(texts::LAST_STEP);
             let reply = match self.request(t, tools_on, note, true).await? {
@@ -548,7 +585,11 @@ impl Agent {
             }
             if !recovered.calls.is_empty() {
                 if !tools_on {
-                    Self::notice(t, code::IGNORED_CALLS, "tools were off; the reply's calls were not run");
+                    Self::notice(
+                        t,
+                        code::IGNORED_CALLS,
+                        "tools were off; the reply's calls were not run",
+                    );
                     return Ok(self.answer(t, recovered.visible_text, recovered.reasoning, ending));
                 }
                 match self.round(t, recovered).await? {
@@ -560,7 +601,11 @@ impl Agent {
                 t.parse_retries += 1;
                 let bad = assistant(recovered.visible_text, recovered.reasoning, Vec::new());
                 self.push(t, bad);
-                Self::notice(t, code::PARSE_RETRY, format!("unreadable tool call; re-prompt {}", t.parse_retries));
+                Self::notice(
+                    t,
+                    code::PARSE_RETRY,
+                    format!("unreadable tool call; re-prompt {}", t.parse_retries),
+                );
                 self.push(t, Message::user(texts::PARSE_RETRY));
                 continue;
             }
@@ -569,7 +614,13 @@ impl Agent {
     }
 
     /// The model answered in text: store it (a blank answer is replaced and not stored).
-    fn answer(&mut self, t: &TurnState<'_>, text: String, reasoning: Option<String>, ending: TurnEnding) -> (TurnEnding, String) {
+    fn answer(
+        &mut self,
+        t: &TurnState<'_>,
+        text: String,
+        reasoning: Option<String>,
+        ending: TurnEnding,
+    ) -> (TurnEnding, String) {
         if text.trim().is_empty() {
             return (ending, texts::BLANK_ANSWER.to_owned());
         }
@@ -578,7 +629,11 @@ impl Agent {
     }
 
     /// A round with calls: run the batch, then the recovery and repeated-failure rules.
-    async fn round(&mut self, t: &mut TurnState<'_>, recovered: Recovered) -> Result<Option<(TurnEnding, String)>, AgentError> {
+    async fn round(
+        &mut self,
+        t: &mut TurnState<'_>,
+        recovered: Recovered,
+    ) -> Result<Option<(TurnEnding, String)>, AgentError> {
         t.parse_retries = 0;
         let calls = recovered.calls;
         if calls.iter().all(|call| self.tools.is_local(&call.name)) {
@@ -588,12 +643,14 @@ impl Agent {
             t.local_streak = 0;
         }
         self.push(t, assistant(recovered.visible_text.clone(), recovered.reasoning, calls.clone()));
-        t.events.emit(AgentEvent::ToolProposal { calls: calls.clone(), text: recovered.visible_text });
+        t.events
+            .emit(AgentEvent::ToolProposal { calls: calls.clone(), text: recovered.visible_text });
 
         let batch = self.run_batch(t, &calls).await;
 
         // Recovery: each batch with a retryable error counts once.
-        let mut fingerprints: Vec<&str> = batch.iter().filter_map(|r| r.judged.retryable.as_deref()).collect();
+        let mut fingerprints: Vec<&str> =
+            batch.iter().filter_map(|r| r.judged.retryable.as_deref()).collect();
         fingerprints.sort_unstable();
         fingerprints.dedup();
         if !fingerprints.is_empty() {
@@ -605,10 +662,15 @@ impl Agent {
                 repeated |= *seen >= self.config.max_repeated_same_error;
             }
             if repeated || t.error_batches >= self.config.max_recoverable_error_batches {
-                Self::notice(t, code::FALLBACK, "the tools kept failing; ending the turn with the fallback answer");
+                Self::notice(
+                    t,
+                    code::FALLBACK,
+                    "the tools kept failing; ending the turn with the fallback answer",
+                );
                 let text = self.config.fallback_text.clone();
                 self.push(t, Message::assistant(text.clone()));
-                let ending = if batch.stopped { TurnEnding::Interrupted } else { TurnEnding::Fallback };
+                let ending =
+                    if batch.stopped { TurnEnding::Interrupted } else { TurnEnding::Fallback };
                 return Ok(Some((ending, text)));
             }
         }
@@ -629,9 +691,17 @@ impl Agent {
         }
         t.last_failed_signature = failed.then_some(signature);
         if t.repeated_failure_streak == 1 {
-            let first_error = batch.iter().find(|r| r.judged.failed).map(|r| r.output.text.as_str()).unwrap_or_default();
+            let first_error = batch
+                .iter()
+                .find(|r| r.judged.failed)
+                .map(|r| r.output.text.as_str())
+                .unwrap_or_default();
             let error_text: String = first_error.chars().take(NUDGE_ERROR_CHARS).collect();
-            Self::notice(t, code::NUDGE, "the same calls failed the same way twice; told the model");
+            Self::notice(
+                t,
+                code::NUDGE,
+                "the same calls failed the same way twice; told the model",
+            );
             self.push(t, Message::user(texts::repeated_failure_nudge(&error_text)));
         } else if t.repeated_failure_streak >= 2 {
             return self.checkpoint(t).await.map(Some);
@@ -663,7 +733,10 @@ impl Agent {
             Ok(Requested::Cancelled) => Ok((TurnEnding::Interrupted, String::new())),
             Err(error) => {
                 tracing::warn!(%error, "the last step after a stop failed");
-                t.events.emit(AgentEvent::Error { code: code::MODEL_ERROR.to_owned(), message: error.to_string() });
+                t.events.emit(AgentEvent::Error {
+                    code: code::MODEL_ERROR.to_owned(),
+                    message: error.to_string(),
+                });
                 Ok((TurnEnding::Interrupted, String::new()))
             }
         }
@@ -689,14 +762,18 @@ impl Agent {
                     t.events.emit(AgentEvent::Reasoning { text: reasoning.clone() });
                 }
                 let summary = recovered.visible_text.trim().to_owned();
-                let summary = if summary.is_empty() { texts::checkpoint_fallback(rounds) } else { summary };
+                let summary =
+                    if summary.is_empty() { texts::checkpoint_fallback(rounds) } else { summary };
                 t.events.emit(AgentEvent::Message { message: instruction });
                 self.push(t, assistant(summary.clone(), recovered.reasoning, Vec::new()));
                 summary
             }
             Err(error) => {
                 tracing::warn!(%error, "the checkpoint summary request failed; using the fallback summary");
-                t.events.emit(AgentEvent::Error { code: code::MODEL_ERROR.to_owned(), message: error.to_string() });
+                t.events.emit(AgentEvent::Error {
+                    code: code::MODEL_ERROR.to_owned(),
+                    message: error.to_string(),
+                });
                 t.events.emit(AgentEvent::Message { message: instruction });
                 let summary = texts::checkpoint_fallback(rounds);
                 self.push(t, Message::assistant(summary.clone()));
@@ -716,12 +793,18 @@ impl Agent {
     }
 
     fn suspend(&mut self, t: &TurnState<'_>, summary: String) {
-        self.suspended = Some(Suspended { turn_start: t.turn_start, keep: t.keep.clone(), summary });
+        self.suspended =
+            Some(Suspended { turn_start: t.turn_start, keep: t.keep.clone(), summary });
     }
 
     /// A reply cut at the output limit: no call runs; text is continued, then shown with a
     /// note if still cut; only calls is an error.
-    async fn cut_reply(&mut self, t: &mut TurnState<'_>, recovered: Recovered, ending: TurnEnding) -> Ended {
+    async fn cut_reply(
+        &mut self,
+        t: &mut TurnState<'_>,
+        recovered: Recovered,
+        ending: TurnEnding,
+    ) -> Ended {
         if !recovered.calls.is_empty() {
             let text = recovered.visible_text;
             self.push(t, assistant(text.clone(), recovered.reasoning, recovered.calls.clone()));
@@ -741,7 +824,11 @@ impl Agent {
             if t.cancel.is_cancelled() {
                 break;
             }
-            Self::notice(t, code::CONTINUE, format!("reply cut at the output limit; continuation {attempt}"));
+            Self::notice(
+                t,
+                code::CONTINUE,
+                format!("reply cut at the output limit; continuation {attempt}"),
+            );
             // Scaffolding for this request only; the stored answer is the joined text.
             self.history.push(Message::assistant(text.clone()));
             self.history.push(Message::user(texts::CONTINUE_CUT));
@@ -759,7 +846,10 @@ impl Agent {
                 Ok(Requested::Cancelled) => break,
                 Err(error) => {
                     tracing::warn!(%error, "continuing a cut reply failed");
-                    t.events.emit(AgentEvent::Error { code: code::MODEL_ERROR.to_owned(), message: error.to_string() });
+                    t.events.emit(AgentEvent::Error {
+                        code: code::MODEL_ERROR.to_owned(),
+                        message: error.to_string(),
+                    });
                     break;
                 }
             }
@@ -771,7 +861,10 @@ impl Agent {
             return Ok((TurnEnding::Interrupted, text));
         }
         if text.trim().is_empty() {
-            return Ok((if cut { TurnEnding::Length } else { ending }, texts::BLANK_ANSWER.to_owned()));
+            return Ok((
+                if cut { TurnEnding::Length } else { ending },
+                texts::BLANK_ANSWER.to_owned(),
+            ));
         }
         self.push(t, assistant(text.clone(), reasoning, Vec::new()));
         if cut {
@@ -792,7 +885,9 @@ fn assistant(text: String, reasoning: Option<String>, calls: Vec<ToolCall>) -> M
 
 /// glen's round signature: the calls' names and canonical arguments, in order (ids left out).
 fn round_signature(calls: &[ToolCall]) -> String {
-    let pairs: Vec<(&str, String)> =
-        calls.iter().map(|call| (call.name.as_str(), crate::validate::canonical_args(&call.arguments))).collect();
+    let pairs: Vec<(&str, String)> = calls
+        .iter()
+        .map(|call| (call.name.as_str(), crate::validate::canonical_args(&call.arguments)))
+        .collect();
     serde_json::to_string(&pairs).unwrap_or_default()
 }

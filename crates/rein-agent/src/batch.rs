@@ -45,7 +45,11 @@ impl Agent {
     /// Runs and answers every call, in order; consecutive read-only calls that need no
     /// approval share the wait when `max_parallel_tool_calls` > 1. Every call gets exactly
     /// one result, appended in call order, whatever happens.
-    pub(crate) async fn run_batch(&mut self, t: &mut TurnState<'_>, calls: &[ToolCall]) -> BatchReport {
+    pub(crate) async fn run_batch(
+        &mut self,
+        t: &mut TurnState<'_>,
+        calls: &[ToolCall],
+    ) -> BatchReport {
         let mut report = BatchReport::default();
         let parallel = self.config.max_parallel_tool_calls.max(1);
         let mut start = 0;
@@ -79,7 +83,12 @@ impl Agent {
     }
 
     /// The checks before a call: stop flag, per-turn cap, loop guard, arguments, approval.
-    async fn precheck(&mut self, t: &mut TurnState<'_>, call: &ToolCall, report: &mut BatchReport) -> Pre {
+    async fn precheck(
+        &mut self,
+        t: &mut TurnState<'_>,
+        call: &ToolCall,
+        report: &mut BatchReport,
+    ) -> Pre {
         if report.stop_turn {
             return Pre::Done(error_output(code::UNRESOLVED, texts::NOT_RUN_APPROVAL_STOP, false));
         }
@@ -108,7 +117,12 @@ impl Agent {
                 count - 1
             );
             let mut output = error_output(code::LOOP_GUARD, &message, false);
-            if let Some(error) = output.structured.as_mut().and_then(|s| s.get_mut("error")).and_then(|e| e.as_object_mut()) {
+            if let Some(error) = output
+                .structured
+                .as_mut()
+                .and_then(|s| s.get_mut("error"))
+                .and_then(|e| e.as_object_mut())
+            {
                 error.insert("repeatCount".into(), count.into());
             }
             return Pre::Done(output);
@@ -124,7 +138,10 @@ impl Agent {
         let Some(spec) = self.tools.spec(&call.name).cloned() else { return Pre::Run(arguments) };
         let approval_id = format!("approval_{}", call.id);
         let checked = ToolCall::new(call.id.clone(), call.name.clone(), arguments.clone());
-        t.events.emit(AgentEvent::ApprovalRequested { approval_id: approval_id.clone(), call: checked.clone() });
+        t.events.emit(AgentEvent::ApprovalRequested {
+            approval_id: approval_id.clone(),
+            call: checked.clone(),
+        });
         let request = ApprovalRequest {
             approval_id,
             call: checked,
@@ -188,7 +205,10 @@ impl Agent {
         let session = self.config.session_id.clone();
         let cancel = t.cancel.clone();
         for (_, call, _) in &runs {
-            t.events.emit(AgentEvent::ToolStarted { call_id: call.id.clone(), name: call.name.clone() });
+            t.events.emit(AgentEvent::ToolStarted {
+                call_id: call.id.clone(),
+                name: call.name.clone(),
+            });
         }
         let futures: Vec<_> = runs
             .into_iter()
@@ -201,8 +221,7 @@ impl Agent {
                 async move { (index, tools.execute(&call.name, arguments, context).await.output) }
             })
             .collect();
-        let mut stream = futures::stream::iter(futures)
-        .buffered(parallel);
+        let mut stream = futures::stream::iter(futures).buffered(parallel);
         loop {
             let next = tokio::select! {
                 biased;
@@ -221,9 +240,18 @@ impl Agent {
     }
 
     /// Appends one result, reports it, runs the `after_tool` hooks.
-    pub(crate) async fn append_result(&mut self, t: &mut TurnState<'_>, call: &ToolCall, output: ToolOutput) -> Judged {
+    pub(crate) async fn append_result(
+        &mut self,
+        t: &mut TurnState<'_>,
+        call: &ToolCall,
+        output: ToolOutput,
+    ) -> Judged {
         let judged = judge(&call.name, &output);
-        t.events.emit(AgentEvent::ToolResult { call_id: call.id.clone(), name: call.name.clone(), output: output.clone() });
+        t.events.emit(AgentEvent::ToolResult {
+            call_id: call.id.clone(),
+            name: call.name.clone(),
+            output: output.clone(),
+        });
         let message = Message::Tool {
             tool_call_id: call.id.clone(),
             content: Content::Text(output.text.clone()),

@@ -35,6 +35,8 @@ pub enum AgentError {
     #[error("model request failed: {0}")]
     Model(#[from] ModelError),
     /// The reply was cut at the output limit and held only tool calls; none of them ran.
-    #[error("the model's reply was cut at the output limit with only tool calls in it; none of them ran")]
+    #[error(
+        "the model's reply was cut at the output limit with only tool calls in it; none of them ran"
+    )]
     OutputLimit,
 }

@@ -32,7 +32,11 @@ pub struct TaskCompletion {
 
 impl TaskCompletion {
     /// A completion with an id, a status and a summary.
-    pub fn new(task_id: impl Into<String>, status: impl Into<String>, summary: impl Into<String>) -> Self {
+    pub fn new(
+        task_id: impl Into<String>,
+        status: impl Into<String>,
+        summary: impl Into<String>,
+    ) -> Self {
         TaskCompletion { task_id: task_id.into(), status: status.into(), summary: summary.into() }
     }
 
@@ -63,12 +67,21 @@ pub trait Hooks: Send + Sync {
     }
 
     /// Runs after each tool result is appended.
-    async fn after_tool(&self, _turn: &TurnContext<'_>, _call: &ToolCall, _output: &ToolOutput) -> Result<(), HookError> {
+    async fn after_tool(
+        &self,
+        _turn: &TurnContext<'_>,
+        _call: &ToolCall,
+        _output: &ToolOutput,
+    ) -> Result<(), HookError> {
         Ok(())
     }
 
     /// Runs once per background task completion delivered to this turn.
-    async fn after_completion(&self, _turn: &TurnContext<'_>, _completion: &TaskCompletion) -> Result<(), HookError> {
+    async fn after_completion(
+        &self,
+        _turn: &TurnContext<'_>,
+        _completion: &TaskCompletion,
+    ) -> Result<(), HookError> {
         Ok(())
     }
 }

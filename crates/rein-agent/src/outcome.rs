@@ -36,12 +36,15 @@ pub(crate) fn reports_failure(output: &ToolOutput) -> bool {
     }
     let trimmed = output.text.trim_start();
     trimmed.starts_with('{')
-        && serde_json::from_str::<Value>(trimmed).is_ok_and(|v| v.get("success") == Some(&Value::Bool(false)))
+        && serde_json::from_str::<Value>(trimmed)
+            .is_ok_and(|v| v.get("success") == Some(&Value::Bool(false)))
 }
 
 /// Judges a result of `tool`.
 pub(crate) fn judge(tool: &str, output: &ToolOutput) -> Judged {
-    let failed = output.is_error || output.text.trim_start().starts_with("Error") || contains_success_false(&output.text);
+    let failed = output.is_error
+        || output.text.trim_start().starts_with("Error")
+        || contains_success_false(&output.text);
     let retryable = error_object(output).and_then(|error| {
         if error.get("retryable") != Some(&Value::Bool(true)) {
             return None;

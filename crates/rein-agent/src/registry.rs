@@ -8,7 +8,9 @@ use std::{
 };
 
 use async_trait::async_trait;
-use rein_protocol::{JsonObject, Tool, ToolCall, ToolContext, ToolError, ToolOutput, ToolSource, ToolSpec};
+use rein_protocol::{
+    JsonObject, Tool, ToolCall, ToolContext, ToolError, ToolOutput, ToolSource, ToolSpec,
+};
 
 use crate::{
     error::RegistryError,
@@ -17,7 +19,10 @@ use crate::{
     validate::{ArgsValidator, canonical_args},
 };
 
-type BoxedCall = dyn Fn(JsonObject, ToolContext) -> Pin<Box<dyn Future<Output = Result<ToolOutput, ToolError>> + Send>>
+type BoxedCall = dyn Fn(
+        JsonObject,
+        ToolContext,
+    ) -> Pin<Box<dyn Future<Output = Result<ToolOutput, ToolError>> + Send>>
     + Send
     + Sync;
 
@@ -52,7 +57,10 @@ impl FnTool {
         F: Fn(JsonObject, ToolContext) -> Fut + Send + Sync + 'static,
         Fut: Future<Output = Result<ToolOutput, ToolError>> + Send + 'static,
     {
-        FnTool { spec, call: Box::new(move |arguments, context| Box::pin(call(arguments, context))) }
+        FnTool {
+            spec,
+            call: Box::new(move |arguments, context| Box::pin(call(arguments, context))),
+        }
     }
 }
 
@@ -62,7 +70,11 @@ impl Tool for FnTool {
         &self.spec
     }
 
-    async fn call(&self, arguments: JsonObject, context: ToolContext) -> Result<ToolOutput, ToolError> {
+    async fn call(
+        &self,
+        arguments: JsonObject,
+        context: ToolContext,
+    ) -> Result<ToolOutput, ToolError> {
         (self.call)(arguments, context).await
     }
 }
@@ -152,11 +164,14 @@ impl ToolRegistry {
 
     /// Lists a remote source's tools and registers them all, or none when one name is taken.
     /// Returns how many were registered.
-    pub async fn register_source(&mut self, source: Arc<dyn ToolSource>) -> Result<usize, RegistryError> {
-        let specs = source
-            .list_tools()
-            .await
-            .map_err(|error| RegistryError::Source { source_name: source.name().to_owned(), error })?;
+    pub async fn register_source(
+        &mut self,
+        source: Arc<dyn ToolSource>,
+    ) -> Result<usize, RegistryError> {
+        let specs = source.list_tools().await.map_err(|error| RegistryError::Source {
+            source_name: source.name().to_owned(),
+            error,
+        })?;
         let mut seen = HashSet::new();
         for spec in &specs {
             self.check_free(&spec.name)?;
@@ -177,16 +192,20 @@ impl ToolRegistry {
     /// Removes every tool of the source with this name (to re-list it, say); returns how many.
     pub fn remove_source(&mut self, source_name: &str) -> usize {
         let before = self.entries.len();
-        self.entries.retain(|entry| !matches!(&entry.backend, Backend::Remote(s) if s.name() == source_name));
-        self.by_name = self.entries.iter().enumerate().map(|(i, e)| (e.spec.name.clone(), i)).collect();
+        self.entries.retain(
+            |entry| !matches!(&entry.backend, Backend::Remote(s) if s.name() == source_name),
+        );
+        self.by_name =
+            self.entries.iter().enumerate().map(|(i, e)| (e.spec.name.clone(), i)).collect();
         before - self.entries.len()
     }
 
     fn check_free(&self, name: &str) -> Result<(), RegistryError> {
         match self.by_name.get(name) {
-            Some(&index) => {
-                Err(RegistryError::DuplicateName { name: name.to_owned(), existing: self.entries[index].origin() })
-            }
+            Some(&index) => Err(RegistryError::DuplicateName {
+                name: name.to_owned(),
+                existing: self.entries[index].origin(),
+            }),
             None => Ok(()),
         }
     }
@@ -249,7 +268,9 @@ impl ToolRegistry {
     /// Whether a call of `name` needs the host's approval when auto-approve is off: remote or
     /// side-effecting tools do, local tools without side effects never.
     pub fn needs_approval(&self, name: &str) -> bool {
-        self.entry(name).is_some_and(|entry| matches!(entry.backend, Backend::Remote(_)) || entry.spec.side_effects)
+        self.entry(name).is_some_and(|entry| {
+            matches!(entry.backend, Backend::Remote(_)) || entry.spec.side_effects
+        })
     }
 
     fn entry(&self, name: &str) -> Option<&Entry> {
@@ -259,16 +280,23 @@ impl ToolRegistry {
     /// Checks a call before it runs: the tool must exist and the arguments must fit its input
     /// schema (integral floats in integer fields are narrowed). Returns the arguments to run
     /// with, or the error result the model reads (retryable: it says what to fix).
-    pub fn check_arguments(&self, name: &str, arguments: &JsonObject) -> Result<JsonObject, ToolOutput> {
+    pub fn check_arguments(
+        &self,
+        name: &str,
+        arguments: &JsonObject,
+    ) -> Result<JsonObject, ToolOutput> {
         let Some(entry) = self.entry(name) else {
-            let message = format!("Unknown tool: {name}. Available tools: {}", self.names().join(", "));
+            let message =
+                format!("Unknown tool: {name}. Available tools: {}", self.names().join(", "));
             return Err(error_output(code::UNKNOWN_TOOL, &message, true));
         };
         let mut arguments = arguments.clone();
         if let Some(validator) = &entry.validator
             && let Err(problems) = validator.check(&mut arguments)
         {
-            let message = format!("invalid arguments for `{name}`: {problems}. Fix the arguments and call it again.");
+            let message = format!(
+                "invalid arguments for `{name}`: {problems}. Fix the arguments and call it again."
+            );
             return Err(error_output(code::INVALID_ARGUMENTS, &message, true));
         }
         Ok(arguments)
@@ -276,12 +304,24 @@ impl ToolRegistry {
 
     /// Runs a checked call (see [`ToolRegistry::check_arguments`]), through the memo. A call
     /// that could not be made (`ToolError`) becomes an error result.
-    pub async fn execute(&self, name: &str, arguments: JsonObject, context: ToolContext) -> Dispatched {
+    pub async fn execute(
+        &self,
+        name: &str,
+        arguments: JsonObject,
+        context: ToolContext,
+    ) -> Dispatched {
         let Some(entry) = self.entry(name) else {
-            let message = format!("Unknown tool: {name}. Available tools: {}", self.names().join(", "));
-            return Dispatched { output: error_output(code::UNKNOWN_TOOL, &message, true), cached: false };
+            let message =
+                format!("Unknown tool: {name}. Available tools: {}", self.names().join(", "));
+            return Dispatched {
+                output: error_output(code::UNKNOWN_TOOL, &message, true),
+                cached: false,
+            };
         };
-        let memo_key = self.memo_tools.contains(name).then(|| format!("{name}:{}", canonical_args(&arguments)));
+        let memo_key = self
+            .memo_tools
+            .contains(name)
+            .then(|| format!("{name}:{}", canonical_args(&arguments)));
         if let Some(key) = &memo_key
             && let Some(hit) = self.memo.lock().unwrap_or_else(PoisonError::into_inner).get(key)
         {

@@ -16,7 +16,8 @@ a matching </tool_call> tag. If you already have your answer, reply in plain tex
 
 /// The repeated-failure nudge (glen #313), around the first failed result.
 pub(crate) fn repeated_failure_nudge(error_text: &str) -> String {
-    let mut text = String::from("That tool call just failed with the same error as the previous attempt");
+    let mut text =
+        String::from("That tool call just failed with the same error as the previous attempt");
     if error_text.is_empty() {
         text.push_str(". ");
     } else {
@@ -43,7 +44,9 @@ pub(crate) fn checkpoint_prompt(rounds: u32) -> String {
 /// The summary used when the checkpoint's summary request fails or is empty.
 pub(crate) fn checkpoint_fallback(rounds: u32) -> String {
     let noun = if rounds == 1 { "round" } else { "rounds" };
-    format!("I've run {rounds} tool {noun} so far and paused to check in. Let me know if you'd like me to continue.")
+    format!(
+        "I've run {rounds} tool {noun} so far and paused to check in. Let me know if you'd like me to continue."
+    )
 }
 
 /// Sent (pinned, never stored) with the last step of a turn, which runs with tools off.
@@ -69,7 +72,8 @@ pub(crate) const CUT_CALL: &str =
 pub(crate) const NOT_RUN_STOPPED: &str = "Not run: the turn was stopped before this call started.";
 
 /// Answer of a call that was running when the turn was stopped.
-pub(crate) const STOPPED_RUNNING: &str = "Interrupted: the turn was stopped while this call was running.";
+pub(crate) const STOPPED_RUNNING: &str =
+    "Interrupted: the turn was stopped while this call was running.";
 
 /// Answer of a call not run because an earlier approval stopped the turn.
 pub(crate) const NOT_RUN_APPROVAL_STOP: &str = "Not run: the turn was stopped at an approval.";

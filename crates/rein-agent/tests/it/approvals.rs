@@ -26,9 +26,11 @@ fn approver(decision: ApprovalDecision) -> (Arc<dyn Approver>, Arc<Mutex<Vec<App
 }
 
 async fn remote_registry() -> (ToolRegistry, ScriptedSource) {
-    let source = ScriptedSource::new("geo", vec![ToolSpec::without_arguments("query", "Runs a query.")], |_, _| {
-        Ok(ToolOutput::text("3 rows"))
-    });
+    let source = ScriptedSource::new(
+        "geo",
+        vec![ToolSpec::without_arguments("query", "Runs a query.")],
+        |_, _| Ok(ToolOutput::text("3 rows")),
+    );
     let mut registry = ToolRegistry::new();
     registry.register_source(Arc::new(source.clone())).await.expect("registers");
     (registry, source)
@@ -41,7 +43,8 @@ fn manual() -> AgentConfig {
 #[tokio::test]
 async fn approvals_local_tools_run_without_asking() {
     let tool = lookup();
-    let model = ScriptedModel::new([reply::calls(&[("lookup", json!({"q": "a"}))]), reply::text("done")]);
+    let model =
+        ScriptedModel::new([reply::calls(&[("lookup", json!({"q": "a"}))]), reply::text("done")]);
     let (approver, seen) = approver(ApprovalDecision::Deny { reason: None });
     let mut agent = agent(&model, registry(&[&tool]), manual()).with_approver(approver);
     let ran = run(&mut agent, "go").await;
@@ -67,10 +70,12 @@ async fn approvals_remote_tools_need_the_hosts_approval_when_auto_approve_is_off
 
 #[tokio::test]
 async fn approvals_side_effecting_local_tools_need_approval_too() {
-    let tool = ScriptedTool::new(ToolSpec::without_arguments("delete_layer", "Deletes.").side_effects(true), |_, _| {
-        Ok(ToolOutput::text("deleted"))
-    });
-    let model = ScriptedModel::new([reply::calls(&[("delete_layer", json!({}))]), reply::text("ok")]);
+    let tool = ScriptedTool::new(
+        ToolSpec::without_arguments("delete_layer", "Deletes.").side_effects(true),
+        |_, _| Ok(ToolOutput::text("deleted")),
+    );
+    let model =
+        ScriptedModel::new([reply::calls(&[("delete_layer", json!({}))]), reply::text("ok")]);
     let (approver, seen) = approver(ApprovalDecision::Deny { reason: Some("not now".into()) });
     let mut agent = agent(&model, registry(&[&tool]), manual()).with_approver(approver);
     let ran = run(&mut agent, "go").await;
@@ -97,7 +102,8 @@ async fn approvals_auto_approve_is_the_default_and_never_asks() {
 #[tokio::test]
 async fn approvals_stop_turn_answers_the_rest_of_the_batch_unresolved() {
     let (registry, source) = remote_registry().await;
-    let model = ScriptedModel::new([reply::calls(&[("query", json!({})), ("query", json!({"again": 1}))])]);
+    let model =
+        ScriptedModel::new([reply::calls(&[("query", json!({})), ("query", json!({"again": 1}))])]);
     let (approver, _) = approver(ApprovalDecision::StopTurn);
     let mut agent = agent(&model, registry, manual()).with_approver(approver);
     let ran = run(&mut agent, "go").await;

@@ -14,12 +14,17 @@ use crate::support::{agent, codes, lookup, obj, registry, results, run, run_with
 async fn batch_runs_calls_in_the_order_given() {
     let tool = lookup();
     let model = ScriptedModel::new([
-        reply::calls(&[("lookup", json!({"q": "1"})), ("lookup", json!({"q": "2"})), ("lookup", json!({"q": "3"}))]),
+        reply::calls(&[
+            ("lookup", json!({"q": "1"})),
+            ("lookup", json!({"q": "2"})),
+            ("lookup", json!({"q": "3"})),
+        ]),
         reply::text("ok"),
     ]);
     let mut agent = agent(&model, registry(&[&tool]), AgentConfig::default());
     let ran = run(&mut agent, "go").await;
-    let order: Vec<String> = tool.calls().iter().map(|a| a["q"].as_str().unwrap_or_default().to_owned()).collect();
+    let order: Vec<String> =
+        tool.calls().iter().map(|a| a["q"].as_str().unwrap_or_default().to_owned()).collect();
     assert_eq!(order, ["1", "2", "3"]);
     let ids: Vec<String> = results(&ran.events).into_iter().map(|(id, _)| id).collect();
     assert_eq!(ids, ["call_1", "call_2", "call_3"]);
@@ -56,7 +61,10 @@ async fn batch_parallel_read_only_calls_run_together_and_results_keep_call_order
     let ran = tokio::time::timeout(std::time::Duration::from_secs(30), run(&mut agent, "go"))
         .await
         .expect("the two calls ran concurrently (sequential would wait forever)");
-    assert_eq!(results(&ran.events), [("call_1".to_owned(), "right".to_owned()), ("call_2".to_owned(), "left".to_owned())]);
+    assert_eq!(
+        results(&ran.events),
+        [("call_1".to_owned(), "right".to_owned()), ("call_2".to_owned(), "left".to_owned())]
+    );
 }
 
 #[tokio::test]
@@ -68,7 +76,11 @@ async fn batch_parallel_is_off_by_default() {
 async fn batch_tool_call_cap_per_turn_answers_the_rest_and_ends_with_tools_off() {
     let tool = lookup();
     let model = ScriptedModel::new([
-        reply::calls(&[("lookup", json!({"q": "1"})), ("lookup", json!({"q": "2"})), ("lookup", json!({"q": "3"}))]),
+        reply::calls(&[
+            ("lookup", json!({"q": "1"})),
+            ("lookup", json!({"q": "2"})),
+            ("lookup", json!({"q": "3"})),
+        ]),
         reply::text("answer from two results"),
     ]);
     let config = AgentConfig { max_calls_per_turn: Some(2), ..AgentConfig::default() };
@@ -112,12 +124,25 @@ async fn batch_unknown_tool_is_an_error_result_not_a_crash() {
 async fn batch_tool_error_becomes_an_error_result() {
     let tool = ScriptedTool::new(
         ToolSpec::new("remote_call", "Fails.", obj(json!({"type": "object"}))),
-        |_, _| Err(rein_protocol::ToolError::Transport { source_name: "srv".into(), message: "connection reset".into() }),
+        |_, _| {
+            Err(rein_protocol::ToolError::Transport {
+                source_name: "srv".into(),
+                message: "connection reset".into(),
+            })
+        },
     );
-    let model = ScriptedModel::new([reply::calls(&[("remote_call", json!({}))]), reply::text("it failed")]);
+    let model =
+        ScriptedModel::new([reply::calls(&[("remote_call", json!({}))]), reply::text("it failed")]);
     let mut agent = agent(&model, registry(&[&tool]), AgentConfig::default());
     let ran = run(&mut agent, "go").await;
     let text = &results(&ran.events)[0].1;
-    assert!(text.contains("executing remote_call failed") && text.contains("connection reset"), "{text}");
-    assert!(ran.events.iter().any(|e| matches!(e, AgentEvent::ToolResult { output, .. } if output.is_error)));
+    assert!(
+        text.contains("executing remote_call failed") && text.contains("connection reset"),
+        "{text}"
+    );
+    assert!(
+        ran.events
+            .iter()
+            .any(|e| matches!(e, AgentEvent::ToolResult { output, .. } if output.is_error))
+    );
 }

@@ -11,7 +11,8 @@ use crate::support::{agent, lookup, registry, render, run, run_with};
 
 #[tokio::test]
 async fn events_plain_answer() {
-    let model = ScriptedModel::new([reply::with_usage(reply::text("Hello!"), 12, 3)]).streaming(true);
+    let model =
+        ScriptedModel::new([reply::with_usage(reply::text("Hello!"), 12, 3)]).streaming(true);
     let mut agent = agent(&model, registry(&[]), AgentConfig::default());
     let ran = run(&mut agent, "hi").await;
     insta::assert_snapshot!(render(&ran.events));
@@ -22,7 +23,10 @@ async fn events_tool_round_with_reasoning() {
     let tool = lookup();
     let model = ScriptedModel::new([
         reply::with_usage(
-            reply::with_reasoning(reply::with_text(reply::calls(&[("lookup", json!({"q": "SPY"}))]), "Checking."), "need data"),
+            reply::with_reasoning(
+                reply::with_text(reply::calls(&[("lookup", json!({"q": "SPY"}))]), "Checking."),
+                "need data",
+            ),
             100,
             10,
         ),
@@ -32,14 +36,17 @@ async fn events_tool_round_with_reasoning() {
     let mut agent = agent(&model, registry(&[&tool]), AgentConfig::default());
     let ran = run(&mut agent, "spy?").await;
     insta::assert_snapshot!(render(&ran.events));
-    assert!(matches!(ran.events.last(), Some(AgentEvent::TurnEnd { usage, .. }) if usage.total_tokens == 235));
+    assert!(
+        matches!(ran.events.last(), Some(AgentEvent::TurnEnd { usage, .. }) if usage.total_tokens == 235)
+    );
 }
 
 #[tokio::test]
 async fn events_checkpoint_turn() {
-    let source = ScriptedSource::new("db", vec![ToolSpec::without_arguments("sql", "SQL.")], |_, _| {
-        Ok(ToolOutput::text("1 row"))
-    });
+    let source =
+        ScriptedSource::new("db", vec![ToolSpec::without_arguments("sql", "SQL.")], |_, _| {
+            Ok(ToolOutput::text("1 row"))
+        });
     let mut registry = ToolRegistry::new();
     registry.register_source(Arc::new(source)).await.expect("registers");
     let model = ScriptedModel::new([
@@ -57,7 +64,10 @@ async fn events_checkpoint_turn() {
 async fn events_stopped_turn() {
     let cancel = CancellationToken::new();
     let stopper = rein_testkit::ScriptedTool::constant("stopper", "ok").cancelling(cancel.clone());
-    let model = ScriptedModel::new([reply::calls(&[("stopper", json!({})), ("stopper", json!({"again": true}))])]);
+    let model = ScriptedModel::new([reply::calls(&[
+        ("stopper", json!({})),
+        ("stopper", json!({"again": true})),
+    ])]);
     let mut agent = agent(&model, registry(&[&stopper]), AgentConfig::default());
     let ran = run_with(&mut agent, "go", &cancel).await;
     insta::assert_snapshot!(render(&ran.events));
@@ -65,7 +75,10 @@ async fn events_stopped_turn() {
 
 #[tokio::test]
 async fn events_failed_turn_ends_with_error() {
-    let model = ScriptedModel::new([rein_protocol::ModelError::new(rein_protocol::ModelErrorKind::Auth, "bad key")]);
+    let model = ScriptedModel::new([rein_protocol::ModelError::new(
+        rein_protocol::ModelErrorKind::Auth,
+        "bad key",
+    )]);
     let mut agent = agent(&model, registry(&[]), AgentConfig::default());
     let ran = run(&mut agent, "hi").await;
     assert!(matches!(ran.result, Err(AgentError::Model(_))));

@@ -39,11 +39,20 @@ impl Hooks for Recorder {
         Ok(Some(format!("PINNED view of step {}", turn.step)))
     }
 
-    async fn after_tool(&self, _turn: &TurnContext<'_>, call: &ToolCall, output: &ToolOutput) -> Result<(), HookError> {
+    async fn after_tool(
+        &self,
+        _turn: &TurnContext<'_>,
+        call: &ToolCall,
+        output: &ToolOutput,
+    ) -> Result<(), HookError> {
         self.note(format!("after_tool {} {}", call.name, output.text))
     }
 
-    async fn after_completion(&self, _turn: &TurnContext<'_>, completion: &TaskCompletion) -> Result<(), HookError> {
+    async fn after_completion(
+        &self,
+        _turn: &TurnContext<'_>,
+        completion: &TaskCompletion,
+    ) -> Result<(), HookError> {
         self.note(format!("after_completion {}", completion.task_id))
     }
 }
@@ -51,10 +60,16 @@ impl Hooks for Recorder {
 #[tokio::test]
 async fn hooks_run_at_their_points_in_the_turn() {
     let tool = lookup();
-    let model = ScriptedModel::new([reply::calls(&[("lookup", json!({"q": "a"}))]), reply::text("done")]);
+    let model =
+        ScriptedModel::new([reply::calls(&[("lookup", json!({"q": "a"}))]), reply::text("done")]);
     let hook = Arc::new(Recorder::default());
-    let mut agent = agent(&model, registry(&[&tool]), AgentConfig::default()).with_hook(hook.clone());
-    let input = TurnInput::new("go").with_completion(TaskCompletion::new("task-7", "completed", "report ready"));
+    let mut agent =
+        agent(&model, registry(&[&tool]), AgentConfig::default()).with_hook(hook.clone());
+    let input = TurnInput::new("go").with_completion(TaskCompletion::new(
+        "task-7",
+        "completed",
+        "report ready",
+    ));
     let log = rein_agent::EventLog::new();
     agent.turn(input, &CancellationToken::new(), &log).await.expect("turn");
     assert_eq!(
@@ -68,7 +83,10 @@ async fn hooks_run_at_their_points_in_the_turn() {
         ]
     );
     // The completion was delivered as a note before the user's message.
-    assert_eq!(agent.history()[0], Message::user("[Background task task-7 completed] report ready"));
+    assert_eq!(
+        agent.history()[0],
+        Message::user("[Background task task-7 completed] report ready")
+    );
     assert_eq!(agent.history()[1], Message::user("go"));
 }
 
@@ -86,16 +104,25 @@ async fn hooks_pinned_context_is_sent_with_that_request_and_never_stored() {
     let texts: Vec<String> = request.messages.iter().map(Message::text).collect();
     assert!(texts.contains(&"PINNED view of step 1".to_owned()), "{texts:?}");
     assert!(texts.contains(&"HOST view: /ticker/SPY".to_owned()), "{texts:?}");
-    assert!(!agent.history().iter().any(|m| m.text().contains("PINNED") || m.text().contains("HOST view")));
+    assert!(
+        !agent
+            .history()
+            .iter()
+            .any(|m| m.text().contains("PINNED") || m.text().contains("HOST view"))
+    );
     assert!(!log.events().iter().any(|e| matches!(e, rein_protocol::AgentEvent::Message { message } if message.text().contains("PINNED"))));
 }
 
 #[tokio::test]
 async fn hooks_a_failing_hook_is_logged_and_skipped() {
     let tool = lookup();
-    let model = ScriptedModel::new([reply::calls(&[("lookup", json!({"q": "a"}))]), reply::text("done anyway")]);
+    let model = ScriptedModel::new([
+        reply::calls(&[("lookup", json!({"q": "a"}))]),
+        reply::text("done anyway"),
+    ]);
     let hook = Arc::new(Recorder { fail: true, ..Recorder::default() });
-    let mut agent = agent(&model, registry(&[&tool]), AgentConfig::default()).with_hook(hook.clone());
+    let mut agent =
+        agent(&model, registry(&[&tool]), AgentConfig::default()).with_hook(hook.clone());
     let ran = run(&mut agent, "go").await;
     assert_eq!(ran.outcome().text, "done anyway");
     assert_eq!(tool.call_count(), 1);

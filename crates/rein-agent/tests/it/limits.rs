@@ -15,9 +15,13 @@ async fn remote() -> ToolRegistry {
         vec![ToolSpec::new(
             "sql",
             "Runs SQL.",
-            crate::support::obj(json!({"type": "object", "properties": {"n": {"type": "integer"}}})),
+            crate::support::obj(
+                json!({"type": "object", "properties": {"n": {"type": "integer"}}}),
+            ),
         )],
-        |_, args| Ok(ToolOutput::text(format!("row {}", args.get("n").cloned().unwrap_or_default()))),
+        |_, args| {
+            Ok(ToolOutput::text(format!("row {}", args.get("n").cloned().unwrap_or_default())))
+        },
     );
     let mut registry = ToolRegistry::new();
     registry.register_source(Arc::new(source)).await.expect("registers");
@@ -58,7 +62,10 @@ async fn turn_limits_checkpoint_after_max_tool_calls_remote_rounds() {
     assert!(summary_request.tools.is_empty(), "the summary is asked with tools off");
     assert_eq!(summary_request.tool_choice, ToolChoice::None);
     let instruction = summary_request.messages.last().expect("messages").text();
-    assert!(instruction.starts_with("You have reached a checkpoint after 15 tool rounds."), "{instruction}");
+    assert!(
+        instruction.starts_with("You have reached a checkpoint after 15 tool rounds."),
+        "{instruction}"
+    );
     assert!(agent.is_suspended());
     assert_eq!(agent.checkpoint_summary(), Some("Ran 15 queries; 3 remain. Continue?"));
     assert!(ran.events.iter().any(|e| matches!(e, AgentEvent::Checkpoint { .. })));
@@ -69,7 +76,12 @@ async fn turn_limits_manual_mode_uses_max_tool_calls_manual() {
     let mut script = remote_rounds(3);
     script.push(reply::text("summary"));
     let model = ScriptedModel::new(script);
-    let config = AgentConfig { auto_approve: false, max_tool_calls: 1, max_tool_calls_manual: 3, ..AgentConfig::default() };
+    let config = AgentConfig {
+        auto_approve: false,
+        max_tool_calls: 1,
+        max_tool_calls_manual: 3,
+        ..AgentConfig::default()
+    };
     let mut agent = agent(&model, remote().await, config);
     let ran = run(&mut agent, "go").await;
     assert_eq!(ran.outcome().ending.as_str(), "checkpoint");
@@ -79,7 +91,9 @@ async fn turn_limits_manual_mode_uses_max_tool_calls_manual() {
 #[tokio::test]
 async fn turn_limits_local_only_rounds_in_a_row_also_checkpoint() {
     let tool = lookup();
-    let mut script: Vec<_> = (0..3).map(|i| reply::calls_from(i + 1, &[("lookup", json!({"q": i.to_string()}))])).collect();
+    let mut script: Vec<_> = (0..3)
+        .map(|i| reply::calls_from(i + 1, &[("lookup", json!({"q": i.to_string()}))]))
+        .collect();
     script.push(reply::text("paused"));
     let model = ScriptedModel::new(script);
     let config = AgentConfig { max_tool_calls: 3, ..AgentConfig::default() };
@@ -87,7 +101,8 @@ async fn turn_limits_local_only_rounds_in_a_row_also_checkpoint() {
     let ran = run(&mut agent, "loop locally").await;
     assert_eq!(ran.outcome().ending.as_str(), "checkpoint");
     assert_eq!(ran.outcome().tool_rounds, 0, "local rounds are not remote rounds");
-    let instruction = model.requests().pop().expect("requests").messages.last().expect("message").text();
+    let instruction =
+        model.requests().pop().expect("requests").messages.last().expect("message").text();
     assert!(instruction.contains("after 0 tool rounds"), "{instruction}");
 }
 
@@ -120,7 +135,9 @@ async fn turn_limits_checkpoint_resumes_on_the_next_message_with_a_fresh_interva
     // The resumed request carried the whole paused turn: its calls, the summary, then Continue.
     let first_resumed = &model.requests()[3];
     let texts: Vec<String> = first_resumed.messages.iter().map(Message::text).collect();
-    assert!(texts.contains(&"summary one".to_owned()) && texts.last() == Some(&"Continue".to_owned()));
+    assert!(
+        texts.contains(&"summary one".to_owned()) && texts.last() == Some(&"Continue".to_owned())
+    );
     assert_eq!(first_resumed.messages.iter().filter(|m| !m.tool_calls().is_empty()).count(), 2);
 }
 
@@ -158,8 +175,16 @@ async fn turn_limits_max_steps_last_step_runs_with_tools_off_and_ends_step_limit
     assert_eq!(requests.len(), 3);
     assert!(!requests[1].tools.is_empty());
     assert!(requests[2].tools.is_empty(), "the last step has tools off");
-    assert!(requests[2].messages.iter().any(|m| m.text().starts_with("This is the last step of this turn")));
-    assert!(!agent.history().iter().any(|m| m.text().starts_with("This is the last step")), "pinned, never stored");
+    assert!(
+        requests[2]
+            .messages
+            .iter()
+            .any(|m| m.text().starts_with("This is the last step of this turn"))
+    );
+    assert!(
+        !agent.history().iter().any(|m| m.text().starts_with("This is the last step")),
+        "pinned, never stored"
+    );
     assert!(notices(&ran.events).contains(&"step_limit".to_owned()));
 }
 

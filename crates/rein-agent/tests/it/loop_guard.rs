@@ -25,7 +25,11 @@ async fn loop_guard_repeated_failure_nudges_once_then_checkpoints() {
     ]);
     let mut agent = agent(&model, registry(&[&tool]), AgentConfig::default());
     let ran = run(&mut agent, "fetch it").await;
-    assert_eq!(model.served(), 4, "fail, identical fail (nudge), identical fail (checkpoint), summary");
+    assert_eq!(
+        model.served(),
+        4,
+        "fail, identical fail (nudge), identical fail (checkpoint), summary"
+    );
     assert_eq!(notices(&ran.events), ["repeated_failure_nudge", "checkpoint"]);
     let nudge = model.requests()[2].messages.last().expect("message").text();
     assert_eq!(
@@ -84,7 +88,11 @@ async fn loop_guard_identical_means_canonical_arguments_not_key_order() {
 #[tokio::test]
 async fn loop_guard_success_or_a_different_call_resets_the_streak() {
     let tool = ScriptedTool::new(
-        ToolSpec::new("get", "Gets.", crate::support::obj(json!({"type": "object", "properties": {"k": {}}}))),
+        ToolSpec::new(
+            "get",
+            "Gets.",
+            crate::support::obj(json!({"type": "object", "properties": {"k": {}}})),
+        ),
         |args, _| {
             if args.get("k") == Some(&json!("good")) {
                 Ok(ToolOutput::text("value"))
@@ -103,9 +111,18 @@ async fn loop_guard_success_or_a_different_call_resets_the_streak() {
     ]);
     let mut agent = agent(&model, registry(&[&tool]), AgentConfig::default());
     let ran = run(&mut agent, "go").await;
-    assert!(notices(&ran.events).is_empty(), "no two identical failing rounds in a row: {:?}", notices(&ran.events));
+    assert!(
+        notices(&ran.events).is_empty(),
+        "no two identical failing rounds in a row: {:?}",
+        notices(&ran.events)
+    );
     assert_eq!(ran.outcome().ending.as_str(), "answered");
-    assert!(!agent.history().iter().any(|m| matches!(m, Message::User { .. }) && m.text().starts_with("That tool call")));
+    assert!(
+        !agent
+            .history()
+            .iter()
+            .any(|m| matches!(m, Message::User { .. }) && m.text().starts_with("That tool call"))
+    );
 }
 
 #[tokio::test]

@@ -22,7 +22,11 @@ async fn output_limit_calls_of_a_cut_reply_never_run() {
     assert_eq!(codes(&ran.events), ["tool_call_unresolved"]);
     let outcome = ran.outcome();
     assert_eq!(outcome.ending.as_str(), "length");
-    assert!(outcome.text.starts_with("Here is the start") && outcome.text.contains("cut off"), "{}", outcome.text);
+    assert!(
+        outcome.text.starts_with("Here is the start") && outcome.text.contains("cut off"),
+        "{}",
+        outcome.text
+    );
 }
 
 #[tokio::test]
@@ -42,7 +46,10 @@ async fn output_limit_cut_reply_with_only_calls_ends_the_turn_with_an_error() {
 
 #[tokio::test]
 async fn output_limit_cut_text_is_continued() {
-    let model = ScriptedModel::new([reply::cut("The answer is a long "), reply::text("story, now complete.")]);
+    let model = ScriptedModel::new([
+        reply::cut("The answer is a long "),
+        reply::text("story, now complete."),
+    ]);
     let mut agent = agent(&model, registry(&[]), AgentConfig::default());
     let ran = run(&mut agent, "tell me").await;
     let outcome = ran.outcome();
@@ -50,9 +57,15 @@ async fn output_limit_cut_text_is_continued() {
     assert_eq!(outcome.text, "The answer is a long story, now complete.");
     let continuation = &model.requests()[1];
     assert!(continuation.tools.is_empty());
-    assert_eq!(continuation.messages[continuation.messages.len() - 2], Message::assistant("The answer is a long "));
+    assert_eq!(
+        continuation.messages[continuation.messages.len() - 2],
+        Message::assistant("The answer is a long ")
+    );
     // Stored as one answer; the scaffolding is gone.
-    assert_eq!(agent.history(), [Message::user("tell me"), Message::assistant(outcome.text.clone())]);
+    assert_eq!(
+        agent.history(),
+        [Message::user("tell me"), Message::assistant(outcome.text.clone())]
+    );
 }
 
 #[tokio::test]
@@ -63,5 +76,8 @@ async fn output_limit_still_cut_after_the_continuations_is_shown_with_a_note() {
     assert_eq!(model.served(), 1 + rein_agent::DEFAULT_MAX_CONTINUATIONS as usize);
     let outcome = ran.outcome();
     assert_eq!(outcome.ending.as_str(), "length");
-    assert_eq!(outcome.text, "one two three \n\n[This answer was cut off at the model's output limit.]");
+    assert_eq!(
+        outcome.text,
+        "one two three \n\n[This answer was cut off at the model's output limit.]"
+    );
 }

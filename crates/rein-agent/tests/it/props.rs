@@ -5,7 +5,9 @@ use std::sync::Arc;
 
 use proptest::prelude::*;
 use rein_agent::{Agent, AgentConfig, EventLog, StopMode};
-use rein_protocol::{AgentEvent, CancellationToken, ModelError, ModelErrorKind, StopReason, ToolSpec};
+use rein_protocol::{
+    AgentEvent, CancellationToken, ModelError, ModelErrorKind, StopReason, ToolSpec,
+};
 use rein_testkit::{ScriptedModel, ScriptedTool, Step, check_well_formed, reply};
 use serde_json::json;
 
@@ -70,12 +72,16 @@ fn step(one: &Move, id: &mut usize, stop: &CancellationToken, last_step: bool) -
             reply::calls_from(first, &calls).into()
         }
         Move::CutText => reply::cut("cut ").into(),
-        Move::CutCalls => reply::with_stop(call("lookup", json!({"q": "1"})), StopReason::Length).into(),
+        Move::CutCalls => {
+            reply::with_stop(call("lookup", json!({"q": "1"})), StopReason::Length).into()
+        }
         Move::Fail => ModelError::new(ModelErrorKind::BadRequest, "bad").into(),
         // With `StopMode::LastStep` the last request is not cancellable (the token already
         // fired), so a model that hangs there would hang the turn: the stop lands just as a
         // reply arrives instead.
-        Move::StopDuringRequest if last_step => Step::CancelThen(stop.clone(), Box::new(reply::text("late").into())),
+        Move::StopDuringRequest if last_step => {
+            Step::CancelThen(stop.clone(), Box::new(reply::text("late").into()))
+        }
         Move::StopDuringRequest => Step::CancelThen(stop.clone(), Box::new(Step::Hang)),
     }
 }
@@ -91,25 +97,29 @@ struct Setup {
 }
 
 fn setups() -> impl Strategy<Value = Setup> {
-    (0u32..4, prop::option::of(1u32..5), prop::option::of(1u32..4), 1usize..3, any::<bool>(), any::<bool>()).prop_map(
-        |(max_tool_calls, max_steps, cap, parallel, last_step, auto_approve)| Setup {
-            max_tool_calls,
-            max_steps,
-            cap,
-            parallel,
-            last_step,
-            auto_approve,
-        },
+    (
+        0u32..4,
+        prop::option::of(1u32..5),
+        prop::option::of(1u32..4),
+        1usize..3,
+        any::<bool>(),
+        any::<bool>(),
     )
+        .prop_map(|(max_tool_calls, max_steps, cap, parallel, last_step, auto_approve)| {
+            Setup { max_tool_calls, max_steps, cap, parallel, last_step, auto_approve }
+        })
 }
 
 fn run_case(setup: &Setup, script: &[Move], turns: usize) -> Result<(), TestCaseError> {
-    let runtime = tokio::runtime::Builder::new_current_thread().build().map_err(|e| TestCaseError::fail(e.to_string()))?;
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .build()
+        .map_err(|e| TestCaseError::fail(e.to_string()))?;
     runtime.block_on(async {
         // The stopper tool and stop-during-request cancel this token; once it fired, the case ends.
         let current = CancellationToken::new();
         let mut id = 0;
-        let steps: Vec<Step> = script.iter().map(|m| step(m, &mut id, &current, setup.last_step)).collect();
+        let steps: Vec<Step> =
+            script.iter().map(|m| step(m, &mut id, &current, setup.last_step)).collect();
         let model = ScriptedModel::new(steps);
         let stopper = ScriptedTool::constant("stopper", "stopping").cancelling(current.clone());
         let failing = ScriptedTool::failing("fail", "Error: always");
@@ -134,8 +144,14 @@ fn run_case(setup: &Setup, script: &[Move], turns: usize) -> Result<(), TestCase
             }
             let ends = events.iter().filter(|e| matches!(e, AgentEvent::TurnEnd { .. })).count();
             prop_assert_eq!(ends, 1, "exactly one turn_end");
-            prop_assert!(matches!(events.last(), Some(AgentEvent::TurnEnd { .. })), "turn_end comes last");
-            prop_assert!(matches!(events.first(), Some(AgentEvent::TurnStarted { .. })), "turn_started comes first");
+            prop_assert!(
+                matches!(events.last(), Some(AgentEvent::TurnEnd { .. })),
+                "turn_end comes last"
+            );
+            prop_assert!(
+                matches!(events.first(), Some(AgentEvent::TurnStarted { .. })),
+                "turn_started comes first"
+            );
             if current.is_cancelled() {
                 break;
             }
@@ -166,8 +182,12 @@ fn transcript_is_well_formed_after_a_dropped_turn_future() {
             Ok(rein_protocol::ToolOutput::text("never"))
         })
         .hanging();
-        let model = ScriptedModel::new([Step::from(reply::calls(&[("hang", json!({}))])), reply::text("after").into()]);
-        let mut agent = Agent::new(Arc::new(model), Arc::new(registry(&[&hang])), AgentConfig::default());
+        let model = ScriptedModel::new([
+            Step::from(reply::calls(&[("hang", json!({}))])),
+            reply::text("after").into(),
+        ]);
+        let mut agent =
+            Agent::new(Arc::new(model), Arc::new(registry(&[&hang])), AgentConfig::default());
         let cancel = CancellationToken::new();
         {
             let log = EventLog::new();
@@ -175,7 +195,10 @@ fn transcript_is_well_formed_after_a_dropped_turn_future() {
             let raced = futures_lite_race(turn).await;
             assert!(raced.is_none(), "the turn hangs in the tool");
         }
-        assert!(check_well_formed(agent.history()).is_err(), "the dropped turn left a dangling call");
+        assert!(
+            check_well_formed(agent.history()).is_err(),
+            "the dropped turn left a dangling call"
+        );
         let log = EventLog::new();
         let outcome = agent.turn("second", &cancel, &log).await.expect("turn");
         assert_eq!(outcome.text, "after");
@@ -195,7 +218,9 @@ async fn futures_lite_race<F: std::future::Future>(future: F) -> Option<F::Outpu
     None
 }
 
-async fn futures_poll_once<F: std::future::Future>(future: std::pin::Pin<&mut F>) -> std::task::Poll<F::Output> {
+async fn futures_poll_once<F: std::future::Future>(
+    future: std::pin::Pin<&mut F>,
+) -> std::task::Poll<F::Output> {
     let mut future = Some(future);
     std::future::poll_fn(move |cx| {
         let poll = future.as_mut().map_or(std::task::Poll::Pending, |f| f.as_mut().poll(cx));

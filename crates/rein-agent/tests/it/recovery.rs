@@ -20,7 +20,11 @@ fn strict() -> ScriptedTool {
 /// A tool that reports its own retryable error in TerraFin's shape.
 fn resolver() -> ScriptedTool {
     ScriptedTool::new(
-        ToolSpec::new("resolve", "Resolves.", obj(json!({"type": "object", "properties": {"name": {}}}))),
+        ToolSpec::new(
+            "resolve",
+            "Resolves.",
+            obj(json!({"type": "object", "properties": {"name": {}}})),
+        ),
         |args, _| {
             let mut output = ToolOutput::error(format!("Error: unknown symbol {}", args["name"]));
             output.structured = Some(json!({
@@ -70,7 +74,11 @@ async fn recovery_the_same_error_in_two_batches_ends_with_the_fallback() {
 async fn recovery_counts_each_batch_once_however_many_errors_it_has() {
     let tool = strict();
     let model = ScriptedModel::new([
-        reply::calls(&[("price", json!({"n": "a"})), ("price", json!({"n": "b"})), ("price", json!({"n": "c"}))]),
+        reply::calls(&[
+            ("price", json!({"n": "a"})),
+            ("price", json!({"n": "b"})),
+            ("price", json!({"n": "c"})),
+        ]),
         reply::calls_from(4, &[("price", json!({"n": 4}))]),
         reply::text("42"),
     ]);

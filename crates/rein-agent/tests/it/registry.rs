@@ -25,7 +25,11 @@ fn source() -> ScriptedSource {
     ScriptedSource::new(
         "geo",
         vec![
-            ToolSpec::new("get_schema", "Schema of a table.", obj(json!({"type": "object", "properties": {"table": {}, "db": {}}}))),
+            ToolSpec::new(
+                "get_schema",
+                "Schema of a table.",
+                obj(json!({"type": "object", "properties": {"table": {}, "db": {}}})),
+            ),
             ToolSpec::without_arguments("query", "Runs a query."),
         ],
         |name, args| match name {
@@ -44,7 +48,9 @@ async fn registry_dispatches_local_and_remote_tools_by_name() {
     registry.register(Arc::new(lookup())).expect("local");
     assert_eq!(registry.register_source(Arc::new(source())).await.expect("remote"), 2);
     assert_eq!(registry.names(), ["lookup", "get_schema", "query"], "registration order");
-    assert!(registry.is_local("lookup") && !registry.is_local("query") && !registry.is_local("nope"));
+    assert!(
+        registry.is_local("lookup") && !registry.is_local("query") && !registry.is_local("nope")
+    );
     assert_eq!(registry.source_of("query"), Some("geo"));
     let local = registry.dispatch(&call("lookup", json!({"q": "x"})), context()).await;
     assert_eq!(local.output, ToolOutput::text("found x"));
@@ -61,7 +67,10 @@ async fn registry_duplicate_name_is_a_registration_error() {
     let remote = registry.register_source(Arc::new(source())).await;
     match remote {
         Err(error @ RegistryError::DuplicateName { .. }) => {
-            assert_eq!(error.to_string(), "a tool named `query` is already registered (from local)");
+            assert_eq!(
+                error.to_string(),
+                "a tool named `query` is already registered (from local)"
+            );
         }
         other => panic!("expected a duplicate-name error, got {other:?}"),
     }
@@ -93,10 +102,15 @@ async fn registry_fn_tool_from_an_async_closure_with_schema_and_flags() {
         .expect("registers");
     assert!(registry.spec("double").is_some_and(|s| s.read_only && !s.side_effects));
     assert!(!registry.needs_approval("double"));
-    assert_eq!(registry.dispatch(&call("double", json!({"n": 21})), context()).await.output.text, "42");
+    assert_eq!(
+        registry.dispatch(&call("double", json!({"n": 21})), context()).await.output.text,
+        "42"
+    );
     let bad = registry.dispatch(&call("double", json!({"n": "x"})), context()).await;
     assert!(bad.output.is_error && bad.output.text.contains("invalid arguments"));
-    let direct = FnTool::new(ToolSpec::without_arguments("t", "T."), |_, _| async { Ok(ToolOutput::text("t")) });
+    let direct = FnTool::new(ToolSpec::without_arguments("t", "T."), |_, _| async {
+        Ok(ToolOutput::text("t"))
+    });
     assert_eq!(rein_protocol::Tool::spec(&direct).name, "t");
 }
 
@@ -105,8 +119,10 @@ async fn registry_memoizes_configured_reads_by_name_and_canonical_arguments() {
     let source = source();
     let mut registry = ToolRegistry::new().with_memo_tools(["get_schema"]);
     registry.register_source(Arc::new(source.clone())).await.expect("remote");
-    let first = registry.dispatch(&call("get_schema", json!({"table": "t", "db": "d"})), context()).await;
-    let second = registry.dispatch(&call("get_schema", json!({"db": "d", "table": "t"})), context()).await;
+    let first =
+        registry.dispatch(&call("get_schema", json!({"table": "t", "db": "d"})), context()).await;
+    let second =
+        registry.dispatch(&call("get_schema", json!({"db": "d", "table": "t"})), context()).await;
     assert!(!first.cached && second.cached);
     assert_eq!(first.output, second.output);
     assert_eq!(source.calls().len(), 1, "the second read came from the memo");
@@ -116,7 +132,8 @@ async fn registry_memoizes_configured_reads_by_name_and_canonical_arguments() {
     assert_eq!(source.calls().len(), 3);
     registry.clear_memo();
     assert_eq!(registry.memo_len(), 0);
-    let third = registry.dispatch(&call("get_schema", json!({"table": "t", "db": "d"})), context()).await;
+    let third =
+        registry.dispatch(&call("get_schema", json!({"table": "t", "db": "d"})), context()).await;
     assert!(!third.cached);
 }
 
@@ -133,7 +150,8 @@ async fn registry_never_memoizes_errors_or_success_false_payloads() {
         })
         .expect("local");
     for _ in 0..2 {
-        let payload = registry.dispatch(&call("get_schema", json!({"table": "missing"})), context()).await;
+        let payload =
+            registry.dispatch(&call("get_schema", json!({"table": "missing"})), context()).await;
         assert!(!payload.cached);
         let error = registry.dispatch(&call("flaky", json!({})), context()).await;
         assert!(!error.cached);
@@ -147,9 +165,10 @@ async fn registry_remote_and_side_effecting_tools_need_approval() {
     let mut registry = ToolRegistry::new();
     registry.register(Arc::new(lookup())).expect("local");
     registry
-        .register(Arc::new(ScriptedTool::new(ToolSpec::without_arguments("write", "W.").side_effects(true), |_, _| {
-            Ok(ToolOutput::text("written"))
-        })))
+        .register(Arc::new(ScriptedTool::new(
+            ToolSpec::without_arguments("write", "W.").side_effects(true),
+            |_, _| Ok(ToolOutput::text("written")),
+        )))
         .expect("local");
     registry.register_source(Arc::new(source())).await.expect("remote");
     assert!(!registry.needs_approval("lookup"));

@@ -36,7 +36,8 @@ async fn stop_while_a_tool_runs_answers_it_and_the_rest_unresolved() {
     let cancel = CancellationToken::new();
     let slow = ScriptedTool::constant("slow", "never").cancelling(cancel.clone()).hanging();
     let tool = lookup();
-    let model = ScriptedModel::new([reply::calls(&[("slow", json!({})), ("lookup", json!({"q": "x"}))])]);
+    let model =
+        ScriptedModel::new([reply::calls(&[("slow", json!({})), ("lookup", json!({"q": "x"}))])]);
     let mut agent = agent(&model, registry(&[&slow, &tool]), AgentConfig::default());
     let ran = run_with(&mut agent, "go", &cancel).await;
     assert_eq!(codes(&ran.events), ["tool_call_unresolved", "tool_call_unresolved"]);

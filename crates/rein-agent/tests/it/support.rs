@@ -3,7 +3,9 @@
 use std::sync::Arc;
 
 use rein_agent::{Agent, AgentConfig, AgentError, EventLog, ToolRegistry, TurnOutcome};
-use rein_protocol::{AgentEvent, CancellationToken, JsonObject, Message, Role, ToolOutput, ToolSpec};
+use rein_protocol::{
+    AgentEvent, CancellationToken, JsonObject, Message, Role, ToolOutput, ToolSpec,
+};
 use rein_testkit::{ScriptedModel, ScriptedTool, check_well_formed};
 
 /// A JSON object from a `json!` literal.
@@ -18,9 +20,15 @@ pub(crate) fn lookup() -> ScriptedTool {
         "properties": {"q": {"type": "string"}},
         "required": ["q"]
     }));
-    ScriptedTool::new(ToolSpec::new("lookup", "Looks something up.", schema).read_only(true), |args, _| {
-        Ok(ToolOutput::text(format!("found {}", args.get("q").and_then(|v| v.as_str()).unwrap_or_default())))
-    })
+    ScriptedTool::new(
+        ToolSpec::new("lookup", "Looks something up.", schema).read_only(true),
+        |args, _| {
+            Ok(ToolOutput::text(format!(
+                "found {}",
+                args.get("q").and_then(|v| v.as_str()).unwrap_or_default()
+            )))
+        },
+    )
 }
 
 /// A registry holding these local tools.
@@ -69,7 +77,9 @@ pub(crate) fn results(events: &[AgentEvent]) -> Vec<(String, String)> {
     events
         .iter()
         .filter_map(|event| match event {
-            AgentEvent::ToolResult { call_id, output, .. } => Some((call_id.clone(), output.text.clone())),
+            AgentEvent::ToolResult { call_id, output, .. } => {
+                Some((call_id.clone(), output.text.clone()))
+            }
             _ => None,
         })
         .collect()
@@ -117,8 +127,10 @@ fn cut(text: &str, max: usize) -> String {
 fn render_message(message: &Message) -> String {
     match message {
         Message::Assistant { tool_calls, .. } if !tool_calls.is_empty() => {
-            let calls: Vec<String> =
-                tool_calls.iter().map(|c| format!("{}={}({})", c.id, c.name, c.arguments_json())).collect();
+            let calls: Vec<String> = tool_calls
+                .iter()
+                .map(|c| format!("{}={}({})", c.id, c.name, c.arguments_json()))
+                .collect();
             format!("assistant calls [{}] text={:?}", calls.join(", "), cut(&message.text(), 60))
         }
         Message::Tool { tool_call_id, is_error, .. } => {
@@ -158,12 +170,21 @@ pub(crate) fn render(events: &[AgentEvent]) -> String {
             }
             AgentEvent::ToolStarted { call_id, name } => format!("tool_started {call_id} {name}"),
             AgentEvent::ToolResult { call_id, name, output } => {
-                format!("tool_result {call_id} {name} error={}: {}", output.is_error, cut(&output.text, 60))
+                format!(
+                    "tool_result {call_id} {name} error={}: {}",
+                    output.is_error,
+                    cut(&output.text, 60)
+                )
             }
             AgentEvent::Notice { code, .. } => format!("notice {code}"),
             AgentEvent::Checkpoint { summary } => format!("checkpoint {:?}", cut(summary, 60)),
             AgentEvent::TurnEnd { ending, text, usage } => {
-                format!("turn_end {} {:?} tokens={}", ending.as_str(), cut(text, 60), usage.total_tokens)
+                format!(
+                    "turn_end {} {:?} tokens={}",
+                    ending.as_str(),
+                    cut(text, 60),
+                    usage.total_tokens
+                )
             }
             AgentEvent::Error { code, message } => format!("error {code}: {}", cut(message, 60)),
             other => format!("{other:?}"),

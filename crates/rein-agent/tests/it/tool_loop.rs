@@ -71,7 +71,9 @@ async fn reasoning_goes_to_an_event_and_never_back_to_the_model() {
         .collect();
     assert_eq!(reasoning, ["I should look x up", "done thinking"]);
     // Stored with the assistant message...
-    assert!(matches!(&agent.history()[1], Message::Assistant { reasoning_content: Some(r), .. } if r == "I should look x up"));
+    assert!(
+        matches!(&agent.history()[1], Message::Assistant { reasoning_content: Some(r), .. } if r == "I should look x up")
+    );
     // ...but never sent back.
     let second = &model.requests()[1];
     for message in &second.messages {
@@ -86,7 +88,9 @@ async fn reasoning_goes_to_an_event_and_never_back_to_the_model() {
 async fn embedded_calls_are_recovered_and_run_like_native_ones() {
     let tool = lookup();
     let model = ScriptedModel::new([
-        reply::text("Let me check. <tool_call>{\"name\": \"lookup\", \"arguments\": {\"q\": \"emb\"}}</tool_call>"),
+        reply::text(
+            "Let me check. <tool_call>{\"name\": \"lookup\", \"arguments\": {\"q\": \"emb\"}}</tool_call>",
+        ),
         reply::text("emb is found"),
     ]);
     let mut agent = agent(&model, registry(&[&tool]), AgentConfig::default());
@@ -113,7 +117,10 @@ async fn attempted_unreadable_call_is_reprompted_at_most_twice_per_turn() {
     assert_eq!(notices(&ran.events), ["parse_retry", "parse_retry"]);
     let last = model.requests().pop().expect("requests");
     let reprompt = last.messages.last().expect("messages").text();
-    assert!(reprompt.starts_with("That looked like a tool call but could not be parsed."), "{reprompt}");
+    assert!(
+        reprompt.starts_with("That looked like a tool call but could not be parsed."),
+        "{reprompt}"
+    );
     assert_eq!(ran.outcome().ending.as_str(), "answered");
     assert_eq!(tool.call_count(), 0);
 }
@@ -128,4 +135,24 @@ async fn blank_answer_is_replaced_and_not_stored() {
         "I received your question but had trouble generating a response. Please try rephrasing."
     );
     assert_eq!(agent.history(), [Message::user("hello")]);
+}
+
+#[tokio::test]
+async fn tool_use_loop_prompt_too_long_retries_at_tighter_levels_then_fails() {
+    use rein_protocol::{ModelError, ModelErrorKind};
+    let too_long =
+        || rein_testkit::Step::from(ModelError::new(ModelErrorKind::PromptTooLong, "too long"));
+    let model = ScriptedModel::new([too_long(), rein_testkit::Step::from(reply::text("fits now"))]);
+    let mut first = agent(&model, registry(&[]), AgentConfig::default());
+    let ran = run(&mut first, "hi").await;
+    assert_eq!(ran.outcome().text, "fits now");
+    assert_eq!(notices(&ran.events), ["prompt_too_long_retry"]);
+    assert_eq!(model.served(), 2);
+
+    // Full, Compact, Tight, Minimal: three retries, then the error ends the turn.
+    let model = ScriptedModel::new([too_long(), too_long(), too_long(), too_long(), too_long()]);
+    let mut second = agent(&model, registry(&[]), AgentConfig::default());
+    let ran = run(&mut second, "hi").await;
+    assert!(matches!(ran.result, Err(rein_agent::AgentError::Model(_))));
+    assert_eq!(model.served(), 4);
 }

@@ -27,7 +27,9 @@ fn chart() -> ScriptedTool {
     })
 }
 
-async fn one_call(arguments: serde_json::Value) -> (ScriptedTool, Vec<(String, String)>, Vec<String>) {
+async fn one_call(
+    arguments: serde_json::Value,
+) -> (ScriptedTool, Vec<(String, String)>, Vec<String>) {
     let tool = chart();
     let model = ScriptedModel::new([reply::calls(&[("chart", arguments)]), reply::text("ok")]);
     let mut agent = agent(&model, registry(&[&tool]), AgentConfig::default());
@@ -68,7 +70,10 @@ async fn arguments_validated_unknown_field_is_refused_not_passed_through() {
     assert_eq!(tool.call_count(), 0);
     assert_eq!(codes, ["tool_invalid_arguments"]);
     let text = &results[0].1;
-    assert!(text.contains("api_secret") && text.contains("Allowed fields: ticker, days, style"), "{text}");
+    assert!(
+        text.contains("api_secret") && text.contains("Allowed fields: ticker, days, style"),
+        "{text}"
+    );
 }
 
 #[tokio::test]
@@ -76,7 +81,10 @@ async fn arguments_validated_enum_and_bounds() {
     let (tool, results, _) = one_call(json!({"ticker": "SPY", "days": 0, "style": "pie"})).await;
     assert_eq!(tool.call_count(), 0);
     let text = &results[0].1;
-    assert!(text.contains("`/days`") && text.contains("`/style`"), "every problem is named: {text}");
+    assert!(
+        text.contains("`/days`") && text.contains("`/style`"),
+        "every problem is named: {text}"
+    );
 }
 
 #[tokio::test]
