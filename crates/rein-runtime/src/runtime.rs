@@ -119,6 +119,17 @@ pub(crate) struct Inner {
     channels: Mutex<HashMap<String, Arc<Channel>>>,
 }
 
+/// Runs a blocking store call; on a multi-threaded tokio runtime the worker thread is handed
+/// over first so other tasks keep running during an fsync.
+pub(crate) fn blocking<T>(f: impl FnOnce() -> T) -> T {
+    match tokio::runtime::Handle::try_current() {
+        Ok(handle) if handle.runtime_flavor() == tokio::runtime::RuntimeFlavor::MultiThread => {
+            tokio::task::block_in_place(f)
+        }
+        _ => f(),
+    }
+}
+
 pub(crate) fn lock<T>(mutex: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
     mutex.lock().unwrap_or_else(PoisonError::into_inner)
 }
@@ -212,7 +223,7 @@ impl Inner {
         let kind = transcript::event_kind(&payload);
         let channel = self.channel(session_id);
         let _order = lock(&channel.order);
-        match self.transcripts.append(session_id, &kind, payload) {
+        match blocking(|| self.transcripts.append(session_id, &kind, payload)) {
             Ok(line) => {
                 // No subscriber is fine: the event is in the transcript for later replay.
                 let _ = channel.sender.send(SessionEvent { id: line.event_id, event });

@@ -5,6 +5,7 @@ mod approvals;
 mod checkpoints;
 mod concurrent;
 mod events;
+mod fingerprint;
 mod personas;
 mod policy;
 mod sessions;

@@ -206,3 +206,25 @@ async fn a_persona_s_side_effect_waits_for_approval_on_the_parent() {
     // A person can decide it through the public API.
     h.rt.decide_approval(&approvals[0].id, rein_runtime::Decision::Approve, None).await.unwrap();
 }
+
+/// Every file in `test_data/personas/` loads, except `*.bad.*` files, which are refused.
+#[test]
+fn persona_files_in_test_data() {
+    let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("test_data/personas");
+    let mut checked = 0;
+    for entry in std::fs::read_dir(&dir).unwrap() {
+        let path = entry.unwrap().path();
+        let name = path.file_name().unwrap().to_string_lossy().into_owned();
+        let loaded = Persona::from_file(&path);
+        if name.contains(".bad.") {
+            let error = loaded.unwrap_err();
+            assert_eq!(error.code(), "validation_error", "{name}: {error}");
+        } else {
+            let persona = loaded.unwrap_or_else(|e| panic!("{name}: {e}"));
+            assert!(!persona.memo_fields.is_empty(), "{name}");
+            assert!(persona.allowed_tools.iter().all(|t| !t.starts_with("consult_")));
+        }
+        checked += 1;
+    }
+    assert_eq!(checked, 5);
+}
