@@ -311,7 +311,9 @@ async fn consult(
             break;
         }
         let end_turn = parent_cancel.child_token();
-        let mut registry = tools::session_registry(inner, &child, &definition, Arc::clone(&mirror));
+        let (mut registry, hidden) =
+            tools::session_registry(inner, &child, &definition, Arc::clone(&mirror));
+        agent.set_model(tools::OfferedOnly::wrap(Arc::clone(&model), &Arc::new(hidden)));
         let memo_tool = MemoTool {
             spec: ToolSpec::new(
                 SUBMIT_MEMO,

@@ -95,6 +95,8 @@ pub(crate) struct Slot {
     pub(crate) agent: Option<Agent>,
     /// Every message of the history with its internal flag (read by `read_tool_result`).
     pub(crate) mirror: Arc<Mutex<Vec<(Message, bool)>>>,
+    /// Registered tools the model is not offered.
+    pub(crate) hidden: Arc<std::collections::HashSet<String>>,
 }
 
 /// One session's live channel; the lock keeps transcript order and send order the same.
@@ -738,8 +740,9 @@ impl Runtime {
             let rebuilt = inner.rebuild(id)?;
             *lock(&guard.mirror) =
                 rebuilt.history.iter().cloned().zip(rebuilt.internal.iter().copied()).collect();
-            let registry =
+            let (registry, hidden) =
                 tools::session_registry(&inner, &session, &definition, Arc::clone(&guard.mirror));
+            guard.hidden = Arc::new(hidden);
             let mut agent = Agent::new(
                 Arc::clone(&model),
                 Arc::new(registry),
@@ -750,10 +753,11 @@ impl Runtime {
             guard.agent = Some(agent);
         }
         let mirror = Arc::clone(&guard.mirror);
+        let hidden = Arc::clone(&guard.hidden);
         let Some(agent) = guard.agent.as_mut() else {
             return Err(RuntimeError::Internal("the session's agent vanished".to_owned()));
         };
-        agent.set_model(model);
+        agent.set_model(tools::OfferedOnly::wrap(model, &hidden));
         let fresh = inner.agent_config(&session, &definition);
         let config = agent.config_mut();
         config.reasoning = fresh.reasoning;

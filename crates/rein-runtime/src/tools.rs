@@ -1,13 +1,17 @@
 //! The tools a session offers: capabilities behind policy and approvals, `start_<tool>_task`,
 //! `current_view_context`, `read_tool_result` and the persona consults.
 
-use std::sync::{Arc, Mutex, Weak};
+use std::{
+    collections::HashSet,
+    sync::{Arc, Mutex, Weak},
+};
 
 use async_trait::async_trait;
 use rein_agent::{HookError, Hooks, ToolRegistry, TurnContext};
 use rein_context::{READ_TOOL_RESULT, ReadArgs, read_tool_result_in, read_tool_result_spec};
 use rein_protocol::{
-    AgentEvent, JsonObject, Message, Tool, ToolCall, ToolContext, ToolError, ToolOutput, ToolSpec,
+    AgentEvent, DeltaSink, JsonObject, Message, Model, ModelError, ModelInfo, ModelReply,
+    ModelRequest, Tool, ToolCall, ToolContext, ToolError, ToolOutput, ToolSpec,
 };
 use rein_store::{ApprovalMatch, NewApproval, NewAuditEntry, NewTask, Session};
 use serde_json::{Value, json};
@@ -475,13 +479,16 @@ pub(crate) fn offered_specs(
     specs
 }
 
-/// The registry of one session: what [`offered_specs`] lists, each behind its runtime tool.
+/// The registry of one session: what [`offered_specs`] lists, each behind its runtime tool,
+/// then every other capability (and task starter) of the runtime, which the model is never
+/// offered (see [`OfferedOnly`]) but which answers a call with a policy error. Returns the
+/// registry and the names kept from the model.
 pub(crate) fn session_registry(
     inner: &Arc<Inner>,
     session: &Session,
     definition: &AgentDefinition,
     mirror: Arc<Mutex<Vec<(Message, bool)>>>,
-) -> ToolRegistry {
+) -> (ToolRegistry, HashSet<String>) {
     let weak = Arc::downgrade(inner);
     let is_child = session.parent_id.is_some();
     let mut registry = ToolRegistry::new();
@@ -490,21 +497,28 @@ pub(crate) fn session_registry(
             tracing::warn!(%error, "a tool name is taken; the later tool is left out");
         }
     };
-    for cap in offered_capabilities(inner, definition) {
-        add(Arc::new(PolicyTool {
+    let policy_tool = |cap: &Capability| -> Arc<dyn Tool> {
+        Arc::new(PolicyTool {
             inner: weak.clone(),
             session_id: session.id.clone(),
             capability: cap.clone(),
-        }));
+        })
+    };
+    let task_tool = |cap: &Capability| -> Arc<dyn Tool> {
+        Arc::new(TaskStartTool {
+            inner: weak.clone(),
+            session_id: session.id.clone(),
+            capability: cap.spec().name.clone(),
+            spec: task_spec(cap),
+        })
+    };
+    let tasks_offered = definition.policy.allow_background_tasks && !is_child;
+    for cap in offered_capabilities(inner, definition) {
+        add(policy_tool(cap));
     }
-    if definition.policy.allow_background_tasks && !is_child {
+    if tasks_offered {
         for cap in offered_capabilities(inner, definition).filter(|cap| cap.is_background()) {
-            add(Arc::new(TaskStartTool {
-                inner: weak.clone(),
-                session_id: session.id.clone(),
-                capability: cap.spec().name.clone(),
-                spec: task_spec(cap),
-            }));
+            add(task_tool(cap));
         }
     }
     add(Arc::new(ViewContextTool {
@@ -518,7 +532,56 @@ pub(crate) fn session_registry(
             add(persona::consult_tool(weak.clone(), &session.id, persona));
         }
     }
-    registry
+    // Not offered, but answered with a policy error (and audited) if called anyway.
+    let mut hidden = HashSet::new();
+    for cap in inner.caps.iter() {
+        let allowed = definition.policy.allows(&cap.spec().name);
+        if !allowed {
+            hidden.insert(cap.spec().name.clone());
+            add(policy_tool(cap));
+        }
+        if cap.is_background() && (!allowed || !tasks_offered) {
+            hidden.insert(task_tool_name(&cap.spec().name));
+            add(task_tool(cap));
+        }
+    }
+    (registry, hidden)
+}
+
+/// The session's model with the tools it is not offered taken out of every request.
+pub(crate) struct OfferedOnly {
+    model: Arc<dyn Model>,
+    hidden: Arc<HashSet<String>>,
+}
+
+impl OfferedOnly {
+    /// `model` as is when nothing is hidden, else wrapped.
+    pub(crate) fn wrap(model: Arc<dyn Model>, hidden: &Arc<HashSet<String>>) -> Arc<dyn Model> {
+        if hidden.is_empty() {
+            return model;
+        }
+        Arc::new(OfferedOnly { model, hidden: Arc::clone(hidden) })
+    }
+}
+
+#[async_trait]
+impl Model for OfferedOnly {
+    fn info(&self) -> &ModelInfo {
+        self.model.info()
+    }
+
+    async fn complete(
+        &self,
+        request: &ModelRequest,
+        deltas: DeltaSink<'_>,
+    ) -> Result<ModelReply, ModelError> {
+        if !request.tools.iter().any(|tool| self.hidden.contains(&tool.name)) {
+            return self.model.complete(request, deltas).await;
+        }
+        let mut request = request.clone();
+        request.tools.retain(|tool| !self.hidden.contains(&tool.name));
+        self.model.complete(&request, deltas).await
+    }
 }
 
 /// Audits calls of known capabilities that the session does not offer (the loop answered

@@ -40,7 +40,19 @@ async fn denied_call_gets_a_policy_error_and_an_audit_entry() {
     );
     h.rt.create_session(CreateSession::agent("reader").id("s")).await.unwrap();
     let report = h.rt.send_message("s", "email and look up", None).await.unwrap();
-    assert!(report.tool_results[0].1.is_error, "the denied call must fail");
+    let denied_call = &report.tool_results[0].1;
+    assert!(denied_call.is_error, "the denied call must fail");
+    assert_eq!(
+        denied_call.structured.as_ref().unwrap()["error"]["code"],
+        json!(POLICY_DENIED_CODE)
+    );
+    // The model was never offered it.
+    assert!(
+        h.model.requests()[0]
+            .tools
+            .iter()
+            .all(|t| t.name != "send_email" && t.name != "start_lookup_task")
+    );
     assert!(!report.tool_results[1].1.is_error);
     assert_eq!(
         h.calls.lock().unwrap().iter().map(|(n, _)| n.as_str()).collect::<Vec<_>>(),
@@ -59,5 +71,4 @@ async fn denied_call_gets_a_policy_error_and_an_audit_entry() {
     assert_eq!(refused.code(), "hosted_agent_policy_denied");
     let audit = h.rt.audit("s").await.unwrap();
     assert!(audit.iter().any(|a| a.action == "task" && a.outcome == "denied"));
-    assert_eq!(POLICY_DENIED_CODE, "tool_policy_denied");
 }
