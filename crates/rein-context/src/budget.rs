@@ -148,23 +148,19 @@ struct Entry {
 #[derive(Debug, Default)]
 struct CountCache {
     entries: Vec<Entry>,
+    /// Messages counted since the last reset (for [`ContextBudget::last_counted`]).
+    counted: usize,
 }
 
 impl CountCache {
-    /// Brings the counts up to date with `messages`, counting only messages that are new or
-    /// changed. Every message's shape key is checked; the content fingerprint of the newest
-    /// [`VERIFIED_TAIL`] known messages and of new ones. Returns how many messages were counted
-    /// and the first position that changed (`None` when the known ones are all unchanged).
-    fn sync(
-        &mut self,
-        messages: &[Message],
-        tokenizer: Tokenizer,
-        full_chars: usize,
-    ) -> (usize, Option<usize>) {
+    /// Brings the cache up to date with `messages`: entries of new or changed messages are
+    /// marked uncounted (they are counted when a level first needs them). Every message's shape
+    /// key is checked; the content fingerprint of the newest [`VERIFIED_TAIL`] known messages
+    /// and of new ones. Returns the first known position that changed, if any.
+    fn sync(&mut self, messages: &[Message]) -> Option<usize> {
         let mut first_changed = (self.entries.len() > messages.len()).then_some(messages.len());
         self.entries.truncate(messages.len());
         let verify_from = self.entries.len().saturating_sub(VERIFIED_TAIL);
-        let mut counted = 0;
         for (i, message) in messages.iter().enumerate() {
             let key = shape_key(message);
             let known = match self.entries.get(i) {
@@ -179,25 +175,44 @@ impl CountCache {
             if i < self.entries.len() {
                 first_changed = Some(first_changed.map_or(i, |first| first.min(i)));
             }
-            let tokens = match message {
-                Message::Tool { .. } => tool_tokens(message, tokenizer, full_chars),
-                _ => tokenizer.count_message(message),
+            let entry = Entry {
+                key,
+                fingerprint: fingerprint(message),
+                tokens: UNKNOWN,
+                cut: [UNKNOWN; 4],
             };
-            let entry = Entry { key, fingerprint: fingerprint(message), tokens, cut: [UNKNOWN; 4] };
-            counted += 1;
             match self.entries.get_mut(i) {
                 Some(slot) => *slot = entry,
                 None => self.entries.push(entry),
             }
         }
-        (counted, first_changed)
+        first_changed
     }
 
-    fn tokens(&self, idx: usize) -> u64 {
-        self.entries.get(idx).map_or(0, |entry| entry.tokens)
+    /// A message's tokens as sent at `Full` (a tool result cut to `full_chars`), counted on
+    /// first use.
+    fn tokens(
+        &mut self,
+        idx: usize,
+        message: &Message,
+        tokenizer: Tokenizer,
+        full_chars: usize,
+    ) -> u64 {
+        let count = || match message {
+            Message::Tool { .. } => tool_tokens(message, tokenizer, full_chars),
+            _ => tokenizer.count_message(message),
+        };
+        let Some(entry) = self.entries.get_mut(idx) else {
+            return count();
+        };
+        if entry.tokens == UNKNOWN {
+            entry.tokens = count();
+            self.counted += 1;
+        }
+        entry.tokens
     }
 
-    /// A tool result's tokens when cut to `chars` (cached per level).
+    /// A tool result's tokens when cut to `chars` at `level` (counted on first use).
     fn cut_tokens(
         &mut self,
         idx: usize,
@@ -206,12 +221,12 @@ impl CountCache {
         level: Level,
         chars: usize,
     ) -> u64 {
+        if level == Level::Full {
+            return self.tokens(idx, message, tokenizer, chars);
+        }
         let Some(entry) = self.entries.get_mut(idx) else {
             return tool_tokens(message, tokenizer, chars);
         };
-        if level == Level::Full {
-            return entry.tokens;
-        }
         let slot = &mut entry.cut[level.rank()];
         if *slot == UNKNOWN {
             *slot = tool_tokens(message, tokenizer, chars);
@@ -437,11 +452,12 @@ impl ContextBudget {
             self.synthetic = None;
             self.tokenizer = Some(tokenizer);
         }
-        let full_chars = self.config.tool_result_max_chars;
-        let (counted, changed) = self.history.sync(input.history, tokenizer, full_chars);
-        self.last_counted = counted
-            + self.system.sync(input.system, tokenizer, full_chars).0
-            + self.pinned.sync(input.pinned, tokenizer, full_chars).0;
+        let changed = self.history.sync(input.history);
+        self.system.sync(input.system);
+        self.pinned.sync(input.pinned);
+        for cache in [&mut self.history, &mut self.system, &mut self.pinned] {
+            cache.counted = 0;
+        }
         if changed.is_some_and(|first| first < self.plan.planned) {
             self.plan = Planner::default();
         }
@@ -473,6 +489,7 @@ impl ContextBudget {
         };
         let prepared = self.choose(input.min_level, &planned);
         self.plan.items = history;
+        self.last_counted = self.history.counted + self.system.counted + self.pinned.counted;
         prepared
     }
 
@@ -499,18 +516,25 @@ impl ContextBudget {
                 let kept_items: usize = kept.iter().map(|&u| units[u].1 - units[u].0).sum();
                 let dropped = history.len() - kept_items;
                 let with_note = note && dropped > 0;
-                // A cheap lower bound first: shaping only ever adds a message.
-                let lower = tools_tokens
-                    + self.sum(system, &sources, level, tool_chars)
-                    + self.sum(pinned, &sources, level, tool_chars)
-                    + kept
-                        .iter()
-                        .map(|&u| {
-                            self.sum(&history[units[u].0..units[u].1], &sources, level, tool_chars)
-                        })
-                        .sum::<u64>();
-                if level != Level::Minimal && self.corrected(lower) > budget {
-                    break;
+                // A lower bound first (shaping only ever adds a message), newest groups
+                // first, stopping as soon as it is over: the older messages are then never
+                // counted.
+                if level != Level::Minimal {
+                    let mut lower = tools_tokens
+                        + self.sum(system, &sources, level, tool_chars)
+                        + self.sum(pinned, &sources, level, tool_chars);
+                    let mut over = self.corrected(lower) > budget;
+                    for &u in kept.iter().rev() {
+                        if over {
+                            break;
+                        }
+                        lower +=
+                            self.sum(&history[units[u].0..units[u].1], &sources, level, tool_chars);
+                        over = self.corrected(lower) > budget;
+                    }
+                    if over {
+                        break;
+                    }
                 }
                 let mut items = Vec::with_capacity(system.len() + pinned.len() + kept_items + 1);
                 items.extend(system.iter().cloned());
@@ -599,11 +623,13 @@ impl ContextBudget {
         tool_chars: usize,
     ) -> u64 {
         let tokenizer = self.tokenizer.unwrap_or_default();
+        let full_chars = self.config.tool_result_max_chars;
         items
             .iter()
             .map(|item| match item {
                 Item::Plain { src, idx } | Item::Calls { src, idx, .. } => {
-                    self.cache(*src).tokens(*idx)
+                    let message = sources.get(*src, *idx);
+                    self.cache(*src).tokens(*idx, message, tokenizer, full_chars)
                 }
                 Item::Result { src, idx, .. } => {
                     let message = sources.get(*src, *idx);

@@ -216,6 +216,17 @@ fn counts_are_cached_per_message() {
 }
 
 #[test]
+fn only_what_a_level_needs_is_counted() {
+    // 2,001 messages of about 150 tokens: deciding that the whole does not fit a 6,000-token
+    // window stops counting after the newest few dozen.
+    let history = chat(1_000);
+    let mut budget = ContextBudget::new(config());
+    let prepared = prepare(&mut budget, &system(), &history, &model(6_000), Level::Full);
+    assert_eq!(prepared.level, Level::Compact);
+    assert!(budget.last_counted() < 60, "counted {}", budget.last_counted());
+}
+
+#[test]
 fn reported_usage_corrects_the_estimate() {
     let history = chat(5);
     let mut budget = ContextBudget::new(config());
@@ -324,7 +335,8 @@ fn a_replaced_history_that_fools_the_cache_is_still_sent_well_formed() {
     let mut budget = ContextBudget::new(config());
     prepare(&mut budget, &system(), &original, &model(1_000_000), Level::Full);
     let cached = prepare(&mut budget, &system(), &replaced, &model(1_000_000), Level::Full);
-    assert_eq!(budget.last_counted(), replaced.len(), "rebuilt from scratch");
+    // Rebuilt from scratch: every message counted again but the orphan, which is not sent.
+    assert_eq!(budget.last_counted(), replaced.len() - 1);
     let fresh = prepare(
         &mut ContextBudget::new(config()),
         &system(),
