@@ -201,3 +201,33 @@ async fn session_stays_usable_past_200_messages() {
     let report = h.rt.send_message("long", "one more", None).await.unwrap();
     assert_eq!(report.final_message, "answer 105");
 }
+
+#[tokio::test]
+async fn the_turn_lock_holds_across_processes_and_fails_open_when_its_holder_dies() {
+    let h = harness(vec![
+        Step::Hang,
+        reply::text("stopped").into(),
+        reply::text("from the second process").into(),
+    ]);
+    h.rt.create_session(CreateSession::agent("assistant").id("s")).await.unwrap();
+    let other = h.reopen();
+    let rt = h.rt.clone();
+    let first = tokio::spawn(async move { rt.send_message("s", "first", None).await });
+    let model = h.model.clone();
+    wait_until("the first turn asks the model", || model.served() == 1).await;
+    let refused = other.send_message("s", "second", None).await.unwrap_err();
+    assert_eq!(refused.code(), "hosted_agent_turn_in_flight");
+    // A stop asked for through the other process reaches the turn through the store.
+    assert!(other.interrupt("s").await.unwrap().turn_in_flight);
+    assert_eq!(first.await.unwrap().unwrap().ending, TurnEnding::Interrupted);
+
+    // A process that died mid-turn holds the lease until it runs out, then the lock fails open.
+    assert!(h.store.begin_turn("s", "runtime:dead", std::time::Duration::from_secs(60)).unwrap());
+    let refused = other.send_message("s", "third", None).await.unwrap_err();
+    assert_eq!(refused.code(), "hosted_agent_turn_in_flight");
+    assert!(other.session("s").await.unwrap().turn_in_flight);
+    h.clock.advance(std::time::Duration::from_secs(61));
+    assert!(!other.session("s").await.unwrap().turn_in_flight);
+    let report = other.send_message("s", "fourth", None).await.unwrap();
+    assert_eq!(report.final_message, "from the second process");
+}
