@@ -2,6 +2,8 @@
 
 use std::fmt::Write as _;
 
+mod context;
+
 mod recover;
 
 mod store;
@@ -12,6 +14,7 @@ pub(crate) fn run(args: &[String]) -> anyhow::Result<()> {
         anyhow::bail!("usage: cargo xtask bench NAME (one of: {})", NAMES.join(", "));
     };
     let figures: Figures = match name.as_str() {
+        "context" => context::run()?,
         "recover" => recover::run()?,
         "store" => store::run()?,
         _ => anyhow::bail!("unknown bench `{name}` (one of: {})", NAMES.join(", ")),
@@ -20,7 +23,7 @@ pub(crate) fn run(args: &[String]) -> anyhow::Result<()> {
     write_figures(name, &figures)
 }
 
-const NAMES: &[&str] = &["recover", "store"];
+const NAMES: &[&str] = &["context", "recover", "store"];
 
 /// Named figures of one benchmark, `<what>_<unit>` → value.
 pub(crate) type Figures = Vec<(String, f64)>;
