@@ -119,6 +119,9 @@ pub(crate) struct Inner {
     turns: Mutex<HashMap<String, CancellationToken>>,
     pub(crate) task_tokens: Mutex<HashMap<String, CancellationToken>>,
     channels: Mutex<HashMap<String, Arc<Channel>>>,
+    /// The visible conversation and unfinished mark of each session, by the transcript's last
+    /// event id, so repeated reads of an unchanged session do not replay its transcript.
+    views: Mutex<HashMap<String, (u64, Arc<(Vec<Message>, Option<TurnUnfinished>)>)>>,
 }
 
 /// Runs a blocking store call; on a multi-threaded tokio runtime the worker thread is handed
@@ -290,6 +293,23 @@ impl Inner {
         }
     }
 
+    /// The visible conversation and unfinished mark of a session, replayed from its transcript
+    /// only when it has changed since the last read.
+    fn replayed(&self, id: &str) -> Result<Arc<(Vec<Message>, Option<TurnUnfinished>)>> {
+        let last = self.transcripts.last_event_id(id).rt()?;
+        if let Some((seen, view)) = lock(&self.views).get(id)
+            && *seen == last
+        {
+            return Ok(Arc::clone(view));
+        }
+        let lines = self.transcripts.read_all(id).rt()?;
+        let last = lines.last().map_or(0, |line| line.event_id);
+        let rebuilt = transcript::rebuild(&lines);
+        let view = Arc::new((rebuilt.visible(), rebuilt.unfinished));
+        lock(&self.views).insert(id.to_owned(), (last, Arc::clone(&view)));
+        Ok(view)
+    }
+
     /// Reads a session from its transcript.
     pub(crate) fn rebuild(&self, id: &str) -> Result<transcript::Rebuilt> {
         let lines = self.transcripts.read_all(id).rt()?;
@@ -367,6 +387,7 @@ impl Runtime {
                 turns: Mutex::default(),
                 task_tokens: Mutex::default(),
                 channels: Mutex::default(),
+                views: Mutex::default(),
             }),
         })
     }
@@ -525,10 +546,11 @@ impl Runtime {
 
     pub(crate) async fn view(&self, session: Session) -> Result<SessionView> {
         let inner = &self.inner;
-        let rebuilt = inner.rebuild(&session.id)?;
+        let replayed = inner.replayed(&session.id)?;
+        let (messages, replayed_unfinished) = (&replayed.0, replayed.1);
         let in_flight = session.turn_live(inner.clock.now());
         let unfinished =
-            if in_flight { None } else { rebuilt.unfinished.or(session.turn_unfinished) };
+            if in_flight { None } else { replayed_unfinished.or(session.turn_unfinished) };
         let checkpoint = {
             let slot = inner.slot(&session.id);
             let guard = slot.try_lock();
@@ -547,7 +569,7 @@ impl Runtime {
         Ok(SessionView {
             settings: inner.settings(&session),
             tools: tools::offered_specs(inner, &definition, is_child),
-            messages: rebuilt.visible(),
+            messages: messages.clone(),
             id: session.id,
             owner: session.owner,
             agent_name: session.agent_id,
@@ -608,6 +630,7 @@ impl Runtime {
                 tracing::warn!(session = %gone, %error, "could not delete a transcript");
             }
             lock(&inner.channels).remove(gone);
+            lock(&inner.views).remove(gone);
             if gone != id {
                 lock(&inner.slots).remove(gone);
             }
