@@ -105,6 +105,9 @@ pub(crate) struct Channel {
     order: Mutex<()>,
 }
 
+/// A session's visible conversation and unfinished mark, as replayed from its transcript.
+type Replayed = (Vec<Message>, Option<TurnUnfinished>);
+
 /// Everything the handle shares.
 pub(crate) struct Inner {
     pub(crate) config: RuntimeConfig,
@@ -121,7 +124,7 @@ pub(crate) struct Inner {
     channels: Mutex<HashMap<String, Arc<Channel>>>,
     /// The visible conversation and unfinished mark of each session, by the transcript's last
     /// event id, so repeated reads of an unchanged session do not replay its transcript.
-    views: Mutex<HashMap<String, (u64, Arc<(Vec<Message>, Option<TurnUnfinished>)>)>>,
+    views: Mutex<HashMap<String, (u64, Arc<Replayed>)>>,
 }
 
 /// Runs a blocking store call; on a multi-threaded tokio runtime the worker thread is handed
@@ -295,7 +298,7 @@ impl Inner {
 
     /// The visible conversation and unfinished mark of a session, replayed from its transcript
     /// only when it has changed since the last read.
-    fn replayed(&self, id: &str) -> Result<Arc<(Vec<Message>, Option<TurnUnfinished>)>> {
+    fn replayed(&self, id: &str) -> Result<Arc<Replayed>> {
         let last = self.transcripts.last_event_id(id).rt()?;
         if let Some((seen, view)) = lock(&self.views).get(id)
             && *seen == last
