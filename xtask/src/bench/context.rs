@@ -3,7 +3,9 @@
 
 use std::time::Instant;
 
-use rein_context::{BudgetConfig, ContextBudget, Level, PrepareInput, Provider, Tokenizer, normalize};
+use rein_context::{
+    BudgetConfig, ContextBudget, Level, PrepareInput, Provider, Tokenizer, normalize,
+};
 use rein_protocol::{JsonObject, Message, ModelInfo, ToolCall, ToolSpec};
 
 use super::Figures;
@@ -25,9 +27,36 @@ impl Rng {
 }
 
 const WORDS: &[&str] = &[
-    "the", "revenue", "grew", "by", "percent", "in", "quarter", "while", "margins", "fell", "because",
-    "of", "higher", "costs", "Überblick", "データ", "cash", "flow", "segment", "guidance", "{\"ticker\":",
-    "\"AAPL\"}", "2024-06-30", "12.5%", "report", "filing", "section", "risk", "factors", "and",
+    "the",
+    "revenue",
+    "grew",
+    "by",
+    "percent",
+    "in",
+    "quarter",
+    "while",
+    "margins",
+    "fell",
+    "because",
+    "of",
+    "higher",
+    "costs",
+    "Überblick",
+    "データ",
+    "cash",
+    "flow",
+    "segment",
+    "guidance",
+    "{\"ticker\":",
+    "\"AAPL\"}",
+    "2024-06-30",
+    "12.5%",
+    "report",
+    "filing",
+    "section",
+    "risk",
+    "factors",
+    "and",
 ];
 
 fn prose(rng: &mut Rng, chars: usize) -> String {
@@ -77,7 +106,12 @@ fn session(messages: usize, seed: u64) -> Vec<Message> {
 
 fn tools() -> Vec<ToolSpec> {
     (0..12)
-        .map(|i| ToolSpec::without_arguments(format!("tool_{i}"), format!("Tool number {i}, which does a thing.")))
+        .map(|i| {
+            ToolSpec::without_arguments(
+                format!("tool_{i}"),
+                format!("Tool number {i}, which does a thing."),
+            )
+        })
         .collect()
 }
 
@@ -162,7 +196,8 @@ pub(crate) fn run() -> anyhow::Result<Figures> {
     figures.push(("count_cl100k_mb_per_s".into(), counting_rate(Tokenizer::Cl100kBase, &texts)));
     figures.push(("count_estimate_mb_per_s".into(), counting_rate(Tokenizer::Estimate, &texts)));
 
-    for (label, messages, rounds) in [("1k", 1_000, 21), ("10k", 10_000, 21), ("100k", 100_000, 5)] {
+    for (label, messages, rounds) in [("1k", 1_000, 21), ("10k", 10_000, 21), ("100k", 100_000, 5)]
+    {
         let (cold, warm, level, estimated) = prepare_times(messages, 128_000, rounds);
         figures.push((format!("prepare_{label}_cold_ms"), cold));
         figures.push((format!("prepare_{label}_warm_ms"), warm));
