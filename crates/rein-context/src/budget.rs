@@ -407,8 +407,8 @@ impl ContextBudget {
         self.correction
     }
 
-    /// How many messages the last [`ContextBudget::prepare`] had to count (new or changed);
-    /// the others came from the cache.
+    /// How many messages the last [`ContextBudget::prepare`] counted: new or changed messages
+    /// that a level needed (counting is lazy); the others came from the cache or were not needed.
     pub fn last_counted(&self) -> usize {
         self.last_counted
     }

@@ -40,6 +40,17 @@ impl Provider {
     /// Every provider.
     pub const ALL: [Provider; 3] = [Provider::OpenAi, Provider::Anthropic, Provider::Gemini];
 
+    /// The provider for a name as configs spell it (`openai`, `anthropic`, `gemini` or
+    /// `google`, any case); `None` for others. OpenAI-compatible servers are `openai`.
+    pub fn from_name(name: &str) -> Option<Provider> {
+        match name.trim().to_ascii_lowercase().as_str() {
+            "openai" | "openai-compatible" | "openai_compatible" => Some(Provider::OpenAi),
+            "anthropic" => Some(Provider::Anthropic),
+            "gemini" | "google" => Some(Provider::Gemini),
+            _ => None,
+        }
+    }
+
     /// Whether roles must alternate and system text may only lead.
     fn strict(self) -> bool {
         !matches!(self, Provider::OpenAi)

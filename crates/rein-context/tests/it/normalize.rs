@@ -92,3 +92,11 @@ fn validate_names_the_problem() {
     );
     assert!(validate(&[Message::assistant("hi")], Provider::OpenAi).is_ok());
 }
+
+#[test]
+fn providers_by_name() {
+    assert_eq!(Provider::from_name("OpenAI"), Some(Provider::OpenAi));
+    assert_eq!(Provider::from_name("anthropic"), Some(Provider::Anthropic));
+    assert_eq!(Provider::from_name(" google "), Some(Provider::Gemini));
+    assert_eq!(Provider::from_name("cohere"), None);
+}
