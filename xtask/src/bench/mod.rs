@@ -4,6 +4,8 @@ use std::fmt::Write as _;
 
 mod context;
 
+mod model;
+
 mod recover;
 
 mod store;
@@ -17,13 +19,14 @@ pub(crate) fn run(args: &[String]) -> anyhow::Result<()> {
         "context" => context::run()?,
         "recover" => recover::run()?,
         "store" => store::run()?,
+        "model" => model::run()?,
         _ => anyhow::bail!("unknown bench `{name}` (one of: {})", NAMES.join(", ")),
     };
     #[allow(unreachable_code)] // Until the first benchmark lands.
     write_figures(name, &figures)
 }
 
-const NAMES: &[&str] = &["context", "recover", "store"];
+const NAMES: &[&str] = &["context", "recover", "store", "model"];
 
 /// Named figures of one benchmark, `<what>_<unit>` → value.
 pub(crate) type Figures = Vec<(String, f64)>;
