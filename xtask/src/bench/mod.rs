@@ -2,6 +2,9 @@
 
 use std::fmt::Write as _;
 
+#[path = "loop.rs"]
+mod loop_bench;
+
 mod context;
 
 mod model;
@@ -16,6 +19,7 @@ pub(crate) fn run(args: &[String]) -> anyhow::Result<()> {
         anyhow::bail!("usage: cargo xtask bench NAME (one of: {})", NAMES.join(", "));
     };
     let figures: Figures = match name.as_str() {
+        "loop" => loop_bench::run()?,
         "context" => context::run()?,
         "recover" => recover::run()?,
         "store" => store::run()?,
@@ -26,7 +30,7 @@ pub(crate) fn run(args: &[String]) -> anyhow::Result<()> {
     write_figures(name, &figures)
 }
 
-const NAMES: &[&str] = &["context", "recover", "store", "model"];
+const NAMES: &[&str] = &["loop", "context", "recover", "store", "model"];
 
 /// Named figures of one benchmark, `<what>_<unit>` → value.
 pub(crate) type Figures = Vec<(String, f64)>;
