@@ -108,6 +108,9 @@ pub(crate) fn run() -> anyhow::Result<Figures> {
     // loaded machine inflates wall time with waits for a core), else the wall-clock median.
     let overhead = if cpu_known { cpu_mean } else { median };
     let mut figures: Figures = vec![("step_overhead_us".into(), overhead)];
+    if let Some(prepare) = prepare_cpu_us(&base) {
+        figures.push(("context_prepare_cpu_us".into(), prepare));
+    }
     if cpu_known {
         figures.push(("step_cpu_mean_us".into(), cpu_mean));
     }
@@ -118,6 +121,33 @@ pub(crate) fn run() -> anyhow::Result<Figures> {
         ("steps".into(), steps as f64),
     ]);
     Ok(figures)
+}
+
+/// On-CPU time of one `ContextBudget::prepare` of the session: the share of a step that is
+/// the context budget's (normalize, count, choose a level), not the loop's own.
+fn prepare_cpu_us(base: &[Message]) -> Option<f64> {
+    let mut history = base.to_vec();
+    history.push(Message::user("And now?"));
+    let system = [Message::system("You are a benchmark.")];
+    let model = rein_protocol::ModelInfo::named("scripted");
+    let mut budget = rein_context::ContextBudget::default();
+    let input = rein_context::PrepareInput {
+        system: &system,
+        history: &history,
+        pinned: &[],
+        tools: &[],
+        model: &model,
+        min_level: rein_context::Level::default(),
+    };
+    let rounds = 1_000u32;
+    let _ = budget.prepare(&input);
+    let before = thread_cpu_ns()?;
+    for _ in 0..rounds {
+        std::hint::black_box(budget.prepare(&input));
+    }
+    let after = thread_cpu_ns()?;
+    #[allow(clippy::cast_precision_loss)] // Nanoseconds far below 2^52.
+    Some(after.saturating_sub(before) as f64 / 1e3 / f64::from(rounds))
 }
 
 /// Nanoseconds this thread has spent on a CPU (Linux `/proc/thread-self/schedstat`).
