@@ -7,7 +7,8 @@ use std::{
 
 use async_trait::async_trait;
 use rein_protocol::{
-    CancellationToken, DeltaSink, Model, ModelError, ModelErrorKind, ModelInfo, ModelReply, ModelRequest, ReplyDelta,
+    CancellationToken, DeltaSink, Model, ModelError, ModelErrorKind, ModelInfo, ModelReply,
+    ModelRequest, ReplyDelta,
 };
 
 /// One scripted answer to one request.
@@ -58,7 +59,8 @@ pub struct ScriptedModel {
 impl ScriptedModel {
     /// A model that plays `steps` once, in order.
     pub fn new<S: Into<Step>>(steps: impl IntoIterator<Item = S>) -> Self {
-        let state = State { steps: steps.into_iter().map(Into::into).collect(), ..State::default() };
+        let state =
+            State { steps: steps.into_iter().map(Into::into).collect(), ..State::default() };
         ScriptedModel {
             info: ModelInfo::named("scripted"),
             state: Arc::new(Mutex::new(state)),
@@ -139,12 +141,19 @@ impl Model for ScriptedModel {
         &self.info
     }
 
-    async fn complete(&self, request: &ModelRequest, deltas: DeltaSink<'_>) -> Result<ModelReply, ModelError> {
+    async fn complete(
+        &self,
+        request: &ModelRequest,
+        deltas: DeltaSink<'_>,
+    ) -> Result<ModelReply, ModelError> {
         let mut step = self.next_step(request);
         loop {
             match step {
                 None => {
-                    return Err(ModelError::new(ModelErrorKind::Other, "the scripted model's script ran out"));
+                    return Err(ModelError::new(
+                        ModelErrorKind::Other,
+                        "the scripted model's script ran out",
+                    ));
                 }
                 Some(Step::Reply(reply)) => {
                     if self.stream {

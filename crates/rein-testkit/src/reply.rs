@@ -17,7 +17,9 @@ pub fn calls_from(first_id: usize, calls: &[(&str, serde_json::Value)]) -> Model
     reply.tool_calls = calls
         .iter()
         .enumerate()
-        .map(|(i, (name, arguments))| RawToolCall::new(format!("call_{}", first_id + i), *name, arguments.to_string()))
+        .map(|(i, (name, arguments))| {
+            RawToolCall::new(format!("call_{}", first_id + i), *name, arguments.to_string())
+        })
         .collect();
     reply.stop_reason = StopReason::ToolCalls;
     reply
@@ -39,7 +41,10 @@ pub fn call(id: &str, name: &str, arguments: serde_json::Value) -> ModelReply {
 /// A reply whose native calls carry raw (possibly malformed) argument text.
 pub fn raw_calls(calls: &[(&str, &str, &str)]) -> ModelReply {
     let mut reply = ModelReply::default();
-    reply.tool_calls = calls.iter().map(|(id, name, arguments)| RawToolCall::new(*id, *name, *arguments)).collect();
+    reply.tool_calls = calls
+        .iter()
+        .map(|(id, name, arguments)| RawToolCall::new(*id, *name, *arguments))
+        .collect();
     reply.stop_reason = StopReason::ToolCalls;
     reply
 }

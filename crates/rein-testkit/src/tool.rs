@@ -3,7 +3,9 @@
 use std::sync::{Arc, Mutex, PoisonError};
 
 use async_trait::async_trait;
-use rein_protocol::{CancellationToken, JsonObject, Tool, ToolContext, ToolError, ToolOutput, ToolSource, ToolSpec};
+use rein_protocol::{
+    CancellationToken, JsonObject, Tool, ToolContext, ToolError, ToolOutput, ToolSource, ToolSpec,
+};
 
 type Handler = dyn Fn(&JsonObject, usize) -> Result<ToolOutput, ToolError> + Send + Sync;
 
@@ -44,7 +46,9 @@ impl ScriptedTool {
     /// A tool with no arguments that always answers `text`.
     pub fn constant(name: &str, text: &str) -> Self {
         let text = text.to_owned();
-        Self::new(ToolSpec::without_arguments(name, format!("test tool {name}")), move |_, _| Ok(ToolOutput::text(&text)))
+        Self::new(ToolSpec::without_arguments(name, format!("test tool {name}")), move |_, _| {
+            Ok(ToolOutput::text(&text))
+        })
     }
 
     /// A tool that answers with its arguments as JSON text (`echo:{...}`).
@@ -98,7 +102,11 @@ impl Tool for ScriptedTool {
         &self.spec
     }
 
-    async fn call(&self, arguments: JsonObject, _context: ToolContext) -> Result<ToolOutput, ToolError> {
+    async fn call(
+        &self,
+        arguments: JsonObject,
+        _context: ToolContext,
+    ) -> Result<ToolOutput, ToolError> {
         let index = self.record(&arguments);
         if let Some(token) = &self.cancel_on_call {
             token.cancel();
@@ -124,7 +132,10 @@ pub struct ScriptedSource {
 
 impl std::fmt::Debug for ScriptedSource {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("ScriptedSource").field("name", &self.name).field("specs", &self.specs).finish_non_exhaustive()
+        f.debug_struct("ScriptedSource")
+            .field("name", &self.name)
+            .field("specs", &self.specs)
+            .finish_non_exhaustive()
     }
 }
 
@@ -135,7 +146,12 @@ impl ScriptedSource {
         specs: Vec<ToolSpec>,
         handler: impl Fn(&str, &JsonObject) -> Result<ToolOutput, ToolError> + Send + Sync + 'static,
     ) -> Self {
-        ScriptedSource { name: name.to_owned(), specs, handler: Arc::new(handler), calls: Arc::default() }
+        ScriptedSource {
+            name: name.to_owned(),
+            specs,
+            handler: Arc::new(handler),
+            calls: Arc::default(),
+        }
     }
 
     /// The `(tool, arguments)` of every call so far, in order.
@@ -154,8 +170,16 @@ impl ToolSource for ScriptedSource {
         Ok(self.specs.clone())
     }
 
-    async fn call_tool(&self, name: &str, arguments: JsonObject, _context: ToolContext) -> Result<ToolOutput, ToolError> {
-        self.calls.lock().unwrap_or_else(PoisonError::into_inner).push((name.to_owned(), arguments.clone()));
+    async fn call_tool(
+        &self,
+        name: &str,
+        arguments: JsonObject,
+        _context: ToolContext,
+    ) -> Result<ToolOutput, ToolError> {
+        self.calls
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .push((name.to_owned(), arguments.clone()));
         if !self.specs.iter().any(|spec| spec.name == name) {
             return Err(ToolError::UnknownTool(name.to_owned()));
         }

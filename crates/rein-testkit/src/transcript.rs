@@ -28,14 +28,19 @@ pub fn check_well_formed(messages: &[Message]) -> Result<(), String> {
                             ));
                         }
                         None => {
-                            return Err(format!("call `{}` of message {index} has no result (transcript ends)", call.id));
+                            return Err(format!(
+                                "call `{}` of message {index} has no result (transcript ends)",
+                                call.id
+                            ));
                         }
                     }
                 }
                 index += 1 + tool_calls.len();
             }
             Message::Tool { tool_call_id, .. } => {
-                return Err(format!("message {index} answers `{tool_call_id}`, which no call right before it made"));
+                return Err(format!(
+                    "message {index} answers `{tool_call_id}`, which no call right before it made"
+                ));
             }
             _ => index += 1,
         }
