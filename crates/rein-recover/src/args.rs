@@ -24,7 +24,10 @@ pub fn repair_arguments(raw: &str) -> (JsonObject, Option<Diagnostic>) {
     }
     let Some(lenient) = parse_lenient(raw, true) else {
         let message = format!("arguments `{}` are not JSON; using {{}}", excerpt(trimmed, 80));
-        return (JsonObject::new(), Some(Diagnostic::new(DiagnosticKind::ArgumentsUnreadable, message)));
+        return (
+            JsonObject::new(),
+            Some(Diagnostic::new(DiagnosticKind::ArgumentsUnreadable, message)),
+        );
     };
     let (object, diagnostic) = object_from_value(lenient.value, raw);
     if diagnostic.is_some() {
@@ -32,8 +35,12 @@ pub fn repair_arguments(raw: &str) -> (JsonObject, Option<Diagnostic>) {
     }
     let (kind, what) = match lenient.repair {
         Repair::None => return (object, None),
-        Repair::Normalized => (DiagnosticKind::ArgumentsRepaired, "fixed raw control characters or trailing commas"),
-        Repair::Extracted => (DiagnosticKind::ArgumentsRepaired, "took the JSON object out of the text around it"),
+        Repair::Normalized => {
+            (DiagnosticKind::ArgumentsRepaired, "fixed raw control characters or trailing commas")
+        }
+        Repair::Extracted => {
+            (DiagnosticKind::ArgumentsRepaired, "took the JSON object out of the text around it")
+        }
         Repair::Closed => (DiagnosticKind::ArgumentsClosed, "added the missing closing brackets"),
     };
     let message = format!("arguments `{}`: {what}", excerpt(trimmed, 80));
@@ -55,8 +62,14 @@ pub(crate) fn object_from_value(value: Value, raw: &str) -> (JsonObject, Option<
             if inner.starts_with('{') {
                 if let Some(lenient) = parse_lenient(inner, false) {
                     if let Value::Object(object) = lenient.value {
-                        let message = format!("arguments `{}` were a JSON string holding an object; decoded it", excerpt(raw.trim(), 80));
-                        return (object, Some(Diagnostic::new(DiagnosticKind::ArgumentsRepaired, message)));
+                        let message = format!(
+                            "arguments `{}` were a JSON string holding an object; decoded it",
+                            excerpt(raw.trim(), 80)
+                        );
+                        return (
+                            object,
+                            Some(Diagnostic::new(DiagnosticKind::ArgumentsRepaired, message)),
+                        );
                     }
                 }
             }
@@ -66,7 +79,10 @@ pub(crate) fn object_from_value(value: Value, raw: &str) -> (JsonObject, Option<
             let Some(Value::Object(object)) = items.pop() else {
                 return not_object(raw, "an array");
             };
-            let message = format!("arguments `{}` were an array of one object; unwrapped it", excerpt(raw.trim(), 80));
+            let message = format!(
+                "arguments `{}` were an array of one object; unwrapped it",
+                excerpt(raw.trim(), 80)
+            );
             (object, Some(Diagnostic::new(DiagnosticKind::ArgumentsNotObject, message)))
         }
         Value::Array(_) => not_object(raw, "an array"),
@@ -75,7 +91,8 @@ pub(crate) fn object_from_value(value: Value, raw: &str) -> (JsonObject, Option<
 }
 
 fn not_object(raw: &str, what: &str) -> (JsonObject, Option<Diagnostic>) {
-    let message = format!("arguments `{}` are {what}, not an object; using {{}}", excerpt(raw.trim(), 80));
+    let message =
+        format!("arguments `{}` are {what}, not an object; using {{}}", excerpt(raw.trim(), 80));
     (JsonObject::new(), Some(Diagnostic::new(DiagnosticKind::ArgumentsNotObject, message)))
 }
 
@@ -197,6 +214,9 @@ mod tests {
         )
         .unwrap();
         assert_eq!(scrub_dialect_leaks(&mut args), 2);
-        assert_eq!(Value::Object(args).to_string(), r#"{"a":{"x":1},"b":"9","c":"plain","d":"<arg_value>"}"#);
+        assert_eq!(
+            Value::Object(args).to_string(),
+            r#"{"a":{"x":1},"b":"9","c":"plain","d":"<arg_value>"}"#
+        );
     }
 }

@@ -25,8 +25,16 @@ fn mentioned(bytes: &[u8], at: usize) -> bool {
 }
 
 fn markup(text: &str, tools: Tools<'_>) -> bool {
-    const ALWAYS: [&[u8]; 8] =
-        [b"<function=", b"<parameter=", b"<parameter ", b"<invoke ", b"<invoke>", b"<model_calls>", b"<arg_key>", b"<arg_value>"];
+    const ALWAYS: [&[u8]; 8] = [
+        b"<function=",
+        b"<parameter=",
+        b"<parameter ",
+        b"<invoke ",
+        b"<invoke>",
+        b"<model_calls>",
+        b"<arg_key>",
+        b"<arg_value>",
+    ];
     const WRAPPERS: [&[u8]; 4] = [b"<tool_calls", b"<tool_call", b"<tool_code", b"<function_calls"];
     let bytes = text.as_bytes();
     let mut from = 0;
@@ -48,11 +56,13 @@ fn markup(text: &str, tools: Tools<'_>) -> bool {
             continue;
         }
         // `<tool_name>` or `<tool_name attr=...>` for an offered tool.
-        let name_len = rest[1..].iter().take_while(|b| b.is_ascii_alphanumeric() || **b == b'_').count();
-        if name_len > 0 && matches!(rest.get(1 + name_len), Some(b'>' | b' ' | b'\n' | b'\t')) {
-            if tools.knows(&text[at + 1..at + 1 + name_len]) {
-                return true;
-            }
+        let name_len =
+            rest[1..].iter().take_while(|b| b.is_ascii_alphanumeric() || **b == b'_').count();
+        if name_len > 0
+            && matches!(rest.get(1 + name_len), Some(b'>' | b' ' | b'\n' | b'\t'))
+            && tools.knows(&text[at + 1..at + 1 + name_len])
+        {
+            return true;
         }
     }
     false
@@ -61,7 +71,9 @@ fn markup(text: &str, tools: Tools<'_>) -> bool {
 /// After a wrapper tag name: is this a call attempt rather than prose naming the tag?
 fn wrapper_attempt(after_name: &str) -> bool {
     let window = &after_name.as_bytes()[..after_name.len().min(256)];
-    let Some(close) = window.iter().position(|&b| b == b'>' || b == b'<').filter(|&n| window[n] == b'>') else {
+    let Some(close) =
+        window.iter().position(|&b| b == b'>' || b == b'<').filter(|&n| window[n] == b'>')
+    else {
         return after_name.is_empty() || after_name.starts_with(char::is_whitespace);
     };
     let body = after_name[close + 1..].trim_start();
@@ -72,7 +84,8 @@ fn wrapper_attempt(after_name: &str) -> bool {
     if !(first.is_ascii_alphanumeric() || first == '_') {
         return false;
     }
-    let word_len = body.bytes().take_while(|b| b.is_ascii_alphanumeric() || matches!(b, b'_' | b'.')).count();
+    let word_len =
+        body.bytes().take_while(|b| b.is_ascii_alphanumeric() || matches!(b, b'_' | b'.')).count();
     let after_word = body[word_len..].trim_start_matches([' ', '\t']);
     after_word.is_empty() || after_word.starts_with(['(', '<', '\n', '\r', '{'])
 }
@@ -88,7 +101,9 @@ fn call_keys(text: &str, tools: Tools<'_>) -> bool {
         let at = from + offset;
         from = at + 1;
         let rest = &text[at..];
-        let key = ["\"name\"", "\"arguments\"", "\"parameters\"", "\"function\""].into_iter().find(|key| rest.starts_with(key));
+        let key = ["\"name\"", "\"arguments\"", "\"parameters\"", "\"function\""]
+            .into_iter()
+            .find(|key| rest.starts_with(key));
         let Some(key) = key else { continue };
         let after = rest[key.len()..].trim_start();
         let Some(value) = after.strip_prefix(':') else { continue };
@@ -96,7 +111,8 @@ fn call_keys(text: &str, tools: Tools<'_>) -> bool {
         match key {
             "\"name\"" => {
                 if let Some(quoted) = value.strip_prefix('"') {
-                    let name_len = quoted.as_bytes().iter().take(257).position(|&b| b == b'"').unwrap_or(0);
+                    let name_len =
+                        quoted.as_bytes().iter().take(257).position(|&b| b == b'"').unwrap_or(0);
                     if name_len > 0 && name_len <= 256 && tools.knows(&quoted[..name_len]) {
                         return true;
                     }
@@ -138,7 +154,10 @@ fn python_style(text: &str, tools: Tools<'_>) -> bool {
             name_end -= 1;
         }
         let mut name_start = name_end;
-        while name_start > 0 && name_end - name_start < 128 && (bytes[name_start - 1].is_ascii_alphanumeric() || bytes[name_start - 1] == b'_') {
+        while name_start > 0
+            && name_end - name_start < 128
+            && (bytes[name_start - 1].is_ascii_alphanumeric() || bytes[name_start - 1] == b'_')
+        {
             name_start -= 1;
         }
         if name_start == name_end || !tools.knows(&text[name_start..name_end]) {

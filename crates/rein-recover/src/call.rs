@@ -60,7 +60,9 @@ pub(crate) fn calls_from_value(
     let items = match value {
         Value::Array(items) => items,
         Value::Object(mut object) => {
-            if !object.contains_key("name") && matches!(object.get("tool_calls"), Some(Value::Array(_))) {
+            if !object.contains_key("name")
+                && matches!(object.get("tool_calls"), Some(Value::Array(_)))
+            {
                 match object.remove("tool_calls") {
                     Some(Value::Array(items)) => items,
                     _ => return None,
@@ -116,7 +118,9 @@ fn call_from_object(
             if shaped && !tools.is_empty() && !tools.knows(&name) {
                 diagnostics.push(Diagnostic::new(
                     DiagnosticKind::UnknownToolInText,
-                    format!("a call to `{name}` in the text names no offered tool; not taken as a call"),
+                    format!(
+                        "a call to `{name}` in the text names no offered tool; not taken as a call"
+                    ),
                 ));
             }
             return None;
@@ -131,7 +135,11 @@ fn call_from_object(
 }
 
 /// Any JSON value given as the arguments of a call, made an object and scrubbed.
-pub(crate) fn arguments_from_value(raw: Value, name: &str, diagnostics: &mut Vec<Diagnostic>) -> JsonObject {
+pub(crate) fn arguments_from_value(
+    raw: Value,
+    name: &str,
+    diagnostics: &mut Vec<Diagnostic>,
+) -> JsonObject {
     let (mut arguments, diagnostic) = match raw {
         Value::String(text) => repair_arguments(&text),
         other => {
@@ -164,7 +172,9 @@ pub(crate) fn tool_name(name: &str, tools: Tools<'_>) -> Option<String> {
     let name = name.trim();
     if name.is_empty()
         || name.len() > 256
-        || name.chars().any(|c| c.is_whitespace() || matches!(c, '<' | '>' | '{' | '}' | '"' | '(' | ')'))
+        || name
+            .chars()
+            .any(|c| c.is_whitespace() || matches!(c, '<' | '>' | '{' | '}' | '"' | '(' | ')'))
     {
         return None;
     }

@@ -18,7 +18,10 @@ use rein_protocol::JsonObject;
 use serde_json::Value;
 
 use crate::args::{parameter_value, starts_with_ignore_case};
-use crate::call::{Place, TextCall, Tools, arguments_from_value, calls_from_value, quote, scrub, tool_name, unwrap_envelope};
+use crate::call::{
+    Place, TextCall, Tools, arguments_from_value, calls_from_value, quote, scrub, tool_name,
+    unwrap_envelope,
+};
 use crate::diagnostic::{Diagnostic, DiagnosticKind};
 use crate::json::{Scanner, to_value};
 
@@ -38,8 +41,16 @@ pub(crate) struct Scan {
 }
 
 /// Closing tags that may follow a call; the first closer after a call may have any name.
-const CALL_CLOSERS: [&str; 8] =
-    ["tool_call", "tool_calls", "tool_code", "function_calls", "function", "invoke", "parameter", "arg_value"];
+const CALL_CLOSERS: [&str; 8] = [
+    "tool_call",
+    "tool_calls",
+    "tool_code",
+    "function_calls",
+    "function",
+    "invoke",
+    "parameter",
+    "arg_value",
+];
 
 /// Diagnostics of one repeated kind kept per text (adversarial input can repeat a shape
 /// millions of times; the first few say what happened).
@@ -50,7 +61,16 @@ const PYTHON_TAG: &str = "<|python_tag|>";
 
 /// Finds every call in `text`.
 pub(crate) fn scan(text: &str, tools: Tools<'_>) -> Scan {
-    let mut ctx = Ctx { text, bytes: text.as_bytes(), json: Scanner::new(text), tools, diagnostics: Vec::new(), work: 0, unreadable_wrappers: 0, unclosed_wrappers: 0 };
+    let mut ctx = Ctx {
+        text,
+        bytes: text.as_bytes(),
+        json: Scanner::new(text),
+        tools,
+        diagnostics: Vec::new(),
+        work: 0,
+        unreadable_wrappers: 0,
+        unclosed_wrappers: 0,
+    };
     let python = ctx.python_pass();
     let mut python = python.into_iter().peekable();
     let mut found = Vec::new();
@@ -85,14 +105,28 @@ pub(crate) fn scan(text: &str, tools: Tools<'_>) -> Scan {
                     pos = at + 1;
                 }
             }
-            _ if !could_open_json(ctx.bytes, at) => pos = at + 1,
+            _ if !could_open_call(ctx.bytes, at) => {
+                // Skip the whole run of braces that cannot open a call (`{{{{…`) at once.
+                pos = at + 1;
+                while pos < len
+                    && matches!(ctx.bytes[pos], b'{' | b'[')
+                    && !could_open_call(ctx.bytes, pos)
+                {
+                    pos += 1;
+                }
+                ctx.work += (pos - at) as u64;
+            }
             _ => match ctx.json.value_end(at) {
                 Ok(end) => {
                     if let Some(calls) = ctx.bare_json(at, end) {
                         // An extra closing brace after the call, and a Llama `<|python_tag|>`
                         // before it, go with it.
                         let end = ctx.skip_stray_closers(end);
-                        let start = if ctx.text[..at].ends_with(PYTHON_TAG) { at - PYTHON_TAG.len() } else { at };
+                        let start = if ctx.text[..at].ends_with(PYTHON_TAG) {
+                            at - PYTHON_TAG.len()
+                        } else {
+                            at
+                        };
                         found.push(Found { span: start..end, calls });
                         pos = end;
                     } else {
@@ -127,13 +161,27 @@ struct Ctx<'t, 'a> {
 
 type Items = (Vec<TextCall>, usize);
 
-/// Whether the `{` or `[` at `at` can start a JSON value (a cheap look at the next byte that
-/// is not whitespace), so that prose braces cost no scanner call.
-fn could_open_json(bytes: &[u8], at: usize) -> bool {
-    let next = bytes[at + 1..].iter().find(|b| !b.is_ascii_whitespace());
-    match (bytes[at], next) {
-        (b'{', Some(b'"' | b'}')) => true,
-        (b'[', Some(b'"' | b'{' | b'[' | b']' | b'-' | b'0'..=b'9' | b't' | b'f' | b'n')) => true,
+/// Whether the `{` or `[` at `at` can start a bare call (an object with a key, or an array of
+/// objects), by a cheap look at the next byte that is not whitespace: prose braces and
+/// brackets then cost no scanner call.
+fn could_open_call(bytes: &[u8], at: usize) -> bool {
+    let Some(offset) = bytes[at + 1..].iter().position(|b| !b.is_ascii_whitespace()) else {
+        return false;
+    };
+    let next = at + 1 + offset;
+    match (bytes[at], bytes[next]) {
+        (b'[', b'{') => true,
+        (b'{', b'"') => {
+            // A short first key must be followed by `:` (`{"{"{"…` is not an object).
+            let window = &bytes[next + 1..bytes.len().min(next + 130)];
+            match window.iter().position(|&b| b == b'"' || b == b'\\') {
+                Some(close) if window[close] == b'"' => window[close + 1..]
+                    .iter()
+                    .find(|b| !b.is_ascii_whitespace())
+                    .is_none_or(|&b| b == b':'),
+                _ => true,
+            }
+        }
         _ => false,
     }
 }
@@ -151,7 +199,11 @@ fn identifier(input: &str) -> IResult<&str, &str> {
 }
 
 fn quoted(input: &str) -> IResult<&str, &str> {
-    alt((delimited(tag("\""), take_till(|c| c == '"' || c == '<' || c == '>'), tag("\"")), delimited(tag("'"), take_till(|c| c == '\'' || c == '<' || c == '>'), tag("'")))).parse(input)
+    alt((
+        delimited(tag("\""), take_till(|c| c == '"' || c == '<' || c == '>'), tag("\"")),
+        delimited(tag("'"), take_till(|c| c == '\'' || c == '<' || c == '>'), tag("'")),
+    ))
+    .parse(input)
 }
 
 /// `name="..."` somewhere in a tag's attributes.
@@ -159,7 +211,8 @@ fn name_attribute(attributes: &str) -> Option<&str> {
     let mut rest = attributes;
     while let Some(index) = rest.find("name") {
         let after = &rest[index + 4..];
-        let parsed: IResult<&str, &str> = preceded((multispace0, tag("="), multispace0), quoted).parse(after);
+        let parsed: IResult<&str, &str> =
+            preceded((multispace0, tag("="), multispace0), quoted).parse(after);
         if let Ok((_, value)) = parsed {
             return Some(value);
         }
@@ -200,7 +253,10 @@ impl<'t> Ctx<'t, '_> {
     fn skip_fence_open(&mut self, i: usize) -> Option<usize> {
         let rest = self.at(i);
         let after = rest.strip_prefix("```")?;
-        let lang = after.bytes().take_while(|b| b.is_ascii_alphanumeric() || matches!(b, b'_' | b'-' | b'+')).count();
+        let lang = after
+            .bytes()
+            .take_while(|b| b.is_ascii_alphanumeric() || matches!(b, b'_' | b'-' | b'+'))
+            .count();
         self.work += (3 + lang) as u64;
         Some(i + 3 + lang)
     }
@@ -222,8 +278,12 @@ impl<'t> Ctx<'t, '_> {
     /// `</name>` at `i`: its end and its name.
     fn closing_tag(&mut self, i: usize) -> Option<(usize, String)> {
         let rest = self.at(i);
-        let parsed: IResult<&str, &str> =
-            delimited(tag("</"), take_while1(|c: char| c.is_ascii_alphanumeric() || matches!(c, '_' | '-' | ':')), (multispace0, tag(">"))).parse(rest);
+        let parsed: IResult<&str, &str> = delimited(
+            tag("</"),
+            take_while1(|c: char| c.is_ascii_alphanumeric() || matches!(c, '_' | '-' | ':')),
+            (multispace0, tag(">")),
+        )
+        .parse(rest);
         let (after, name) = parsed.ok()?;
         self.work += (rest.len() - after.len()) as u64;
         Some((self.consumed(after), name.to_ascii_lowercase()))
@@ -232,27 +292,21 @@ impl<'t> Ctx<'t, '_> {
     /// A wrapper open tag at `i` (`<tool_call>`, `<tool_calls>`, `<tool_code>`, `<function_calls>`,
     /// any case, attributes allowed): where its body starts.
     fn wrapper_open(&mut self, i: usize) -> Option<usize> {
-        let rest = self.at(i);
-        let bytes = rest.as_bytes();
-        if !(starts_with_ignore_case(bytes, b"<tool_c") || starts_with_ignore_case(bytes, b"<function_calls")) {
-            return None;
-        }
-        let parsed: IResult<&str, ()> = (
-            alt((tag_no_case("<tool_calls"), tag_no_case("<tool_call"), tag_no_case("<tool_code"), tag_no_case("<function_calls"))),
-            alt((tag(">"), preceded(multispace1, (take_till(|c| c == '>' || c == '<'), tag(">")).map(|_| ">")))),
-        )
-            .map(|_| ())
-            .parse(rest);
-        let checked = rest.len().min(16);
-        match parsed {
-            Ok((after, ())) => {
-                self.work += (rest.len() - after.len()) as u64;
-                Some(self.consumed(after))
+        const NAMES: [&[u8]; 4] =
+            [b"<tool_calls", b"<tool_call", b"<tool_code", b"<function_calls"];
+        let rest = &self.bytes[i..];
+        let name = NAMES.iter().find(|name| starts_with_ignore_case(rest, name))?;
+        let after = i + name.len();
+        self.work += name.len() as u64;
+        match self.bytes.get(after) {
+            Some(b'>') => Some(after + 1),
+            Some(b) if b.is_ascii_whitespace() => {
+                // Attributes up to `>`, not past another tag.
+                let offset = memchr::memchr2(b'>', b'<', &self.bytes[after..])?;
+                self.work += offset as u64;
+                (self.bytes[after + offset] == b'>').then_some(after + offset + 1)
             }
-            Err(_) => {
-                self.work += checked as u64;
-                None
-            }
+            _ => None,
         }
     }
 
@@ -283,7 +337,10 @@ impl<'t> Ctx<'t, '_> {
                 let line = String::from_utf8_lossy(&window[..stop]);
                 self.diagnostics.push(Diagnostic::new(
                     DiagnosticKind::UnreadableWrapper,
-                    format!("a tool-call wrapper held nothing readable as a call: `{}`", quote(&line)),
+                    format!(
+                        "a tool-call wrapper held nothing readable as a call: `{}`",
+                        quote(&line)
+                    ),
                 ));
             }
             return None;
@@ -339,7 +396,11 @@ impl<'t> Ctx<'t, '_> {
                 self.glm_call(name, k).map(|(call, end)| (vec![call], end))
             }
             next => {
-                let ends_here = next.is_none() || next == Some(&b'<') || self.at(k).starts_with("```");
+                let ends_here =
+                    next.is_none() || next == Some(&b'<') || self.at(k).starts_with("```");
+                if !ends_here || !self.tools.knows(name) {
+                    return None;
+                }
                 let name = tool_name(name, self.tools)?;
                 (ends_here && self.tools.knows(&name))
                     .then(|| (vec![TextCall { name, arguments: JsonObject::new() }], name_end))
@@ -348,10 +409,17 @@ impl<'t> Ctx<'t, '_> {
     }
 
     fn json_item(&mut self, i: usize, place: Place) -> Option<Items> {
-        match self.json.value_end(i) {
+        let scanned = if place == Place::Wrapped {
+            self.json.value_end_closable(i)
+        } else {
+            self.json.value_end(i)
+        };
+        match scanned {
             Ok(end) => {
                 let value = to_value(&self.text[i..end])?;
-                if let Some(calls) = calls_from_value(value.clone(), place, self.tools, &mut self.diagnostics) {
+                if let Some(calls) =
+                    calls_from_value(value.clone(), place, self.tools, &mut self.diagnostics)
+                {
                     return Some((calls, end));
                 }
                 // `{"tool_name": {...}}`: the tool's name as the only key.
@@ -359,7 +427,8 @@ impl<'t> Ctx<'t, '_> {
                     if object.len() == 1 {
                         let (key, arguments) = object.into_iter().next()?;
                         if self.tools.knows(&key) && arguments.is_object() {
-                            let arguments = arguments_from_value(arguments, &key, &mut self.diagnostics);
+                            let arguments =
+                                arguments_from_value(arguments, &key, &mut self.diagnostics);
                             return Some((vec![TextCall { name: key, arguments }], end));
                         }
                     }
@@ -370,25 +439,37 @@ impl<'t> Ctx<'t, '_> {
                 if place != Place::Wrapped {
                     return None;
                 }
-                if let Some(closers) = fail.closers {
+                let looks_like_call = memchr::memmem::find(&self.bytes[i..fail.at], b"\"name\"")
+                    .is_some()
+                    || memchr::memmem::find(&self.bytes[i..fail.at], b"\"function\"").is_some();
+                if let Some(closers) = fail.closers.filter(|_| looks_like_call) {
                     let mut completed = self.text[i..fail.at].trim_end().to_owned();
                     completed.push_str(&closers);
                     let value = to_value(&completed)?;
                     let calls = calls_from_value(value, place, self.tools, &mut self.diagnostics)?;
                     self.diagnostics.push(Diagnostic::new(
                         DiagnosticKind::ArgumentsClosed,
-                        format!("call to `{}`: added the missing closing brackets `{closers}`", calls[0].name),
+                        format!(
+                            "call to `{}`: added the missing closing brackets `{closers}`",
+                            calls[0].name
+                        ),
                     ));
                     return Some((calls, fail.at));
                 }
                 // `{ "tool_name" }`: a lone quoted name.
                 let rest = self.at(i);
-                let parsed: IResult<&str, &str> =
-                    delimited((tag("{"), multispace0), delimited(tag("\""), take_while1(is_name_char), tag("\"")), (multispace0, tag("}"))).parse(rest);
+                let parsed: IResult<&str, &str> = delimited(
+                    (tag("{"), multispace0),
+                    delimited(tag("\""), take_while1(is_name_char), tag("\"")),
+                    (multispace0, tag("}")),
+                )
+                .parse(rest);
                 let (after, name) = parsed.ok()?;
                 self.work += (rest.len() - after.len()) as u64;
                 let name = tool_name(name, self.tools)?;
-                self.tools.knows(&name).then(|| (vec![TextCall { name, arguments: JsonObject::new() }], self.consumed(after)))
+                self.tools.knows(&name).then(|| {
+                    (vec![TextCall { name, arguments: JsonObject::new() }], self.consumed(after))
+                })
             }
         }
     }
@@ -406,13 +487,16 @@ impl<'t> Ctx<'t, '_> {
     /// JSON object or `<parameter=K>V</parameter>` items as arguments.
     fn xml_call(&mut self, i: usize) -> Option<Items> {
         let rest = self.at(i);
-        if !(starts_with_ignore_case(rest.as_bytes(), b"<function") || starts_with_ignore_case(rest.as_bytes(), b"<invoke")) {
+        if !(starts_with_ignore_case(rest.as_bytes(), b"<function")
+            || starts_with_ignore_case(rest.as_bytes(), b"<invoke"))
+        {
             return None;
         }
         let mut json_args = false;
         let (name, body) = if starts_with_ignore_case(rest.as_bytes(), b"<function=") {
             let after = &rest["<function=".len()..];
-            let name_len = after.chars().take_while(|&c| is_name_char(c)).map(char::len_utf8).sum::<usize>();
+            let name_len =
+                after.chars().take_while(|&c| is_name_char(c)).map(char::len_utf8).sum::<usize>();
             let name = &after[..name_len];
             let name_end = i + "<function=".len() + name_len;
             self.work += (name_len + 10) as u64;
@@ -422,7 +506,9 @@ impl<'t> Ctx<'t, '_> {
                 // The corrupted live form `<function=query", "arguments": {...}}`: the arguments
                 // are the first object after the name, on the same line.
                 let window = &self.bytes[name_end..(name_end + 200).min(self.bytes.len())];
-                let brace = window.iter().position(|&b| b == b'{' || b == b'\n' || b == b'<' || b == b'>')?;
+                let brace = window
+                    .iter()
+                    .position(|&b| b == b'{' || b == b'\n' || b == b'<' || b == b'>')?;
                 self.work += brace as u64;
                 if window[brace] != b'{' {
                     return None;
@@ -487,9 +573,17 @@ impl<'t> Ctx<'t, '_> {
             return None;
         }
         let parsed: IResult<&str, &str> = alt((
-            delimited(tag_no_case("<parameter="), take_till(|c| c == '>' || c == '<' || c == '\n'), tag(">")),
-            delimited((tag_no_case("<parameter"), multispace1), take_till(|c| c == '>' || c == '<'), tag(">"))
-                .map_opt(name_attribute),
+            delimited(
+                tag_no_case("<parameter="),
+                take_till(|c| c == '>' || c == '<' || c == '\n'),
+                tag(">"),
+            ),
+            delimited(
+                (tag_no_case("<parameter"), multispace1),
+                take_till(|c| c == '>' || c == '<'),
+                tag(">"),
+            )
+            .map_opt(name_attribute),
         ))
         .parse(rest);
         let (after, key) = parsed.ok()?;
@@ -517,7 +611,8 @@ impl<'t> Ctx<'t, '_> {
             self.work += offset as u64 + 1;
             let rest = &self.bytes[at..];
             if starts_with_ignore_case(rest, closer) {
-                let close_end = memchr::memchr(b'>', &rest[..rest.len().min(closer.len() + 8)]).map_or(at + closer.len(), |n| at + n + 1);
+                let close_end = memchr::memchr(b'>', &rest[..rest.len().min(closer.len() + 8)])
+                    .map_or(at + closer.len(), |n| at + n + 1);
                 return (at, close_end);
             }
             if STOPS.iter().any(|stop| starts_with_ignore_case(rest, stop)) {
@@ -536,12 +631,18 @@ impl<'t> Ctx<'t, '_> {
         let mut i = from;
         loop {
             let rest = self.at(i);
-            let parsed: IResult<&str, &str> = delimited(tag_no_case("<arg_key>"), take_till(|c| c == '<'), (tag_no_case("</arg_key>"), multispace0, tag_no_case("<arg_value>"))).parse(rest);
+            let parsed: IResult<&str, &str> = delimited(
+                tag_no_case("<arg_key>"),
+                take_till(|c| c == '<'),
+                (tag_no_case("</arg_key>"), multispace0, tag_no_case("<arg_value>")),
+            )
+            .parse(rest);
             let Ok((after, key)) = parsed else { break };
             self.work += (rest.len() - after.len()) as u64;
             let value_start = self.consumed(after);
             let (value_end, next) = self.parameter_end(value_start, b"</arg_value");
-            arguments.insert(key.trim().to_owned(), parameter_value(&self.text[value_start..value_end]));
+            arguments
+                .insert(key.trim().to_owned(), parameter_value(&self.text[value_start..value_end]));
             i = self.skip_ws(next);
         }
         if arguments.is_empty() {
@@ -555,10 +656,10 @@ impl<'t> Ctx<'t, '_> {
     fn python_call(&mut self, i: usize, known_only: bool) -> Option<(TextCall, usize)> {
         let rest = self.at(i);
         let (after, name) = identifier(rest).ok()?;
-        let name = tool_name(name, self.tools)?;
-        if known_only && !self.tools.knows(&name) {
+        if known_only && !self.tools.knows(name) {
             return None;
         }
+        let name = tool_name(name, self.tools)?;
         let mut k = self.consumed(after);
         while self.bytes.get(k) == Some(&b' ') {
             k += 1;
@@ -578,7 +679,9 @@ impl<'t> Ctx<'t, '_> {
         } else {
             while self.bytes.get(k) != Some(&b')') {
                 let rest = self.at(k);
-                let parsed: IResult<&str, &str> = (identifier, multispace0, tag("="), multispace0).map(|(key, ..)| key).parse(rest);
+                let parsed: IResult<&str, &str> = (identifier, multispace0, tag("="), multispace0)
+                    .map(|(key, ..)| key)
+                    .parse(rest);
                 let (after, key) = parsed.ok()?;
                 let value_start = self.consumed(after);
                 let (value, value_end) = self.python_value(value_start)?;
@@ -602,14 +705,18 @@ impl<'t> Ctx<'t, '_> {
     /// A Python literal: a JSON value, a single-quoted string, `True`, `False` or `None`.
     fn python_value(&mut self, i: usize) -> Option<(Value, usize)> {
         let rest = self.at(i);
-        for (word, value) in [("True", Value::Bool(true)), ("False", Value::Bool(false)), ("None", Value::Null)] {
-            if rest.starts_with(word) && !rest.as_bytes().get(word.len()).copied().is_some_and(is_ident_byte) {
+        for (word, value) in
+            [("True", Value::Bool(true)), ("False", Value::Bool(false)), ("None", Value::Null)]
+        {
+            if rest.starts_with(word)
+                && !rest.as_bytes().get(word.len()).copied().is_some_and(is_ident_byte)
+            {
                 return Some((value, i + word.len()));
             }
         }
-        if rest.starts_with('\'') {
+        if let Some(quoted) = rest.strip_prefix('\'') {
             let mut out = String::new();
-            let mut chars = rest[1..].char_indices();
+            let mut chars = quoted.char_indices();
             while let Some((index, c)) = chars.next() {
                 match c {
                     '\'' => return Some((Value::String(out), i + 1 + index + 1)),
@@ -646,7 +753,10 @@ impl<'t> Ctx<'t, '_> {
                 name_end -= 1;
             }
             let mut name_start = name_end;
-            while name_start > 0 && name_end - name_start < 128 && (is_ident_byte(bytes[name_start - 1]) || bytes[name_start - 1] == b'.') {
+            while name_start > 0
+                && name_end - name_start < 128
+                && (is_ident_byte(bytes[name_start - 1]) || bytes[name_start - 1] == b'.')
+            {
                 name_start -= 1;
             }
             self.work += (paren - name_start) as u64;
@@ -668,7 +778,8 @@ impl<'t> Ctx<'t, '_> {
             if line_end < bytes.len() && !matches!(bytes[line_end], b'\n' | b'\r') {
                 continue;
             }
-            let content_start = line_start + self.text[line_start..name_start].len() - self.text[line_start..name_start].trim_start().len();
+            let content_start = line_start + self.text[line_start..name_start].len()
+                - self.text[line_start..name_start].trim_start().len();
             let content_end = end + (self.text[end..line_end].trim_end().len());
             found.push(Found { span: content_start..content_end, calls: vec![call] });
             from = content_end.max(from);
@@ -684,7 +795,10 @@ pub(crate) fn cut_spans(text: &str, found: &[Found]) -> Vec<Range<usize>> {
     let mut groups: Vec<Range<usize>> = Vec::new();
     for item in found {
         match groups.last_mut() {
-            Some(last) if last.end <= item.span.start && text[last.end..item.span.start].trim().is_empty() => {
+            Some(last)
+                if last.end <= item.span.start
+                    && text[last.end..item.span.start].trim().is_empty() =>
+            {
                 last.end = item.span.end;
             }
             _ => groups.push(item.span.clone()),
@@ -697,13 +811,17 @@ pub(crate) fn cut_spans(text: &str, found: &[Found]) -> Vec<Range<usize>> {
         let line_start = before.rfind('\n').map_or(0, |n| n + 1);
         let fence_line = &before[line_start..];
         let opens = fence_line.trim_start().starts_with("```")
-            && fence_line.trim_start()[3..].chars().all(|c| c.is_ascii_alphanumeric() || matches!(c, '_' | '-' | '+'));
+            && fence_line.trim_start()[3..]
+                .chars()
+                .all(|c| c.is_ascii_alphanumeric() || matches!(c, '_' | '-' | '+'));
         if opens {
             let after = &text[group.end..];
             let trimmed = after.trim_start();
             if let Some(rest) = trimmed.strip_prefix("```") {
                 if rest.is_empty() || rest.starts_with(['\n', '\r', ' ', '\t']) {
-                    let fence_start = previous_end + line_start + (fence_line.len() - fence_line.trim_start().len());
+                    let fence_start = previous_end
+                        + line_start
+                        + (fence_line.len() - fence_line.trim_start().len());
                     group.start = fence_start;
                     group.end = bytes.len() - rest.len();
                 }

@@ -24,13 +24,14 @@ pub fn recover_bytes(data: &[u8]) {
         Some((content, arguments)) if options & 2 == 2 => (content, Some(arguments)),
         _ => (text.as_ref(), None),
     };
-    let native: Vec<RawToolCall> = arguments.map(|raw| RawToolCall::new("call_rcv_1", "query", raw)).into_iter().collect();
+    let native: Vec<RawToolCall> =
+        arguments.map(|raw| RawToolCall::new("call_rcv_1", "query", raw)).into_iter().collect();
     let reasoning = (options & 4 == 4).then_some(" thought ");
     let reply = RawReply { content, reasoning_content: reasoning, tool_calls: &native };
     let first = recover(&reply, tools);
     assert_eq!(first, recover(&reply, tools), "recovery must be deterministic");
     assert!(first.visible_text.len() <= content.len(), "visible text grew");
-    assert!(!(first.attempted_unparsed && !first.calls.is_empty()), "attempted_unparsed with calls");
+    assert!(!first.attempted_unparsed || first.calls.is_empty(), "attempted_unparsed with calls");
     let mut ids = HashSet::new();
     for call in &first.calls {
         assert!(!call.name.is_empty(), "a call with an empty name");
@@ -50,7 +51,9 @@ pub fn recover_bytes(data: &[u8]) {
 pub fn repair_bytes(data: &[u8]) {
     let raw = String::from_utf8_lossy(data);
     let (mut object, diagnostic) = repair_arguments(&raw);
-    if let Ok(serde_json::Value::Object(strict)) = serde_json::from_str::<serde_json::Value>(raw.trim()) {
+    if let Ok(serde_json::Value::Object(strict)) =
+        serde_json::from_str::<serde_json::Value>(raw.trim())
+    {
         assert_eq!(object, strict, "valid object text must be kept");
         assert!(diagnostic.is_none(), "valid object text needs no diagnostic");
     }
@@ -99,11 +102,14 @@ pub fn adversarial(shape: &str, bytes: usize) -> Option<String> {
         "unclosed_think" => ("", "<think>", ""),
         "wrapper_whitespace" => ("<tool_call>", " ", ""),
         "name_arguments_prefix" => ("", r#"{"name":"q","arguments":{"#, ""),
-        "valid_call_then_unclosed_wrappers" => {
-            (r#"<tool_call>{"name":"query","arguments":{"sql":"SELECT 1"}}</tool_call>"#, "<tool_call>x", "")
-        }
+        "valid_call_then_unclosed_wrappers" => (
+            r#"<tool_call>{"name":"query","arguments":{"sql":"SELECT 1"}}</tool_call>"#,
+            "<tool_call>x",
+            "",
+        ),
         "deep_balanced_brackets" | "deep_balanced_braces" => {
-            let (open, close) = if shape == "deep_balanced_brackets" { ("[", "]") } else { (r#"{"a":"#, "}") };
+            let (open, close) =
+                if shape == "deep_balanced_brackets" { ("[", "]") } else { (r#"{"a":"#, "}") };
             let depth = (bytes - 1).div_ceil(open.len() + close.len());
             let mut text = open.repeat(depth);
             text.push('1');

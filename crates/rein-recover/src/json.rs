@@ -103,6 +103,7 @@ pub(crate) struct Scanner<'a> {
     work: u64,
     budget: u64,
     exhausted: bool,
+    want_closers: bool,
 }
 
 impl<'a> Scanner<'a> {
@@ -114,6 +115,7 @@ impl<'a> Scanner<'a> {
             work: 0,
             budget: BUDGET_BASE + BUDGET_PER_BYTE * src.len() as u64,
             exhausted: false,
+            want_closers: false,
         }
     }
 
@@ -129,6 +131,17 @@ impl<'a> Scanner<'a> {
 
     /// Where the JSON value starting at `start` (after no whitespace) ends, exclusive.
     pub(crate) fn value_end(&mut self, start: usize) -> Result<usize, Fail> {
+        self.want_closers = false;
+        self.value_end_inner(start)
+    }
+
+    /// [`value_end`](Self::value_end), also computing the closers of a value cut short.
+    pub(crate) fn value_end_closable(&mut self, start: usize) -> Result<usize, Fail> {
+        self.want_closers = true;
+        self.value_end_inner(start)
+    }
+
+    fn value_end_inner(&mut self, start: usize) -> Result<usize, Fail> {
         if let Some(outcome) = self.memo.get(start) {
             return match outcome {
                 Outcome::Closed(end) => Ok(end),
@@ -142,7 +155,7 @@ impl<'a> Scanner<'a> {
     }
 
     fn fail(&mut self, at: usize, state: State) -> Fail {
-        let closable = at >= self.src.len() || self.src[at] == b'<';
+        let closable = self.want_closers && (at >= self.src.len() || self.src[at] == b'<');
         let closers = match state {
             State::ArrayFirst
             | State::ArrayNext
@@ -249,7 +262,8 @@ impl<'a> Scanner<'a> {
                         let kind = if c == b'{' { Kind::Object } else { Kind::Array };
                         self.stack.push((i, kind));
                         i += 1;
-                        state = if kind == Kind::Object { State::ObjectKey } else { State::ArrayFirst };
+                        state =
+                            if kind == Kind::Object { State::ObjectKey } else { State::ArrayFirst };
                         continue;
                     } else if c == b'"' {
                         i = match self.string(i) {
@@ -385,8 +399,7 @@ fn normalize(text: &str) -> String {
     let mut out = String::with_capacity(text.len() + 8);
     let mut in_string = false;
     let mut escaped = false;
-    let mut chars = text.char_indices().peekable();
-    while let Some((index, c)) = chars.next() {
+    for (index, c) in text.char_indices() {
         if in_string {
             if escaped {
                 escaped = false;
@@ -439,10 +452,11 @@ pub(crate) fn parse_lenient(text: &str, close_truncated: bool) -> Option<Lenient
     let mut first = true;
     while let Some(offset) = memchr::memchr2(b'{', b'[', &bytes[from..]) {
         let start = from + offset;
-        match scanner.value_end(start) {
+        match scanner.value_end_closable(start) {
             Ok(end) => {
                 if let Some(value) = to_value(&text[start..end]) {
-                    let repair = if text[..start].trim().is_empty() && text[end..].trim().is_empty() {
+                    let repair = if text[..start].trim().is_empty() && text[end..].trim().is_empty()
+                    {
                         Repair::Normalized
                     } else {
                         Repair::Extracted
@@ -524,9 +538,9 @@ mod tests {
 
     #[test]
     fn closers_for_truncated_values() {
-        let fail = Scanner::new(r#"{"a":{"b":[1"#).value_end(0).unwrap_err();
+        let fail = Scanner::new(r#"{"a":{"b":[1"#).value_end_closable(0).unwrap_err();
         assert_eq!(fail.closers.as_deref(), Some("]}}"));
-        let fail = Scanner::new(r#"{"a":"#).value_end(0).unwrap_err();
+        let fail = Scanner::new(r#"{"a":"#).value_end_closable(0).unwrap_err();
         assert_eq!(fail.closers, None);
     }
 

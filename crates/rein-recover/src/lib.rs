@@ -78,7 +78,8 @@ pub fn recover(reply: &RawReply<'_>, known_tools: &[&str]) -> Recovered {
 pub(crate) fn recover_counting(reply: &RawReply<'_>, known_tools: &[&str]) -> (Recovered, u64) {
     let tools = call::Tools::new(known_tools);
     let mut diagnostics = Vec::new();
-    let (reasoning, content) = reasoning::extract(reply.content, reply.reasoning_content, &mut diagnostics);
+    let (reasoning, content) =
+        reasoning::extract(reply.content, reply.reasoning_content, &mut diagnostics);
     let mut scan = embedded::scan(&content, tools);
     diagnostics.append(&mut scan.diagnostics);
 

@@ -20,7 +20,10 @@ const CLOSE: &[u8] = b"</think>";
 /// makes the text before it reasoning. Later stray `</think>` tags stay visible. When nothing
 /// was removed the content comes back unchanged. A tag right after a backtick (inline code) is
 /// a mention and stays.
-pub fn extract_reasoning(content: &str, reasoning_content: Option<&str>) -> (Option<String>, String) {
+pub fn extract_reasoning(
+    content: &str,
+    reasoning_content: Option<&str>,
+) -> (Option<String>, String) {
     let mut diagnostics = Vec::new();
     extract(content, reasoning_content, &mut diagnostics)
 }
@@ -100,14 +103,23 @@ mod tests {
 
     #[test]
     fn shapes() {
-        assert_eq!(extract_reasoning("<think>plan</think>\nAnswer", None), (Some("plan".into()), "Answer".into()));
+        assert_eq!(
+            extract_reasoning("<think>plan</think>\nAnswer", None),
+            (Some("plan".into()), "Answer".into())
+        );
         assert_eq!(extract_reasoning("Answer", Some("why")), (Some("why".into()), "Answer".into()));
         assert_eq!(
             extract_reasoning("<think>a</think>x<think>b</think>y", None),
             (Some("a\n\nb".into()), "xy".into())
         );
-        assert_eq!(extract_reasoning("<THINK>up</Think> ok", None), (Some("up".into()), "ok".into()));
-        assert_eq!(extract_reasoning("plan</think>Answer", None), (Some("plan".into()), "Answer".into()));
+        assert_eq!(
+            extract_reasoning("<THINK>up</Think> ok", None),
+            (Some("up".into()), "ok".into())
+        );
+        assert_eq!(
+            extract_reasoning("plan</think>Answer", None),
+            (Some("plan".into()), "Answer".into())
+        );
         assert_eq!(extract_reasoning("Hi <think>cut", None), (Some("cut".into()), "Hi".into()));
         assert_eq!(
             extract_reasoning("<think>go <tool_call>{}", None),

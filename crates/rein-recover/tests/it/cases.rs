@@ -38,7 +38,9 @@ fn parse_case(text: &str) -> Case {
             "tools" if value == "none" => case.tools.clear(),
             "tools" => case.tools = value.split(',').map(|tool| tool.trim().to_owned()).collect(),
             "reasoning" => case.reasoning = Some(value.replace("\\n", "\n")),
-            "native" => case.native.push(serde_json::from_str(value).expect("a native call in OpenAI wire JSON")),
+            "native" => case
+                .native
+                .push(serde_json::from_str(value).expect("a native call in OpenAI wire JSON")),
             other => panic!("unknown header `{other}`"),
         }
     }
@@ -89,7 +91,8 @@ fn check(input_path: &Path, expect_path: &Path) -> Option<String> {
 }
 
 fn collect(dir: &Path, out: &mut Vec<PathBuf>) {
-    let mut entries: Vec<_> = std::fs::read_dir(dir).expect("test_data dir").map(|e| e.expect("entry").path()).collect();
+    let mut entries: Vec<_> =
+        std::fs::read_dir(dir).expect("test_data dir").map(|e| e.expect("entry").path()).collect();
     entries.sort();
     for path in entries {
         if path.is_dir() {

@@ -20,9 +20,13 @@ fn work_is_linear_on_every_adversarial_shape() {
         let work_large = work_units(&large, DEFAULT_TOOLS);
         let ratio = work_large as f64 / work_small.max(1) as f64;
         let per_byte = work_large / large.len() as u64;
-        report.push(format!("{shape}: {work_small} -> {work_large} (x{ratio:.1}, {per_byte}/byte)"));
+        report
+            .push(format!("{shape}: {work_small} -> {work_large} (x{ratio:.1}, {per_byte}/byte)"));
         eprintln!("{}", report.last().expect("just pushed"));
-        assert!(ratio <= 2.0 * (LARGE as f64 / SMALL as f64), "{shape} grows faster than linear: {report:?}");
+        assert!(
+            ratio <= 2.0 * (LARGE as f64 / SMALL as f64),
+            "{shape} grows faster than linear: {report:?}"
+        );
         assert!(per_byte <= MAX_UNITS_PER_BYTE, "{shape} costs too much per byte: {report:?}");
     }
 }

@@ -66,18 +66,28 @@ fn render_text_dialect(dialect: usize, name: &str, args: &JsonObject) -> String 
     let text = |value: &Value| value.as_str().expect("text dialects take strings").to_owned();
     match dialect {
         0 => {
-            let params: String =
-                args.iter().map(|(k, v)| format!("<parameter={k}>\n{}\n</parameter>\n", text(v))).collect();
+            let params: String = args
+                .iter()
+                .map(|(k, v)| format!("<parameter={k}>\n{}\n</parameter>\n", text(v)))
+                .collect();
             format!("<tool_call>\n<function={name}>\n{params}</function>\n</tool_call>")
         }
         1 => {
-            let params: String =
-                args.iter().map(|(k, v)| format!("<parameter name=\"{k}\">{}</parameter>", text(v))).collect();
-            format!("<function_calls>\n<invoke name=\"{name}\">\n{params}\n</invoke>\n</function_calls>")
+            let params: String = args
+                .iter()
+                .map(|(k, v)| format!("<parameter name=\"{k}\">{}</parameter>", text(v)))
+                .collect();
+            format!(
+                "<function_calls>\n<invoke name=\"{name}\">\n{params}\n</invoke>\n</function_calls>"
+            )
         }
         2 => {
-            let params: String =
-                args.iter().map(|(k, v)| format!("<arg_key>{k}</arg_key>\n<arg_value>{}</arg_value>\n", text(v))).collect();
+            let params: String = args
+                .iter()
+                .map(|(k, v)| {
+                    format!("<arg_key>{k}</arg_key>\n<arg_value>{}</arg_value>\n", text(v))
+                })
+                .collect();
             format!("<tool_call>{name}\n{params}</tool_call>")
         }
         _ => {
@@ -87,14 +97,24 @@ fn render_text_dialect(dialect: usize, name: &str, args: &JsonObject) -> String 
     }
 }
 
-fn check_round_trip(prefix: &str, rendered: &str, suffix: &str, name: &str, args: &JsonObject) -> Result<(), TestCaseError> {
+fn check_round_trip(
+    prefix: &str,
+    rendered: &str,
+    suffix: &str,
+    name: &str,
+    args: &JsonObject,
+) -> Result<(), TestCaseError> {
     let content = format!("{prefix}\n{rendered}\n{suffix}");
     let recovered = recover(&RawReply { content: &content, ..RawReply::default() }, DEFAULT_TOOLS);
     prop_assert_eq!(recovered.calls.len(), 1, "content: {}\n{:?}", content, recovered);
     prop_assert_eq!(&recovered.calls[0].name, name);
     prop_assert_eq!(&recovered.calls[0].arguments, args, "content: {}", content);
     prop_assert!(!recovered.attempted_unparsed);
-    prop_assert!(!recovered.visible_text.contains(rendered.trim()), "call text left visible: {:?}", recovered.visible_text);
+    prop_assert!(
+        !recovered.visible_text.contains(rendered.trim()),
+        "call text left visible: {:?}",
+        recovered.visible_text
+    );
     Ok(())
 }
 
