@@ -330,6 +330,9 @@ impl Backend for Runtime {
         full_session(self, owner, view).await
     }
 
+    // `rein_runtime::SessionSettings` is #[non_exhaustive]: outside its crate it can only be
+    // built from `Default` and then assigned.
+    #[allow(clippy::field_reassign_with_default)]
     async fn update_session(
         &self,
         owner: &Principal,

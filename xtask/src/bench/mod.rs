@@ -11,6 +11,8 @@ mod model;
 
 mod recover;
 
+mod serve;
+
 mod store;
 
 /// Runs the named benchmark.
@@ -22,6 +24,7 @@ pub(crate) fn run(args: &[String]) -> anyhow::Result<()> {
         "loop" => loop_bench::run()?,
         "context" => context::run()?,
         "recover" => recover::run()?,
+        "serve" => serve::run()?,
         "store" => store::run()?,
         "model" => model::run()?,
         _ => anyhow::bail!("unknown bench `{name}` (one of: {})", NAMES.join(", ")),
@@ -30,7 +33,7 @@ pub(crate) fn run(args: &[String]) -> anyhow::Result<()> {
     write_figures(name, &figures)
 }
 
-const NAMES: &[&str] = &["loop", "context", "recover", "store", "model"];
+const NAMES: &[&str] = &["loop", "context", "recover", "store", "model", "serve"];
 
 /// Named figures of one benchmark, `<what>_<unit>` → value.
 pub(crate) type Figures = Vec<(String, f64)>;

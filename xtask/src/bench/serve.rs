@@ -1,0 +1,216 @@
+//! `cargo xtask bench serve`: the HTTP server over the real runtime, 1,000 concurrent sessions
+//! each running turns against a mock model that answers after 200 ms.
+//!
+//! Figures: cold start to ready (stores opened, runtime built, socket bound), the latency a turn
+//! adds on top of the model's 200 ms (p50, p99, over every turn of every session, measured by an
+//! HTTP client in the same process), and resident memory per idle session after the turns.
+
+use std::{
+    sync::Arc,
+    time::{Duration, Instant},
+};
+
+use anyhow::Context as _;
+use rein_protocol::{
+    DeltaSink, Model, ModelError, ModelInfo, ModelReply, ModelRequest, ReplyDelta, StopReason,
+};
+use rein_runtime::{Runtime, RuntimeParts, StaticModels};
+use rein_server::ServerConfig;
+use rein_store::{JsonlTranscriptStore, SqliteConfig, SqliteSessionStore, TranscriptConfig};
+use tokio::{
+    io::{AsyncBufReadExt as _, AsyncReadExt as _, AsyncWriteExt as _, BufReader},
+    net::TcpStream,
+};
+
+use super::Figures;
+
+const SESSIONS: usize = 1_000;
+const TURNS: usize = 3;
+const MODEL_LATENCY: Duration = Duration::from_millis(200);
+
+/// A model that answers every request with a short text after a fixed delay, streaming it.
+struct SlowModel {
+    info: ModelInfo,
+}
+
+#[async_trait::async_trait]
+impl Model for SlowModel {
+    fn info(&self) -> &ModelInfo {
+        &self.info
+    }
+
+    async fn complete(
+        &self,
+        _request: &ModelRequest,
+        deltas: DeltaSink<'_>,
+    ) -> Result<ModelReply, ModelError> {
+        tokio::time::sleep(MODEL_LATENCY).await;
+        let text = "The answer is 42.";
+        deltas(ReplyDelta::Text { text: text.to_owned() });
+        let mut reply = ModelReply::default();
+        reply.content = text.to_owned();
+        reply.stop_reason = StopReason::Stop;
+        Ok(reply)
+    }
+}
+
+pub(crate) fn run() -> anyhow::Result<Figures> {
+    let root = crate::project_root().join("target").join("bench").join("serve-scratch");
+    if root.exists() {
+        std::fs::remove_dir_all(&root).with_context(|| format!("clearing {}", root.display()))?;
+    }
+    std::fs::create_dir_all(&root)?;
+    let tokio = tokio::runtime::Builder::new_multi_thread().enable_all().build()?;
+    let figures = tokio.block_on(measure(&root));
+    drop(tokio);
+    std::fs::remove_dir_all(&root).ok();
+    figures
+}
+
+/// Resident memory of this process in KiB, from `/proc/self/status`.
+fn rss_kb() -> anyhow::Result<f64> {
+    let status = std::fs::read_to_string("/proc/self/status")?;
+    let line = status
+        .lines()
+        .find(|l| l.starts_with("VmRSS:"))
+        .context("no VmRSS in /proc/self/status")?;
+    Ok(line.split_whitespace().nth(1).context("malformed VmRSS")?.parse()?)
+}
+
+async fn measure(root: &std::path::Path) -> anyhow::Result<Figures> {
+    let mut figures = Figures::new();
+
+    // Cold start: open the stores, build the runtime, bind, until the server says it is ready.
+    let started = Instant::now();
+    let store = SqliteSessionStore::open(&SqliteConfig::at(root.join("sessions.sqlite3")))?;
+    let transcripts = JsonlTranscriptStore::open(&TranscriptConfig::at(root.join("transcripts")))?;
+    let model = SlowModel { info: ModelInfo::named("mock-200ms") };
+    let models = StaticModels::new().with("mock-200ms", Arc::new(model));
+    let runtime =
+        Runtime::new(RuntimeParts::new(Arc::new(store), Arc::new(transcripts), Arc::new(models)))?;
+    let config = ServerConfig::default().with_addr(([127, 0, 0, 1], 0).into());
+    let (ready_tx, ready_rx) = tokio::sync::oneshot::channel();
+    let (stop_tx, stop_rx) = tokio::sync::oneshot::channel::<()>();
+    let server = tokio::spawn(rein_server::serve_until(
+        config,
+        Arc::new(runtime),
+        move |addr| {
+            let _ = ready_tx.send((addr, started.elapsed()));
+        },
+        async move {
+            let _ = stop_rx.await;
+        },
+    ));
+    let (addr, cold) = ready_rx.await.context("the server never became ready")?;
+    figures.push(("cold_start_ms".into(), cold.as_secs_f64() * 1e3));
+
+    // Warm up the stack once, then take the memory baseline.
+    {
+        let mut client = Client::connect(addr).await?;
+        let id = client.create_session("warmup").await?;
+        client.send(&id, "warm up").await?;
+    }
+    let baseline_kb = rss_kb()?;
+
+    // 1,000 sessions, each on its own connection, each running TURNS turns back to back; all
+    // sessions at once.
+    let wall = Instant::now();
+    let mut handles = Vec::with_capacity(SESSIONS);
+    for n in 0..SESSIONS {
+        handles.push(tokio::spawn(async move {
+            let mut client = Client::connect(addr).await?;
+            let id = client.create_session(&format!("bench-{n}")).await?;
+            let mut latencies = Vec::with_capacity(TURNS);
+            for turn in 0..TURNS {
+                let sent = Instant::now();
+                client.send(&id, &format!("question {turn}")).await?;
+                latencies.push(sent.elapsed());
+            }
+            anyhow::Ok(latencies)
+        }));
+    }
+    let mut added_ms = Vec::with_capacity(SESSIONS * TURNS);
+    for handle in handles {
+        for latency in handle.await?? {
+            added_ms.push((latency.as_secs_f64() - MODEL_LATENCY.as_secs_f64()) * 1e3);
+        }
+    }
+    let wall = wall.elapsed();
+    added_ms.sort_by(f64::total_cmp);
+    let percentile = |p: f64| added_ms[((added_ms.len() - 1) as f64 * p).round() as usize];
+    figures.push(("added_p50_ms".into(), percentile(0.50)));
+    figures.push(("added_p99_ms".into(), percentile(0.99)));
+    figures.push(("added_max_ms".into(), percentile(1.0)));
+    figures.push(("turns_per_s".into(), added_ms.len() as f64 / wall.as_secs_f64()));
+
+    // Every connection is closed and every turn over: what is left is idle sessions.
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    let idle_kb = (rss_kb()? - baseline_kb) / SESSIONS as f64;
+    figures.push(("idle_session_kb".into(), idle_kb.max(0.0)));
+
+    let _ = stop_tx.send(());
+    server.await??;
+    Ok(figures)
+}
+
+/// A minimal HTTP/1.1 keep-alive client: enough for JSON requests to the bench server.
+struct Client {
+    stream: BufReader<TcpStream>,
+}
+
+impl Client {
+    async fn connect(addr: std::net::SocketAddr) -> anyhow::Result<Self> {
+        let stream = TcpStream::connect(addr).await?;
+        stream.set_nodelay(true)?;
+        Ok(Client { stream: BufReader::new(stream) })
+    }
+
+    async fn create_session(&mut self, id: &str) -> anyhow::Result<String> {
+        let body = serde_json::json!({ "agentName": "assistant", "sessionId": id }).to_string();
+        let (status, answer) = self.request("POST", "/agent/api/runtime/sessions", &body).await?;
+        anyhow::ensure!(status == 201, "creating a session answered {status}: {answer}");
+        Ok(id.to_owned())
+    }
+
+    async fn send(&mut self, id: &str, text: &str) -> anyhow::Result<()> {
+        let body = serde_json::json!({ "content": text }).to_string();
+        let path = format!("/agent/api/runtime/sessions/{id}/messages");
+        let (status, answer) = self.request("POST", &path, &body).await?;
+        anyhow::ensure!(status == 200, "a turn answered {status}: {answer}");
+        Ok(())
+    }
+
+    async fn request(
+        &mut self,
+        method: &str,
+        path: &str,
+        body: &str,
+    ) -> anyhow::Result<(u16, String)> {
+        let head = format!(
+            "{method} {path} HTTP/1.1\r\nhost: bench\r\ncontent-type: application/json\r\ncontent-length: {}\r\n\r\n",
+            body.len()
+        );
+        self.stream.get_mut().write_all(head.as_bytes()).await?;
+        self.stream.get_mut().write_all(body.as_bytes()).await?;
+        let mut line = String::new();
+        self.stream.read_line(&mut line).await?;
+        let status: u16 = line.split_whitespace().nth(1).context("no status line")?.parse()?;
+        let mut length = 0usize;
+        loop {
+            line.clear();
+            self.stream.read_line(&mut line).await?;
+            let header = line.trim_end();
+            if header.is_empty() {
+                break;
+            }
+            if let Some((name, value)) = header.split_once(':')
+                && name.eq_ignore_ascii_case("content-length")
+            {
+                length = value.trim().parse()?;
+            }
+        }
+        let mut answer = vec![0; length];
+        self.stream.read_exact(&mut answer).await?;
+        Ok((status, String::from_utf8_lossy(&answer).into_owned()))
+    }
+}
