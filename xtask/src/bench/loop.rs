@@ -18,6 +18,8 @@ const SESSION_MESSAGES: usize = 200;
 const TURNS: usize = 2_000;
 /// Turns run first and not measured.
 const WARMUP: usize = 100;
+/// Turns per timed batch.
+const BATCH: usize = 20;
 
 /// A 200-message session: user, assistant call, tool result, assistant answer, repeated.
 fn session() -> Vec<Message> {
@@ -76,56 +78,55 @@ pub(crate) fn run() -> anyhow::Result<Figures> {
     let base = session();
     let cancel = CancellationToken::new();
 
+    // Turns are timed in batches; on a shared, loaded machine the fastest batch is the one
+    // least disturbed by other processes, so it is the best estimate of the loop's own cost.
     let mut wall = Duration::ZERO;
-    let mut cpu_ns = 0u64;
-    let mut cpu_known = true;
     let mut steps = 0u64;
     let mut per_step = Vec::with_capacity(TURNS);
+    let mut best_batch = f64::INFINITY;
+    let (mut batch_time, mut batch_steps, mut batch_turns) = (Duration::ZERO, 0u32, 0usize);
     for turn in 0..WARMUP + TURNS {
         agent.set_history(base.clone());
-        let cpu_before = thread_cpu_ns();
         let started = Instant::now();
         let outcome = block_on(agent.turn("And now?", &cancel, &NoEvents))?;
         let took = started.elapsed();
-        let cpu_after = thread_cpu_ns();
         anyhow::ensure!(outcome.text == "Done.", "unexpected answer {:?}", outcome.text);
-        if turn >= WARMUP {
-            wall += took;
-            steps += u64::from(outcome.steps);
-            per_step.push(took.as_secs_f64() * 1e6 / f64::from(outcome.steps));
-            match (cpu_before, cpu_after) {
-                (Some(before), Some(after)) => cpu_ns += after.saturating_sub(before),
-                _ => cpu_known = false,
-            }
+        if turn < WARMUP {
+            continue;
+        }
+        wall += took;
+        steps += u64::from(outcome.steps);
+        per_step.push(took.as_secs_f64() * 1e6 / f64::from(outcome.steps));
+        batch_time += took;
+        batch_steps += outcome.steps;
+        batch_turns += 1;
+        if batch_turns == BATCH {
+            best_batch = best_batch.min(batch_time.as_secs_f64() * 1e6 / f64::from(batch_steps));
+            (batch_time, batch_steps, batch_turns) = (Duration::ZERO, 0, 0);
         }
     }
     per_step.sort_by(f64::total_cmp);
     let median = per_step.get(per_step.len() / 2).copied().unwrap_or_default();
-    #[allow(clippy::cast_precision_loss)] // Step counts and nanoseconds are far below 2^52.
-    let (wall_mean, cpu_mean) =
-        (wall.as_secs_f64() * 1e6 / steps as f64, cpu_ns as f64 / 1e3 / steps as f64);
-    // The figure is the loop's own work per step: on-CPU time when the OS reports it (a
-    // loaded machine inflates wall time with waits for a core), else the wall-clock median.
-    let overhead = if cpu_known { cpu_mean } else { median };
-    let mut figures: Figures = vec![("step_overhead_us".into(), overhead)];
-    if let Some(prepare) = prepare_cpu_us(&base) {
-        figures.push(("context_prepare_cpu_us".into(), prepare));
-    }
-    if cpu_known {
-        figures.push(("step_cpu_mean_us".into(), cpu_mean));
+    #[allow(clippy::cast_precision_loss)] // Step counts are far below 2^52.
+    let wall_mean = wall.as_secs_f64() * 1e6 / steps as f64;
+    let mut figures: Figures = vec![
+        ("step_overhead_us".into(), best_batch),
+        ("step_median_us".into(), median),
+        ("step_mean_us".into(), wall_mean),
+    ];
+    if let Some(prepare) = prepare_us(&base) {
+        figures.push(("context_prepare_us".into(), prepare));
     }
     figures.extend([
-        ("step_wall_median_us".into(), median),
-        ("step_wall_mean_us".into(), wall_mean),
         ("session_messages".into(), SESSION_MESSAGES as f64),
         ("steps".into(), steps as f64),
     ]);
     Ok(figures)
 }
 
-/// On-CPU time of one `ContextBudget::prepare` of the session: the share of a step that is
-/// the context budget's (normalize, count, choose a level), not the loop's own.
-fn prepare_cpu_us(base: &[Message]) -> Option<f64> {
+/// Wall time of one `ContextBudget::prepare` of the session (fastest of 10 batches of 100):
+/// the share of a step that is the context budget's (normalize, count, choose a level).
+fn prepare_us(base: &[Message]) -> Option<f64> {
     let mut history = base.to_vec();
     history.push(Message::user("And now?"));
     let system = [Message::system("You are a benchmark.")];
@@ -139,19 +140,14 @@ fn prepare_cpu_us(base: &[Message]) -> Option<f64> {
         model: &model,
         min_level: rein_context::Level::default(),
     };
-    let rounds = 1_000u32;
     let _ = budget.prepare(&input);
-    let before = thread_cpu_ns()?;
-    for _ in 0..rounds {
-        std::hint::black_box(budget.prepare(&input));
+    let mut best = f64::INFINITY;
+    for _ in 0..10 {
+        let started = Instant::now();
+        for _ in 0..100 {
+            std::hint::black_box(budget.prepare(&input));
+        }
+        best = best.min(started.elapsed().as_secs_f64() * 1e6 / 100.0);
     }
-    let after = thread_cpu_ns()?;
-    #[allow(clippy::cast_precision_loss)] // Nanoseconds far below 2^52.
-    Some(after.saturating_sub(before) as f64 / 1e3 / f64::from(rounds))
-}
-
-/// Nanoseconds this thread has spent on a CPU (Linux `/proc/thread-self/schedstat`).
-fn thread_cpu_ns() -> Option<u64> {
-    let stat = std::fs::read_to_string("/proc/thread-self/schedstat").ok()?;
-    stat.split_whitespace().next()?.parse().ok()
+    best.is_finite().then_some(best)
 }
