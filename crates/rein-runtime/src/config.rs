@@ -112,6 +112,10 @@ pub struct AgentPolicy {
     pub max_steps: u32,
     /// Tool calls per turn across all steps (TerraFin: 24).
     pub max_calls_per_turn: u32,
+    /// Tool rounds before the turn pauses at a checkpoint (glen: 15; 0 never pauses).
+    pub max_tool_rounds: u32,
+    /// Consecutive read-only calls run this many at a time (1: one after the other).
+    pub max_parallel_tool_calls: usize,
 }
 
 impl Default for AgentPolicy {
@@ -124,6 +128,8 @@ impl Default for AgentPolicy {
             consult_personas: true,
             max_steps: 8,
             max_calls_per_turn: 24,
+            max_tool_rounds: rein_agent::DEFAULT_MAX_TOOL_CALLS,
+            max_parallel_tool_calls: 1,
         }
     }
 }

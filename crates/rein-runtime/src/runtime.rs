@@ -287,6 +287,9 @@ impl Inner {
             max_steps: (policy.max_steps > 0).then_some(policy.max_steps),
             max_calls_per_turn: (policy.max_calls_per_turn > 0)
                 .then_some(policy.max_calls_per_turn),
+            max_tool_calls: policy.max_tool_rounds,
+            max_tool_calls_manual: policy.max_tool_rounds,
+            max_parallel_tool_calls: policy.max_parallel_tool_calls.max(1),
             stop_mode: StopMode::LastStep,
             reasoning: settings.reasoning,
             session_id: Some(session.id.clone()),
