@@ -2,16 +2,7 @@
 
 use std::fmt::Write as _;
 
-#[path = "loop.rs"]
-mod loop_bench;
-
-mod context;
-
-mod model;
-
-mod recover;
-
-mod serve;
+mod mcp;
 
 mod store;
 
@@ -21,19 +12,15 @@ pub(crate) fn run(args: &[String]) -> anyhow::Result<()> {
         anyhow::bail!("usage: cargo xtask bench NAME (one of: {})", NAMES.join(", "));
     };
     let figures: Figures = match name.as_str() {
-        "loop" => loop_bench::run()?,
-        "context" => context::run()?,
-        "recover" => recover::run()?,
-        "serve" => serve::run()?,
+        "mcp" => mcp::run()?,
         "store" => store::run()?,
-        "model" => model::run()?,
         _ => anyhow::bail!("unknown bench `{name}` (one of: {})", NAMES.join(", ")),
     };
     #[allow(unreachable_code)] // Until the first benchmark lands.
     write_figures(name, &figures)
 }
 
-const NAMES: &[&str] = &["loop", "context", "recover", "store", "model", "serve"];
+const NAMES: &[&str] = &["store", "mcp"];
 
 /// Named figures of one benchmark, `<what>_<unit>` → value.
 pub(crate) type Figures = Vec<(String, f64)>;
