@@ -5,7 +5,7 @@
 //! stable toolchain only, so cargo-fuzz runs with `RUSTC_BOOTSTRAP=1`. The targets use no
 //! sanitizer: rein-recover forbids `unsafe`, so what the fuzzer looks for is panics (broken
 //! invariants) and slowness, not memory errors. A crash is copied into
-//! `crates/rein-recover/test_data/fuzz-failures/<target>/`, where `cargo test` replays it, and
+//! `crates/<crate>/test_data/fuzz-failures/<target>/`, where `cargo test` replays it, and
 //! the task fails.
 
 use std::path::{Path, PathBuf};
@@ -13,11 +13,16 @@ use std::process::Command;
 
 use anyhow::Context as _;
 
-/// The fuzz targets, by name (each is `fuzz/fuzz_targets/<name>.rs`).
-const TARGETS: &[&str] = &["recover", "repair_arguments"];
+/// The fuzz targets (each is `fuzz/fuzz_targets/<name>.rs`) and the crate whose
+/// `test_data/fuzz-failures/<name>/` replays what they find.
+const TARGETS: &[(&str, &str)] = &[
+    ("recover", "rein-recover"),
+    ("repair_arguments", "rein-recover"),
+    ("sse_decoder", "rein-model"),
+];
 
 pub(crate) fn run(args: &[String]) -> anyhow::Result<()> {
-    let mut targets: Vec<&str> = TARGETS.to_vec();
+    let mut targets: Vec<&str> = TARGETS.iter().map(|(name, _)| *name).collect();
     let mut seconds: u64 = 60;
     let mut build_only = false;
     let mut rest = args.iter();
@@ -25,17 +30,22 @@ pub(crate) fn run(args: &[String]) -> anyhow::Result<()> {
         match arg.as_str() {
             "--target" => {
                 let target = rest.next().context("--target needs a name")?;
-                let Some(known) = TARGETS.iter().find(|known| *known == target) else {
-                    anyhow::bail!("unknown fuzz target `{target}` (one of: {})", TARGETS.join(", "));
+                let Some((known, _)) = TARGETS.iter().find(|(known, _)| known == target) else {
+                    let names: Vec<&str> = TARGETS.iter().map(|(name, _)| *name).collect();
+                    anyhow::bail!("unknown fuzz target `{target}` (one of: {})", names.join(", "));
                 };
-                targets = vec![known];
+                targets = vec![*known];
             }
             "--seconds" => {
                 let value = rest.next().context("--seconds needs a number")?;
-                seconds = value.parse().with_context(|| format!("--seconds: `{value}` is not a number"))?;
+                seconds = value
+                    .parse()
+                    .with_context(|| format!("--seconds: `{value}` is not a number"))?;
             }
             "--build-only" => build_only = true,
-            other => anyhow::bail!("unknown argument `{other}`; usage: cargo xtask fuzz [--target T] [--seconds N] [--build-only]"),
+            other => anyhow::bail!(
+                "unknown argument `{other}`; usage: cargo xtask fuzz [--target T] [--seconds N] [--build-only]"
+            ),
         }
     }
     ensure_cargo_fuzz()?;
@@ -64,7 +74,10 @@ fn check(mut command: Command, what: &str) -> anyhow::Result<()> {
 }
 
 fn ensure_cargo_fuzz() -> anyhow::Result<()> {
-    let installed = Command::new("cargo").args(["fuzz", "--version"]).output().is_ok_and(|output| output.status.success());
+    let installed = Command::new("cargo")
+        .args(["fuzz", "--version"])
+        .output()
+        .is_ok_and(|output| output.status.success());
     if installed {
         return Ok(());
     }
@@ -75,7 +88,11 @@ fn ensure_cargo_fuzz() -> anyhow::Result<()> {
 }
 
 fn failures_dir(target: &str) -> PathBuf {
-    crate::project_root().join("crates/rein-recover/test_data/fuzz-failures").join(target)
+    let krate = TARGETS
+        .iter()
+        .find(|(name, _)| *name == target)
+        .map_or("rein-recover", |(_, krate)| *krate);
+    crate::project_root().join("crates").join(krate).join("test_data/fuzz-failures").join(target)
 }
 
 fn run_target(fuzz_dir: &Path, target: &str, seconds: u64) -> anyhow::Result<()> {
@@ -91,9 +108,15 @@ fn run_target(fuzz_dir: &Path, target: &str, seconds: u64) -> anyhow::Result<()>
     if seeds.is_dir() {
         command.arg(&seeds);
     }
-    command.args(["--", &format!("-max_total_time={seconds}"), "-timeout=10", "-rss_limit_mb=2048"]);
+    command.args([
+        "--",
+        &format!("-max_total_time={seconds}"),
+        "-timeout=10",
+        "-rss_limit_mb=2048",
+    ]);
     let status = command.status().context("cannot start cargo fuzz run")?;
-    let found: Vec<PathBuf> = list(&artifacts)?.into_iter().filter(|path| !before.contains(path)).collect();
+    let found: Vec<PathBuf> =
+        list(&artifacts)?.into_iter().filter(|path| !before.contains(path)).collect();
     if found.is_empty() && status.success() {
         println!("`{target}`: nothing found");
         return Ok(());
@@ -105,7 +128,10 @@ fn run_target(fuzz_dir: &Path, target: &str, seconds: u64) -> anyhow::Result<()>
         std::fs::copy(path, keep.join(name))?;
         println!("kept {}", keep.join(name).display());
     }
-    anyhow::bail!("fuzz target `{target}` failed ({status}); {} input(s) kept for `cargo test` to replay", found.len())
+    anyhow::bail!(
+        "fuzz target `{target}` failed ({status}); {} input(s) kept for `cargo test` to replay",
+        found.len()
+    )
 }
 
 fn list(dir: &Path) -> anyhow::Result<Vec<PathBuf>> {

@@ -35,7 +35,8 @@ struct Input {
 
 pub(crate) fn run(args: &RecoverArgs) -> anyhow::Result<()> {
     let text = match &args.file {
-        Some(path) => std::fs::read_to_string(path).with_context(|| format!("cannot read {}", path.display()))?,
+        Some(path) => std::fs::read_to_string(path)
+            .with_context(|| format!("cannot read {}", path.display()))?,
         None => {
             let mut text = String::new();
             std::io::stdin().read_to_string(&mut text).context("cannot read stdin")?;
@@ -47,15 +48,19 @@ pub(crate) fn run(args: &RecoverArgs) -> anyhow::Result<()> {
     } else {
         Input { content: text, reasoning_content: None, tool_calls: Vec::new() }
     };
-    let tools: Vec<&str> = args.tools.iter().map(|tool| tool.trim()).filter(|tool| !tool.is_empty()).collect();
+    let tools: Vec<&str> =
+        args.tools.iter().map(|tool| tool.trim()).filter(|tool| !tool.is_empty()).collect();
     let reply = RawReply {
         content: &input.content,
         reasoning_content: input.reasoning_content.as_deref(),
         tool_calls: &input.tool_calls,
     };
     let recovered = recover(&reply, &tools);
-    let calls: Vec<Value> =
-        recovered.calls.iter().map(|call| json!({"name": call.name, "arguments": call.arguments})).collect();
+    let calls: Vec<Value> = recovered
+        .calls
+        .iter()
+        .map(|call| json!({"name": call.name, "arguments": call.arguments}))
+        .collect();
     let output = json!({
         "calls": calls,
         "text": recovered.visible_text,
@@ -72,7 +77,9 @@ pub(crate) fn run(args: &RecoverArgs) -> anyhow::Result<()> {
 fn parse_message(text: &str) -> anyhow::Result<Input> {
     let value: Value = serde_json::from_str(text).context("invalid --message JSON")?;
     let Value::Object(mut message) = value else {
-        anyhow::bail!("invalid --message JSON: expected an object with content, reasoning_content and tool_calls");
+        anyhow::bail!(
+            "invalid --message JSON: expected an object with content, reasoning_content and tool_calls"
+        );
     };
     let content = match message.remove("content") {
         None | Some(Value::Null) => String::new(),
@@ -85,16 +92,23 @@ fn parse_message(text: &str) -> anyhow::Result<Input> {
                 _ => None,
             })
             .collect(),
-        Some(_) => anyhow::bail!("invalid --message JSON: `content` must be a string, null or a list of parts"),
+        Some(_) => anyhow::bail!(
+            "invalid --message JSON: `content` must be a string, null or a list of parts"
+        ),
     };
-    let reasoning_content = match message.remove("reasoning_content").or_else(|| message.remove("reasoning")) {
-        None | Some(Value::Null) => None,
-        Some(Value::String(reasoning)) => Some(reasoning),
-        Some(_) => anyhow::bail!("invalid --message JSON: `reasoning_content` must be a string or null"),
-    };
+    let reasoning_content =
+        match message.remove("reasoning_content").or_else(|| message.remove("reasoning")) {
+            None | Some(Value::Null) => None,
+            Some(Value::String(reasoning)) => Some(reasoning),
+            Some(_) => anyhow::bail!(
+                "invalid --message JSON: `reasoning_content` must be a string or null"
+            ),
+        };
     let tool_calls = match message.remove("tool_calls") {
         None | Some(Value::Null) => Vec::new(),
-        Some(calls) => serde_json::from_value(calls).context("invalid --message JSON: bad `tool_calls`")?,
+        Some(calls) => {
+            serde_json::from_value(calls).context("invalid --message JSON: bad `tool_calls`")?
+        }
     };
     Ok(Input { content, reasoning_content, tool_calls })
 }

@@ -6,7 +6,11 @@ use crate::rein;
 
 fn ok_json(args: &[&str], stdin: &str) -> Value {
     let output = rein(args, stdin);
-    assert!(output.status.success(), "rein {args:?} failed: {}", String::from_utf8_lossy(&output.stderr));
+    assert!(
+        output.status.success(),
+        "rein {args:?} failed: {}",
+        String::from_utf8_lossy(&output.stderr)
+    );
     serde_json::from_slice(&output.stdout).expect("stdout is one JSON object")
 }
 
@@ -64,7 +68,8 @@ fn message_with_native_tool_calls() {
             {"id": "call_c", "type": "function", "function": {"name": "query", "arguments": "not json"}},
         ],
     });
-    let out = ok_json(&["recover", "--message", "--tools", "query,show_layer"], &message.to_string());
+    let out =
+        ok_json(&["recover", "--message", "--tools", "query,show_layer"], &message.to_string());
     assert_eq!(
         out["calls"],
         json!([
@@ -75,16 +80,27 @@ fn message_with_native_tool_calls() {
     );
     assert_eq!(out["text"], "Running it.");
     assert_eq!(out["reasoning"], "The user wants a count.");
-    let codes: Vec<&str> = out["diagnostics"].as_array().expect("list").iter().map(|d| d["code"].as_str().expect("code")).collect();
+    let codes: Vec<&str> = out["diagnostics"]
+        .as_array()
+        .expect("list")
+        .iter()
+        .map(|d| d["code"].as_str().expect("code"))
+        .collect();
     assert_eq!(
         codes,
-        ["arguments_repaired", "dialect_leak_scrubbed", "arguments_unreadable", "embedded_calls_ignored"]
+        [
+            "arguments_repaired",
+            "dialect_leak_scrubbed",
+            "arguments_unreadable",
+            "embedded_calls_ignored"
+        ]
     );
 }
 
 #[test]
 fn attempted_but_unparsed() {
-    let out = ok_json(&["recover"], "<tool_call>{\"name\": \"query\", \"arguments\": {\"sql\": \"SELECT");
+    let out =
+        ok_json(&["recover"], "<tool_call>{\"name\": \"query\", \"arguments\": {\"sql\": \"SELECT");
     assert_eq!(out["calls"], json!([]));
     assert_eq!(out["attempted_unparsed"], true);
 }
