@@ -158,10 +158,19 @@ impl std::fmt::Debug for Agent {
     }
 }
 
+/// A context budget for `model`: the model's provider decides the transcript's shape rules.
+fn budget_for(config: &rein_context::BudgetConfig, model: &rein_protocol::ModelInfo) -> ContextBudget {
+    let provider = model.provider.as_deref().and_then(rein_context::Provider::from_name);
+    match provider {
+        Some(provider) => ContextBudget::new(config.clone().with_provider(provider)),
+        None => ContextBudget::new(config.clone()),
+    }
+}
+
 impl Agent {
     /// An agent with a model, tools and settings, and an empty history.
     pub fn new(model: Arc<dyn Model>, tools: Arc<ToolRegistry>, config: AgentConfig) -> Self {
-        let budget = ContextBudget::new(config.budget.clone());
+        let budget = budget_for(&config.budget, model.info());
         Agent {
             model,
             tools,
@@ -210,8 +219,8 @@ impl Agent {
 
     /// Replaces the context budget settings.
     pub fn set_budget(&mut self, budget: rein_context::BudgetConfig) {
-        self.config.budget = budget.clone();
-        self.budget = ContextBudget::new(budget);
+        self.budget = budget_for(&budget, self.model.info());
+        self.config.budget = budget;
     }
 
     /// The model.
@@ -221,7 +230,11 @@ impl Agent {
 
     /// Switches the model (between turns).
     pub fn set_model(&mut self, model: Arc<dyn Model>) {
+        let provider_changed = model.info().provider != self.model.info().provider;
         self.model = model;
+        if provider_changed {
+            self.budget = budget_for(&self.config.budget, self.model.info());
+        }
     }
 
     /// The tools.
@@ -508,6 +521,8 @@ impl Agent {
                 Ok(reply) => {
                     if let Some(usage) = &reply.usage {
                         t.usage.add(usage);
+                        // The provider's own count corrects the estimate of the next request.
+                        self.budget.record_usage(usage);
                     }
                     return Ok(Requested::Reply(Box::new(reply)));
                 }

@@ -123,6 +123,7 @@ impl ModelRegistry {
             None => DEFAULT_CLIENT_HEADER_HOSTS.iter().map(|host| (*host).to_owned()).collect(),
         };
         let mut info = ModelInfo::named(model);
+        info.provider = Some(entry.provider.as_str().to_owned());
         if model == entry.value {
             info.label = entry.label.clone();
             info.context_window = entry.context_window;

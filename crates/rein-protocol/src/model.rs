@@ -295,6 +295,10 @@ pub struct ModelInfo {
     /// The tokenizer family (`o200k_base`, `cl100k_base`, ...), when known.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub tokenizer: Option<String>,
+    /// The wire protocol the model is reached by (`openai`, `anthropic`, `gemini`), when known:
+    /// the context budget shapes the transcript to that provider's rules.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub provider: Option<String>,
 }
 
 impl ModelInfo {
