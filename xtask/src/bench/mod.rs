@@ -2,7 +2,18 @@
 
 use std::fmt::Write as _;
 
+#[path = "loop.rs"]
+mod loop_bench;
+
+mod recover;
+
+mod context;
+
+mod model;
+
 mod mcp;
+
+mod serve;
 
 mod store;
 
@@ -12,15 +23,19 @@ pub(crate) fn run(args: &[String]) -> anyhow::Result<()> {
         anyhow::bail!("usage: cargo xtask bench NAME (one of: {})", NAMES.join(", "));
     };
     let figures: Figures = match name.as_str() {
+        "loop" => loop_bench::run()?,
+        "recover" => recover::run()?,
+        "context" => context::run()?,
         "mcp" => mcp::run()?,
+        "serve" => serve::run()?,
         "store" => store::run()?,
+        "model" => model::run()?,
         _ => anyhow::bail!("unknown bench `{name}` (one of: {})", NAMES.join(", ")),
     };
-    #[allow(unreachable_code)] // Until the first benchmark lands.
     write_figures(name, &figures)
 }
 
-const NAMES: &[&str] = &["store", "mcp"];
+const NAMES: &[&str] = &["loop", "recover", "context", "store", "model", "mcp", "serve"];
 
 /// Named figures of one benchmark, `<what>_<unit>` → value.
 pub(crate) type Figures = Vec<(String, f64)>;
