@@ -168,7 +168,9 @@ pub(crate) struct AgentSection {
     /// Model requests per turn (TerraFin uses 8).
     #[serde(default)]
     pub(crate) max_steps: Option<u32>,
-    /// The agent's model; the selected model when absent.
+    /// The agent's model; the selected model when absent. Accepted and type-checked, but
+    /// rein-runtime's `AgentDefinition` has no model field yet, so sessions use the selected one.
+    #[allow(dead_code)]
     #[serde(default)]
     pub(crate) model: Option<String>,
 }
@@ -218,6 +220,10 @@ const GLEN_UI_KEYS: &[&str] = &[
     "map",
     "basemap",
     "theme",
+    "tool_memo",
+    "catalog_index_threshold",
+    "llm",
+    "mcp_url",
 ];
 
 /// The built-in local tool sets.

@@ -37,18 +37,25 @@ pub(crate) async fn run(args: RunArgs) -> anyhow::Result<ExitCode> {
         .context("creating a session")?;
     let mut events = runtime.subscribe(&session.id, None).await.context("subscribing to the session")?;
     let json = args.json;
+    // Prints the events (with --json) and returns the turn's last error message, if any.
     let printer = tokio::spawn(async move {
         let mut stdout = std::io::stdout();
+        let mut last_error = None;
         while let Some(event) = events.next().await {
+            if let AgentEvent::Error { message, .. } = &event.event {
+                last_error = Some(message.clone());
+            }
             let end = matches!(event.event, AgentEvent::TurnEnd { .. });
             if json {
                 let line = serde_json::json!({ "id": event.id, "event": event.event });
                 let _ = writeln!(stdout, "{line}");
+                let _ = stdout.flush();
             }
             if end {
                 break;
             }
         }
+        last_error
     });
     let interrupt = {
         let runtime = runtime.clone();
@@ -61,17 +68,29 @@ pub(crate) async fn run(args: RunArgs) -> anyhow::Result<ExitCode> {
     };
     let report = runtime.send_message(&session.id, &args.prompt, None).await;
     interrupt.abort();
-    let report = match report {
-        Ok(report) => report,
-        Err(error) => {
-            printer.abort();
-            return Err(error).context("running the turn");
-        }
+    // The stream ends at the turn's end event (also when the turn failed); do not wait forever
+    // if it was missed.
+    let last_error = match tokio::time::timeout(std::time::Duration::from_secs(5), printer).await {
+        Ok(Ok(last_error)) => last_error,
+        _ => None,
     };
-    // The stream ends at the turn's end event; do not wait forever if it was missed.
-    let _ = tokio::time::timeout(std::time::Duration::from_secs(5), printer).await;
+    let failure = match &report {
+        Err(error) => Some(format!("{error:#}")),
+        Ok(report) if report.ending == TurnEnding::Error => {
+            last_error.or_else(|| Some(report.final_message.clone()).filter(|m| !m.is_empty())).or(Some(String::new()))
+        }
+        Ok(_) => None,
+    };
+    if let Some(reason) = failure {
+        // One line, whatever the provider's message looked like.
+        let reason = reason.split_whitespace().collect::<Vec<_>>().join(" ");
+        let reason = if reason.is_empty() { "no reason given".to_owned() } else { reason };
+        eprintln!("rein: the turn failed: {reason}");
+        return Ok(ExitCode::FAILURE);
+    }
+    let report = report.context("running the turn")?;
     if !json {
         println!("{}", report.final_message);
     }
-    Ok(if report.ending == TurnEnding::Error { ExitCode::FAILURE } else { ExitCode::SUCCESS })
+    Ok(ExitCode::SUCCESS)
 }

@@ -106,6 +106,7 @@ fn agents(config: &Config) -> Vec<AgentDefinition> {
         if let Some(steps) = config.limits.max_steps {
             agent.policy.max_steps = steps;
         }
+        apply_loop_limits(config, &mut agent.policy, !auto_approve);
         return vec![agent];
     }
     config
@@ -126,9 +127,27 @@ fn agents(config: &Config) -> Vec<AgentDefinition> {
             if let Some(steps) = section.max_steps.or(config.limits.max_steps) {
                 policy.max_steps = steps;
             }
+            let asks = policy.require_approval_for_side_effects;
+            apply_loop_limits(config, &mut policy, asks);
             agent.with_policy(policy)
         })
         .collect()
+}
+
+/// GLEN's checkpoint threshold (`max_tool_calls` with auto-approve, `max_tool_calls_manual`
+/// when the agent asks first) and `max_parallel_tool_calls`, when the config gives them.
+fn apply_loop_limits(config: &Config, policy: &mut AgentPolicy, asks: bool) {
+    let threshold = if asks {
+        config.limits.max_tool_calls_manual.or(Some(rein_agent::DEFAULT_MAX_TOOL_CALLS_MANUAL))
+    } else {
+        config.limits.max_tool_calls
+    };
+    if let Some(rounds) = threshold {
+        policy.max_tool_rounds = rounds;
+    }
+    if let Some(parallel) = config.limits.max_parallel_tool_calls {
+        policy.max_parallel_tool_calls = parallel.max(1);
+    }
 }
 
 /// The `clock` tool set: the current date and time in UTC.

@@ -1,6 +1,11 @@
 //! rein-cli's integration tests: each module drives the built `rein` binary.
 
+mod chat;
+mod config_check;
 mod recover;
+mod run;
+mod serve;
+mod support;
 
 use std::io::Write as _;
 use std::process::{Command, Output, Stdio};

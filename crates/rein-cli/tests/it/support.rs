@@ -1,0 +1,273 @@
+//! Test helpers: a scripted OpenAI-compatible server, the server-everything peer, config files.
+
+use std::{
+    io::{BufRead as _, BufReader, Read as _, Write as _},
+    net::{TcpListener, TcpStream},
+    path::{Path, PathBuf},
+    process::Command,
+    sync::{
+        Arc,
+        atomic::{AtomicBool, AtomicUsize, Ordering},
+    },
+    time::Duration,
+};
+
+use serde_json::{Value, json};
+
+/// What the scripted model does with a request, decided from the request alone (so the script
+/// holds across turns and sessions):
+/// - the last message is a tool result: answer `The tool said: <result>`;
+/// - the last user message contains `slow`: stream `Thinking slowly` and then nothing for a long
+///   while (the test stops the turn);
+/// - the last user message contains `fail`: reply 400;
+/// - otherwise: call `echo` with `{"message": "hello rein"}`.
+pub(crate) struct ScriptedModel {
+    port: u16,
+    stop: Arc<AtomicBool>,
+    /// Requests served so far.
+    pub(crate) requests: Arc<AtomicUsize>,
+}
+
+impl ScriptedModel {
+    /// Starts the server on 127.0.0.1 with a free port.
+    pub(crate) fn start() -> ScriptedModel {
+        let listener = TcpListener::bind("127.0.0.1:0").expect("bind the scripted model");
+        let port = listener.local_addr().expect("local addr").port();
+        listener.set_nonblocking(true).expect("nonblocking listener");
+        let stop = Arc::new(AtomicBool::new(false));
+        let requests = Arc::new(AtomicUsize::new(0));
+        let (stop_flag, counter) = (stop.clone(), requests.clone());
+        std::thread::spawn(move || {
+            while !stop_flag.load(Ordering::SeqCst) {
+                match listener.accept() {
+                    Ok((stream, _)) => {
+                        let (stop_flag, counter) = (stop_flag.clone(), counter.clone());
+                        std::thread::spawn(move || serve_connection(stream, &stop_flag, &counter));
+                    }
+                    Err(_) => std::thread::sleep(Duration::from_millis(20)),
+                }
+            }
+        });
+        ScriptedModel { port, stop, requests }
+    }
+
+    /// The OpenAI-compatible base URL (`http://127.0.0.1:PORT/v1`).
+    pub(crate) fn endpoint(&self) -> String {
+        format!("http://127.0.0.1:{}/v1", self.port)
+    }
+}
+
+impl Drop for ScriptedModel {
+    fn drop(&mut self) {
+        self.stop.store(true, Ordering::SeqCst);
+    }
+}
+
+fn serve_connection(stream: TcpStream, stop: &AtomicBool, counter: &AtomicUsize) {
+    let _ = stream.set_nonblocking(false);
+    let mut reader = BufReader::new(stream.try_clone().expect("clone the stream"));
+    let mut writer = stream;
+    loop {
+        let mut request_line = String::new();
+        if reader.read_line(&mut request_line).unwrap_or(0) == 0 {
+            return;
+        }
+        let mut length = 0usize;
+        loop {
+            let mut header = String::new();
+            if reader.read_line(&mut header).unwrap_or(0) == 0 {
+                return;
+            }
+            let header = header.trim_end();
+            if header.is_empty() {
+                break;
+            }
+            if let Some((name, value)) = header.split_once(':') {
+                if name.eq_ignore_ascii_case("content-length") {
+                    length = value.trim().parse().unwrap_or(0);
+                }
+            }
+        }
+        let mut body = vec![0u8; length];
+        if reader.read_exact(&mut body).is_err() {
+            return;
+        }
+        counter.fetch_add(1, Ordering::SeqCst);
+        let request: Value = serde_json::from_slice(&body).unwrap_or(Value::Null);
+        if !respond(&mut writer, &request, stop) {
+            return;
+        }
+    }
+}
+
+/// Writes the reply; `false` closes the connection.
+fn respond(writer: &mut TcpStream, request: &Value, stop: &AtomicBool) -> bool {
+    let messages = request["messages"].as_array().cloned().unwrap_or_default();
+    let last = messages.last().cloned().unwrap_or(Value::Null);
+    let last_user = messages.iter().rev().find(|m| m["role"] == "user").cloned().unwrap_or(Value::Null);
+    let user_text = content_text(&last_user["content"]);
+    let streaming = request["stream"] == true;
+    if last["role"] == "tool" {
+        let said = content_text(&last["content"]);
+        return reply(writer, streaming, Reply::Text(format!("The tool said: {said}")));
+    }
+    if user_text.contains("fail") {
+        let body = json!({"error": {"message": "the scripted model refuses", "type": "invalid_request_error"}});
+        let body = body.to_string();
+        let head = format!(
+            "HTTP/1.1 400 Bad Request\r\ncontent-type: application/json\r\ncontent-length: {}\r\nconnection: close\r\n\r\n",
+            body.len()
+        );
+        let _ = writer.write_all(head.as_bytes());
+        let _ = writer.write_all(body.as_bytes());
+        return false;
+    }
+    if user_text.contains("slow") {
+        let head = "HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\nconnection: close\r\n\r\n";
+        if writer.write_all(head.as_bytes()).is_err() {
+            return false;
+        }
+        let _ = writer.write_all(sse_chunk(json!({"role": "assistant", "content": "Thinking slowly"}), None).as_bytes());
+        let _ = writer.flush();
+        // Hold the reply open until the client goes away (the test stops the turn) or the test ends.
+        for _ in 0..1200 {
+            if stop.load(Ordering::SeqCst) {
+                break;
+            }
+            std::thread::sleep(Duration::from_millis(50));
+            if writer.write_all(b": keep-alive\n\n").is_err() {
+                return false;
+            }
+        }
+        let _ = writer.write_all(sse_chunk(json!({"content": " and done."}), Some("stop")).as_bytes());
+        let _ = writer.write_all(b"data: [DONE]\n\n");
+        return false;
+    }
+    reply(writer, streaming, Reply::Echo)
+}
+
+enum Reply {
+    Text(String),
+    Echo,
+}
+
+fn reply(writer: &mut TcpStream, streaming: bool, reply: Reply) -> bool {
+    let call = json!({
+        "index": 0,
+        "id": "call_echo_1",
+        "type": "function",
+        "function": {"name": "echo", "arguments": "{\"message\":\"hello rein\"}"},
+    });
+    if streaming {
+        let mut body = String::new();
+        match reply {
+            Reply::Text(text) => {
+                body.push_str(&sse_chunk(json!({"role": "assistant", "content": text}), None));
+                body.push_str(&sse_chunk(json!({}), Some("stop")));
+            }
+            Reply::Echo => {
+                body.push_str(&sse_chunk(json!({"role": "assistant", "tool_calls": [call]}), None));
+                body.push_str(&sse_chunk(json!({}), Some("tool_calls")));
+            }
+        }
+        body.push_str("data: [DONE]\n\n");
+        let head = format!(
+            "HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\ncontent-length: {}\r\n\r\n",
+            body.len()
+        );
+        return writer.write_all(head.as_bytes()).is_ok() && writer.write_all(body.as_bytes()).is_ok();
+    }
+    let (message, finish) = match reply {
+        Reply::Text(text) => (json!({"role": "assistant", "content": text}), "stop"),
+        Reply::Echo => (json!({"role": "assistant", "content": null, "tool_calls": [call]}), "tool_calls"),
+    };
+    let body = json!({
+        "id": "chatcmpl-scripted",
+        "object": "chat.completion",
+        "model": "scripted",
+        "choices": [{"index": 0, "message": message, "finish_reason": finish}],
+        "usage": {"prompt_tokens": 10, "completion_tokens": 5, "total_tokens": 15},
+    })
+    .to_string();
+    let head = format!(
+        "HTTP/1.1 200 OK\r\ncontent-type: application/json\r\ncontent-length: {}\r\n\r\n",
+        body.len()
+    );
+    writer.write_all(head.as_bytes()).is_ok() && writer.write_all(body.as_bytes()).is_ok()
+}
+
+fn sse_chunk(delta: Value, finish: Option<&str>) -> String {
+    let chunk = json!({
+        "id": "chatcmpl-scripted",
+        "object": "chat.completion.chunk",
+        "model": "scripted",
+        "choices": [{"index": 0, "delta": delta, "finish_reason": finish}],
+    });
+    format!("data: {chunk}\n\n")
+}
+
+fn content_text(content: &Value) -> String {
+    match content {
+        Value::String(text) => text.clone(),
+        Value::Array(parts) => parts.iter().filter_map(|p| p["text"].as_str()).collect::<Vec<_>>().join(""),
+        _ => String::new(),
+    }
+}
+
+/// The entry point of `@modelcontextprotocol/server-everything`: `$REIN_PEER_EVERYTHING`, else
+/// what `cargo xtask peers` installs (it is run when needed).
+pub(crate) fn everything_peer() -> PathBuf {
+    if let Some(path) = std::env::var_os("REIN_PEER_EVERYTHING").filter(|p| !p.is_empty()) {
+        return PathBuf::from(path);
+    }
+    // Where `cargo xtask peers` installs it (xtask/src/peers.rs): `$REIN_PEERS`, else
+    // `~/.cache/rein-peers`; building xtask just to learn that is slow, so look first.
+    let root = std::env::var_os("REIN_PEERS")
+        .filter(|root| !root.is_empty())
+        .map(PathBuf::from)
+        .or_else(|| std::env::var_os("HOME").map(|home| PathBuf::from(home).join(".cache/rein-peers")));
+    if let Some(root) = root {
+        let entry = root.join("npm/node_modules/@modelcontextprotocol/server-everything/dist/index.js");
+        if entry.is_file() {
+            return entry;
+        }
+    }
+    let workspace = Path::new(env!("CARGO_MANIFEST_DIR")).join("../..");
+    let output = Command::new(env!("CARGO"))
+        .args(["xtask", "peers"])
+        .current_dir(&workspace)
+        .output()
+        .expect("run `cargo xtask peers`");
+    assert!(output.status.success(), "cargo xtask peers failed: {}", String::from_utf8_lossy(&output.stderr));
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    let line = stdout
+        .lines()
+        .find_map(|line| line.strip_prefix("export REIN_PEER_EVERYTHING="))
+        .expect("cargo xtask peers prints REIN_PEER_EVERYTHING");
+    PathBuf::from(line.trim_matches('\''))
+}
+
+/// A rein config (JSON) naming the scripted model and server-everything over stdio.
+pub(crate) fn config_with_everything(model: &ScriptedModel, stream: bool, auto_approve: bool) -> Value {
+    json!({
+        "llm_models": [{
+            "value": "scripted",
+            "label": "Scripted test model",
+            "endpoint": model.endpoint(),
+            "context_window": 32768,
+            "stream": stream,
+        }],
+        "llm_model": "scripted",
+        "auto_approve": auto_approve,
+        "mcpServers": {
+            "everything": {"command": "node", "args": [everything_peer().display().to_string()]},
+        },
+    })
+}
+
+/// Writes `value` as `name` in `dir` and returns its path as text.
+pub(crate) fn write_json(dir: &Path, name: &str, value: &Value) -> String {
+    let path = dir.join(name);
+    std::fs::write(&path, serde_json::to_string_pretty(value).expect("JSON")).expect("write the config");
+    path.display().to_string()
+}
