@@ -40,15 +40,6 @@ fn flag_value<'a>(args: &'a [String], flag: &str) -> Option<&'a str> {
     args.iter().position(|a| a == flag).and_then(|i| args.get(i + 1)).map(String::as_str)
 }
 
-/// Where peers are installed.
-pub(crate) fn peers_root() -> PathBuf {
-    if let Some(dir) = std::env::var_os("REIN_PEERS") {
-        return PathBuf::from(dir);
-    }
-    let home = std::env::var_os("HOME").map(PathBuf::from).unwrap_or_else(|| PathBuf::from("/tmp"));
-    home.join(".cache").join("rein-peers")
-}
-
 fn run_checked(command: &mut Command) -> anyhow::Result<()> {
     let status = command.status().with_context(|| format!("starting {command:?}"))?;
     anyhow::ensure!(status.success(), "{command:?} failed with {status}");
@@ -64,7 +55,7 @@ fn sha256_of(path: &Path) -> anyhow::Result<String> {
 
 /// The model file, assembled and checked when missing.
 pub(crate) fn ensure_model() -> anyhow::Result<PathBuf> {
-    let dir = peers_root().join("models");
+    let dir = crate::peers::peers_root()?.join("models");
     let out = dir.join(MODEL_FILE);
     if out.is_file() && sha256_of(&out)? == MODEL_SHA256 {
         return Ok(out);
@@ -103,7 +94,7 @@ with open(out, "wb") as f:
 
 /// The `llama-server` binary, built when missing.
 pub(crate) fn ensure_server() -> anyhow::Result<PathBuf> {
-    let dir = peers_root().join("llama");
+    let dir = crate::peers::peers_root()?.join("llama");
     let bin = dir.join("build/bin/llama-server");
     if bin.is_file() {
         return Ok(bin);

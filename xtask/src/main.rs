@@ -4,6 +4,7 @@
 //! `tidy` (repository policy as code). Nothing here reads outside the repository.
 
 mod bench;
+mod browser;
 mod conformance;
 mod fuzz;
 mod llama;

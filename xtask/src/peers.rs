@@ -43,14 +43,17 @@ pub(crate) fn install_for_tests() -> anyhow::Result<Vec<(String, String)>> {
     let python = install_python(&root)?;
     let modules = root.join("npm/node_modules/@modelcontextprotocol");
     let entry = |package: &str| modules.join(package).join("dist/index.js");
-    Ok(vec![
+    let mut envs = vec![
         ("REIN_PEER_EVERYTHING".into(), path_text(&entry("server-everything"))),
         ("REIN_PEER_MEMORY".into(), path_text(&entry("server-memory"))),
         ("REIN_PEER_FILESYSTEM".into(), path_text(&entry("server-filesystem"))),
         ("REIN_PEER_CONFORMANCE".into(), path_text(&entry("conformance"))),
         ("REIN_PEER_NODE22".into(), path_text(&node22)),
         ("REIN_PEER_PYTHON".into(), path_text(&python)),
-    ])
+    ];
+    // The web chat's browser test: Debian's chromium and playwright-core.
+    envs.extend(crate::browser::install()?);
+    Ok(envs)
 }
 
 /// `$REIN_PEERS`, else `~/.cache/rein-peers`.
