@@ -1,6 +1,5 @@
 //! rein-cli's integration tests: each module drives the built `rein` binary.
 
-mod chat;
 mod config_check;
 mod recover;
 mod run;
