@@ -25,7 +25,8 @@ async fn main() -> anyhow::Result<()> {
     entry.settings.stream = Some(Some(false));
     let mut models = ModelsConfig::default();
     models.llm_models.push(entry);
-    let model = ModelRegistry::from_config(&models, &RegistryOptions::default())?.select("scripted")?;
+    let model =
+        ModelRegistry::from_config(&models, &RegistryOptions::default())?.select("scripted")?;
 
     let mut tools = ToolRegistry::new();
     let schema = json!({
@@ -40,7 +41,10 @@ async fn main() -> anyhow::Result<()> {
         Ok(ToolOutput::text((number("a") + number("b")).to_string()))
     })?;
 
-    let config = AgentConfig { system_prompt: "You add numbers with the add tool.".into(), ..AgentConfig::default() };
+    let config = AgentConfig {
+        system_prompt: "You add numbers with the add tool.".into(),
+        ..AgentConfig::default()
+    };
     let mut agent = Agent::new(model, Arc::new(tools), config);
     let print_event = |event: AgentEvent| match event {
         AgentEvent::ToolProposal { calls, .. } => {
@@ -48,7 +52,9 @@ async fn main() -> anyhow::Result<()> {
                 println!("[model calls {}({})]", call.name, call.arguments_json());
             }
         }
-        AgentEvent::ToolResult { name, output, .. } => println!("[{name} returned {}]", output.text),
+        AgentEvent::ToolResult { name, output, .. } => {
+            println!("[{name} returned {}]", output.text)
+        }
         AgentEvent::TurnEnd { ending, .. } => println!("[turn ended: {}]", ending.as_str()),
         _ => {}
     };
@@ -90,7 +96,11 @@ async fn read_request(socket: &mut tokio::net::TcpStream) -> anyhow::Result<Valu
         if let Some((head, body)) = text.split_once("\r\n\r\n") {
             let length = head
                 .lines()
-                .find_map(|line| line.to_ascii_lowercase().strip_prefix("content-length:").map(|v| v.trim().to_owned()))
+                .find_map(|line| {
+                    line.to_ascii_lowercase()
+                        .strip_prefix("content-length:")
+                        .map(|v| v.trim().to_owned())
+                })
                 .and_then(|value| value.parse::<usize>().ok())
                 .unwrap_or(0);
             if body.len() >= length {

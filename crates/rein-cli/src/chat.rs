@@ -62,7 +62,9 @@ pub(crate) async fn run(args: ChatArgs) -> anyhow::Result<ExitCode> {
     let runtime = wired.runtime;
     let agent = match &args.agent {
         Some(agent) => agent.clone(),
-        None => runtime.agents().first().map(|a| a.name.clone()).context("no agent is configured")?,
+        None => {
+            runtime.agents().first().map(|a| a.name.clone()).context("no agent is configured")?
+        }
     };
     let dispatcher = runtime.start_dispatcher();
     let session = new_session(&runtime, &agent, &wired.default_model).await?;
@@ -74,7 +76,10 @@ pub(crate) async fn run(args: ChatArgs) -> anyhow::Result<ExitCode> {
         input: spawn_input(),
         color: std::io::stdout().is_terminal(),
     };
-    println!("rein chat with `{}` on {} (session {}). /help lists the commands.", chat.agent, chat.model, chat.session);
+    println!(
+        "rein chat with `{}` on {} (session {}). /help lists the commands.",
+        chat.agent, chat.model, chat.session
+    );
     let result = chat.repl().await;
     dispatcher.shutdown().await;
     result.map(|()| ExitCode::SUCCESS)
@@ -102,7 +107,10 @@ fn spawn_input() -> mpsc::UnboundedReceiver<Input> {
                     break;
                 }
                 Ok(_) => {
-                    if lines.send(Input::Line(line.trim_end_matches(['\n', '\r']).to_owned())).is_err() {
+                    if lines
+                        .send(Input::Line(line.trim_end_matches(['\n', '\r']).to_owned()))
+                        .is_err()
+                    {
                         break;
                     }
                 }
@@ -170,11 +178,18 @@ impl Chat {
                     let listing = self.runtime.models();
                     for model in listing.models {
                         let mark = if model.name == self.model { "*" } else { " " };
-                        println!("{mark} {}{}", model.name, model.label.map(|l| format!("  ({l})")).unwrap_or_default());
+                        println!(
+                            "{mark} {}{}",
+                            model.name,
+                            model.label.map(|l| format!("  ({l})")).unwrap_or_default()
+                        );
                     }
                 }
                 Some(name) => {
-                    let settings = SessionSettings { model: Some(name.to_owned()), ..SessionSettings::default() };
+                    let settings = SessionSettings {
+                        model: Some(name.to_owned()),
+                        ..SessionSettings::default()
+                    };
                     match self.runtime.update_session(&self.session, settings).await {
                         Ok(_) => {
                             self.model = name.to_owned();
@@ -203,7 +218,8 @@ impl Chat {
                         return Ok(true);
                     }
                 };
-                let settings = SessionSettings { auto_approve: Some(on), ..SessionSettings::default() };
+                let settings =
+                    SessionSettings { auto_approve: Some(on), ..SessionSettings::default() };
                 self.runtime.update_session(&self.session, settings).await?;
                 println!("auto-approve {}", if on { "on" } else { "off" });
             }
@@ -215,14 +231,16 @@ impl Chat {
                 let format = words.next().unwrap_or("md");
                 let file = words.next().map(PathBuf::from);
                 let view = self.runtime.session(&self.session).await?;
-                let title = view.title.clone().unwrap_or_else(|| format!("rein session {}", view.id));
+                let title =
+                    view.title.clone().unwrap_or_else(|| format!("rein session {}", view.id));
                 let text = match format {
                     "json" => export::json(&view.messages),
                     _ => export::markdown(&title, &view.messages),
                 };
                 match file {
                     Some(path) => {
-                        std::fs::write(&path, text).with_context(|| format!("writing {}", path.display()))?;
+                        std::fs::write(&path, text)
+                            .with_context(|| format!("writing {}", path.display()))?;
                         println!("exported to {}", path.display());
                     }
                     None => println!("{text}"),
@@ -244,10 +262,18 @@ impl Chat {
     }
 
     /// Streams one turn to the terminal; `None` when it failed before it ran.
-    async fn stream_turn(&mut self, kind: TurnKind) -> anyhow::Result<Option<(TurnReport, Vec<Pending>)>> {
+    async fn stream_turn(
+        &mut self,
+        kind: TurnKind,
+    ) -> anyhow::Result<Option<(TurnReport, Vec<Pending>)>> {
         let mut events = self.runtime.subscribe(&self.session, None).await?;
         // Skip what is already in the transcript: only this turn's events are shown.
-        let replayed = self.runtime.replay(&self.session, None).map(|events| events.last().map(|e| e.id)).ok().flatten();
+        let replayed = self
+            .runtime
+            .replay(&self.session, None)
+            .map(|events| events.last().map(|e| e.id))
+            .ok()
+            .flatten();
         let runtime = self.runtime.clone();
         let session = self.session.clone();
         let mut turn = tokio::spawn(async move {
@@ -320,7 +346,11 @@ impl Chat {
     }
 
     /// Asks about approvals and checkpoints; returns the follow-up turn, if any.
-    async fn after_turn(&mut self, report: &TurnReport, approvals: Vec<Pending>) -> anyhow::Result<Option<TurnKind>> {
+    async fn after_turn(
+        &mut self,
+        report: &TurnReport,
+        approvals: Vec<Pending>,
+    ) -> anyhow::Result<Option<TurnKind>> {
         match report.ending {
             TurnEnding::Length => println!("(the answer was cut at the output limit)"),
             TurnEnding::Interrupted => println!("(stopped)"),
@@ -329,7 +359,11 @@ impl Chat {
         }
         let mut approved = Vec::new();
         for Pending { id, tool: name, arguments } in approvals {
-            let answer = self.ask(&format!("Allow {name}({arguments})? [y]es / [n]o / [a]lways for this session: ")).await;
+            let answer = self
+                .ask(&format!(
+                    "Allow {name}({arguments})? [y]es / [n]o / [a]lways for this session: "
+                ))
+                .await;
             let decision = match answer.as_deref().map(str::trim) {
                 Some("y" | "yes") => Decision::Approve,
                 Some("a" | "always") => Decision::ApproveForSession,
@@ -349,7 +383,8 @@ impl Chat {
             ))));
         }
         if report.ending == TurnEnding::Checkpoint {
-            let answer = self.ask("The turn paused at a checkpoint. [c]ontinue or [d]iscard? ").await;
+            let answer =
+                self.ask("The turn paused at a checkpoint. [c]ontinue or [d]iscard? ").await;
             if matches!(answer.as_deref().map(str::trim), Some("c" | "continue" | "")) {
                 return Ok(Some(TurnKind::Continue));
             }
@@ -390,7 +425,13 @@ struct TurnView {
 
 impl TurnView {
     fn new(color: bool) -> Self {
-        TurnView { color, printed_text: false, spinner_shown: false, frame: 0, approvals: Vec::new() }
+        TurnView {
+            color,
+            printed_text: false,
+            spinner_shown: false,
+            frame: 0,
+            approvals: Vec::new(),
+        }
     }
 
     fn tick(&mut self) {
@@ -431,13 +472,18 @@ impl TurnView {
                 let _ = writeln!(stdout, "{}", self.dim(&format!("\n⚙ {name} …")));
             }
             AgentEvent::ToolResult { name, output, .. } => {
-                let first: String = output.text.lines().next().unwrap_or_default().chars().take(100).collect();
+                let first: String =
+                    output.text.lines().next().unwrap_or_default().chars().take(100).collect();
                 let mark = if output.is_error { "✗" } else { "✓" };
                 let _ = writeln!(stdout, "{}", self.dim(&format!("{mark} {name}: {first}")));
                 self.printed_text = false;
             }
             AgentEvent::ApprovalRequested { call, .. } => {
-                let _ = writeln!(stdout, "{}", self.dim(&format!("? {} needs your approval", call.name)));
+                let _ = writeln!(
+                    stdout,
+                    "{}",
+                    self.dim(&format!("? {} needs your approval", call.name))
+                );
             }
             AgentEvent::Checkpoint { summary } => {
                 let _ = writeln!(stdout, "\n{}", self.dim(&format!("checkpoint: {summary}")));

@@ -30,8 +30,11 @@ pub(crate) const DEFAULT_LOCAL_ENDPOINT: &str = "http://127.0.0.1:8081/v1";
 pub(crate) const DEFAULT_LOCAL_MODEL: &str = "qwen2.5-coder-0.5b-instruct";
 
 /// Environment variables that override the merged files.
-pub(crate) const ENV_OVERRIDES: &[(&str, &str)] =
-    &[("REIN_MODEL", "llm_model"), ("REIN_ADDR", "server.addr"), ("REIN_DATA_DIR", "server.data_dir")];
+pub(crate) const ENV_OVERRIDES: &[(&str, &str)] = &[
+    ("REIN_MODEL", "llm_model"),
+    ("REIN_ADDR", "server.addr"),
+    ("REIN_DATA_DIR", "server.data_dir"),
+];
 
 /// One problem found in the configuration.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -67,7 +70,8 @@ pub(crate) struct ConfigErrors(pub(crate) Vec<Problem>);
 
 impl fmt::Display for ConfigErrors {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        let errors: Vec<String> = self.0.iter().filter(|p| !p.warning).map(ToString::to_string).collect();
+        let errors: Vec<String> =
+            self.0.iter().filter(|p| !p.warning).map(ToString::to_string).collect();
         write!(f, "the configuration has {} error(s):\n{}", errors.len(), errors.join("\n"))
     }
 }
@@ -239,7 +243,10 @@ pub(crate) struct Loaded {
 }
 
 /// Reads, checks and merges the files in order, then applies the environment.
-pub(crate) fn load(paths: &[PathBuf], env: &dyn Fn(&str) -> Option<String>) -> Result<Loaded, ConfigErrors> {
+pub(crate) fn load(
+    paths: &[PathBuf],
+    env: &dyn Fn(&str) -> Option<String>,
+) -> Result<Loaded, ConfigErrors> {
     let mut problems = Vec::new();
     let mut merged = Value::Object(Map::new());
     for path in paths {
@@ -248,7 +255,12 @@ pub(crate) fn load(paths: &[PathBuf], env: &dyn Fn(&str) -> Option<String>) -> R
                 problems.extend(check_document(&document, Some(path)));
                 merge(&mut merged, document);
             }
-            Err(message) => problems.push(Problem { file: Some(path.clone()), key: String::new(), message, warning: false }),
+            Err(message) => problems.push(Problem {
+                file: Some(path.clone()),
+                key: String::new(),
+                message,
+                warning: false,
+            }),
         }
     }
     apply_env(&mut merged, env);
@@ -267,17 +279,21 @@ pub(crate) fn load(paths: &[PathBuf], env: &dyn Fn(&str) -> Option<String>) -> R
         problems.extend(check_merged(config));
     }
     match config {
-        Some(config) if !problems.iter().any(|p| !p.warning) => Ok(Loaded { config, warnings: problems }),
+        Some(config) if !problems.iter().any(|p| !p.warning) => {
+            Ok(Loaded { config, warnings: problems })
+        }
         _ => Err(ConfigErrors(problems)),
     }
 }
 
 /// Parses one file: TOML when it ends in `.toml`, JSON otherwise.
 fn read_document(path: &Path) -> Result<Value, String> {
-    let text = std::fs::read_to_string(path).map_err(|error| format!("cannot read the file: {error}"))?;
+    let text =
+        std::fs::read_to_string(path).map_err(|error| format!("cannot read the file: {error}"))?;
     let is_toml = path.extension().is_some_and(|ext| ext.eq_ignore_ascii_case("toml"));
     let value = if is_toml {
-        toml::from_str::<Value>(&text).map_err(|error| format!("not valid TOML: {}", one_line(&error.to_string())))?
+        toml::from_str::<Value>(&text)
+            .map_err(|error| format!("not valid TOML: {}", one_line(&error.to_string())))?
     } else {
         serde_json::from_str::<Value>(&text).map_err(|error| format!("not valid JSON: {error}"))?
     };
@@ -316,7 +332,11 @@ fn check_document(document: &Value, file: Option<&Path>) -> Vec<Problem> {
                 let key = format!("llm_models[{index}]");
                 match entry.get("value").and_then(Value::as_str) {
                     Some(value) if !value.trim().is_empty() => {}
-                    _ => problems.push(problem(format!("{key}.value"), "missing or empty model name".into(), false)),
+                    _ => problems.push(problem(
+                        format!("{key}.value"),
+                        "missing or empty model name".into(),
+                        false,
+                    )),
                 }
                 if let Some(endpoint) = entry.get("endpoint").and_then(Value::as_str) {
                     if !endpoint.starts_with("http://") && !endpoint.starts_with("https://") {
@@ -356,16 +376,30 @@ fn typed(document: &Value) -> Result<Config, Problem> {
 /// Checks that only make sense once every file is merged.
 fn check_merged(config: &Config) -> Vec<Problem> {
     let mut problems = Vec::new();
-    let error = |key: &str, message: String| Problem { file: None, key: key.to_owned(), message, warning: false };
+    let error = |key: &str, message: String| Problem {
+        file: None,
+        key: key.to_owned(),
+        message,
+        warning: false,
+    };
     if let Some(selected) = &config.models.llm_model {
-        if !config.models.llm_models.is_empty() && !config.models.llm_models.iter().any(|m| &m.value == selected) {
-            let names: Vec<&str> = config.models.llm_models.iter().map(|m| m.value.as_str()).collect();
-            problems.push(error("llm_model", format!("no model named `{selected}` (models: {})", names.join(", "))));
+        if !config.models.llm_models.is_empty()
+            && !config.models.llm_models.iter().any(|m| &m.value == selected)
+        {
+            let names: Vec<&str> =
+                config.models.llm_models.iter().map(|m| m.value.as_str()).collect();
+            problems.push(error(
+                "llm_model",
+                format!("no model named `{selected}` (models: {})", names.join(", ")),
+            ));
         }
     }
     if let Some(addr) = &config.server.addr {
         if addr.parse::<SocketAddr>().is_err() {
-            problems.push(error("server.addr", format!("`{addr}` is not HOST:PORT with an IP address")));
+            problems.push(error(
+                "server.addr",
+                format!("`{addr}` is not HOST:PORT with an IP address"),
+            ));
         }
     }
     for (index, tool_set) in config.tools.iter().enumerate() {
@@ -381,7 +415,10 @@ fn check_merged(config: &Config) -> Vec<Problem> {
         if agent.name.trim().is_empty() {
             problems.push(error(&format!("agents[{index}].name"), "empty agent name".to_owned()));
         } else if !seen.insert(agent.name.as_str()) {
-            problems.push(error(&format!("agents[{index}].name"), format!("duplicate agent `{}`", agent.name)));
+            problems.push(error(
+                &format!("agents[{index}].name"),
+                format!("duplicate agent `{}`", agent.name),
+            ));
         }
     }
     problems
@@ -401,7 +438,9 @@ pub(crate) fn merge(base: &mut Value, later: Value) {
                     (Some(Value::Array(existing)), Some(id)) if value.is_array() => {
                         merge_keyed(existing, value, id);
                     }
-                    (Some(existing), _) if existing.is_object() && value.is_object() => merge(existing, value),
+                    (Some(existing), _) if existing.is_object() && value.is_object() => {
+                        merge(existing, value)
+                    }
                     _ => {
                         base.insert(key, value);
                     }
@@ -466,7 +505,10 @@ impl Config {
             if let Some(token) = self.mcp_auth_token.as_deref().filter(|t| !t.is_empty()) {
                 http.headers.insert("Authorization".to_owned(), format!("Bearer {token}"));
             }
-            servers.push(McpServerConfig { name: "default".to_owned(), transport: ServerTransport::Http(http) });
+            servers.push(McpServerConfig {
+                name: "default".to_owned(),
+                transport: ServerTransport::Http(http),
+            });
         }
         servers
     }
@@ -487,11 +529,20 @@ mod tests {
 
     #[test]
     fn later_files_override_and_add() {
-        let mut base = doc(r#"{"llm_models":[{"value":"a","temperature":0.5}],"auto_approve":true,"server":{"addr":"127.0.0.1:1"}}"#);
-        merge(&mut base, doc(r#"{"llm_models":[{"value":"a","temperature":0.1},{"value":"b"}],"server":{"data_dir":"/d"}}"#));
+        let mut base = doc(
+            r#"{"llm_models":[{"value":"a","temperature":0.5}],"auto_approve":true,"server":{"addr":"127.0.0.1:1"}}"#,
+        );
+        merge(
+            &mut base,
+            doc(
+                r#"{"llm_models":[{"value":"a","temperature":0.1},{"value":"b"}],"server":{"data_dir":"/d"}}"#,
+            ),
+        );
         assert_eq!(
             base,
-            doc(r#"{"llm_models":[{"value":"a","temperature":0.1},{"value":"b"}],"auto_approve":true,"server":{"addr":"127.0.0.1:1","data_dir":"/d"}}"#)
+            doc(
+                r#"{"llm_models":[{"value":"a","temperature":0.1},{"value":"b"}],"auto_approve":true,"server":{"addr":"127.0.0.1:1","data_dir":"/d"}}"#
+            )
         );
     }
 

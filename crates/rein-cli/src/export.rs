@@ -3,7 +3,8 @@
 use rein_protocol::Message;
 
 /// Key names whose values are credentials.
-const SECRET_KEYS: &[&str] = &["api_key", "apikey", "api-key", "token", "password", "secret", "authorization"];
+const SECRET_KEYS: &[&str] =
+    &["api_key", "apikey", "api-key", "token", "password", "secret", "authorization"];
 
 /// Replaces what looks like a credential with `[redacted]`: `sk-…` style keys, bearer tokens,
 /// and values of keys named like `api_key`, `token`, `password`, `secret` or `authorization`.
@@ -13,7 +14,8 @@ pub(crate) fn scrub(text: &str) -> String {
     for piece in text.split_inclusive(char::is_whitespace) {
         let word = piece.trim_end();
         let space = &piece[word.len()..];
-        let core = word.trim_matches(|c: char| matches!(c, '"' | '\'' | ',' | ';' | '(' | ')' | '{' | '}'));
+        let core = word
+            .trim_matches(|c: char| matches!(c, '"' | '\'' | ',' | ';' | '(' | ')' | '{' | '}'));
         let redacted = if redact_next && core.len() >= 8 {
             Some(word.replacen(core, "[redacted]", 1))
         } else if is_key_like(core) {
@@ -23,7 +25,8 @@ pub(crate) fn scrub(text: &str) -> String {
         };
         let key = core.trim_end_matches([':', '=']).trim_matches('"').to_ascii_lowercase();
         redact_next = key == "bearer"
-            || (core.ends_with([':', '=']) && SECRET_KEYS.iter().any(|secret| key.ends_with(secret)));
+            || (core.ends_with([':', '='])
+                && SECRET_KEYS.iter().any(|secret| key.ends_with(secret)));
         out.push_str(redacted.as_deref().unwrap_or(word));
         out.push_str(space);
     }
@@ -50,18 +53,27 @@ pub(crate) fn markdown(title: &str, messages: &[Message]) -> String {
     for message in messages {
         match message {
             Message::System { .. } => {}
-            Message::User { .. } => out.push_str(&format!("## User\n\n{}\n\n", scrub(&message.text()))),
+            Message::User { .. } => {
+                out.push_str(&format!("## User\n\n{}\n\n", scrub(&message.text())))
+            }
             Message::Assistant { tool_calls, .. } => {
                 let text = message.text();
                 if !text.trim().is_empty() {
                     out.push_str(&format!("## Assistant\n\n{}\n\n", scrub(&text)));
                 }
                 for call in tool_calls {
-                    out.push_str(&format!("**Tool call** `{}`\n\n```json\n{}\n```\n\n", call.name, scrub(&call.arguments_json())));
+                    out.push_str(&format!(
+                        "**Tool call** `{}`\n\n```json\n{}\n```\n\n",
+                        call.name,
+                        scrub(&call.arguments_json())
+                    ));
                 }
             }
             Message::Tool { tool_call_id, .. } => {
-                out.push_str(&format!("**Tool result** ({tool_call_id})\n\n```\n{}\n```\n\n", scrub(&message.text())));
+                out.push_str(&format!(
+                    "**Tool result** ({tool_call_id})\n\n```\n{}\n```\n\n",
+                    scrub(&message.text())
+                ));
             }
             _ => {}
         }
@@ -82,7 +94,10 @@ mod tests {
     #[test]
     fn keys_and_tokens_are_redacted() {
         assert_eq!(scrub("key sk-abcdef1234567890 here"), "key [redacted] here");
-        assert_eq!(scrub("Authorization: Bearer abcdefgh12345"), "Authorization: Bearer [redacted]");
+        assert_eq!(
+            scrub("Authorization: Bearer abcdefgh12345"),
+            "Authorization: Bearer [redacted]"
+        );
         assert_eq!(scrub("api_key=supersecretvalue"), "api_key=[redacted]");
         assert_eq!(scrub("plain words stay"), "plain words stay");
         assert_eq!(scrub("{\"api_key\": \"abcdefgh1234\"}"), "{\"api_key\": \"[redacted]\"}");

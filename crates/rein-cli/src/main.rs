@@ -80,7 +80,9 @@ fn main() -> ExitCode {
     }
 }
 
-fn with_runtime(future: impl Future<Output = anyhow::Result<ExitCode>>) -> anyhow::Result<ExitCode> {
+fn with_runtime(
+    future: impl Future<Output = anyhow::Result<ExitCode>>,
+) -> anyhow::Result<ExitCode> {
     init_logging();
     tokio::runtime::Builder::new_multi_thread().enable_all().build()?.block_on(future)
 }
@@ -88,7 +90,8 @@ fn with_runtime(future: impl Future<Output = anyhow::Result<ExitCode>>) -> anyho
 fn init_logging() {
     let filter = tracing_subscriber::EnvFilter::try_from_env("REIN_LOG")
         .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("warn"));
-    let _ = tracing_subscriber::fmt().with_env_filter(filter).with_writer(std::io::stderr).try_init();
+    let _ =
+        tracing_subscriber::fmt().with_env_filter(filter).with_writer(std::io::stderr).try_init();
 }
 
 /// Loads the config files of `common`, printing warnings; errors stop.
@@ -128,10 +131,13 @@ impl CommonArgs {
     /// Loads the config and builds the runtime.
     pub(crate) async fn wire(&self) -> anyhow::Result<(config::Config, wire::Wired)> {
         let config = load_config(self)?;
-        let overrides = wire::Overrides { model: self.model.clone(), data_dir: self.data_dir.clone() };
+        let overrides =
+            wire::Overrides { model: self.model.clone(), data_dir: self.data_dir.clone() };
         let wired = wire::wire(&config, &overrides).await?;
         for (server, error) in &wired.unreachable {
-            eprintln!("rein: warning: MCP server `{server}` is not reachable, its tools are left out: {error}");
+            eprintln!(
+                "rein: warning: MCP server `{server}` is not reachable, its tools are left out: {error}"
+            );
         }
         Ok((config, wired))
     }

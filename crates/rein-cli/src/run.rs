@@ -29,13 +29,16 @@ pub(crate) async fn run(args: RunArgs) -> anyhow::Result<ExitCode> {
     let runtime = wired.runtime;
     let agent = match &args.agent {
         Some(agent) => agent.clone(),
-        None => runtime.agents().first().map(|a| a.name.clone()).context("no agent is configured")?,
+        None => {
+            runtime.agents().first().map(|a| a.name.clone()).context("no agent is configured")?
+        }
     };
     let session = runtime
         .create_session(CreateSession::agent(agent).model(wired.default_model.clone()))
         .await
         .context("creating a session")?;
-    let mut events = runtime.subscribe(&session.id, None).await.context("subscribing to the session")?;
+    let mut events =
+        runtime.subscribe(&session.id, None).await.context("subscribing to the session")?;
     let json = args.json;
     // Prints the events (with --json) and returns the turn's last error message, if any.
     let printer = tokio::spawn(async move {
@@ -76,9 +79,9 @@ pub(crate) async fn run(args: RunArgs) -> anyhow::Result<ExitCode> {
     };
     let failure = match &report {
         Err(error) => Some(format!("{error:#}")),
-        Ok(report) if report.ending == TurnEnding::Error => {
-            last_error.or_else(|| Some(report.final_message.clone()).filter(|m| !m.is_empty())).or(Some(String::new()))
-        }
+        Ok(report) if report.ending == TurnEnding::Error => last_error
+            .or_else(|| Some(report.final_message.clone()).filter(|m| !m.is_empty()))
+            .or(Some(String::new())),
         Ok(_) => None,
     };
     if let Some(reason) = failure {

@@ -21,7 +21,9 @@ pub(crate) async fn run(args: ServeArgs) -> anyhow::Result<ExitCode> {
     let (config, wired) = args.common.wire().await?;
     let addr = match args.addr {
         Some(addr) => addr,
-        None => config.addr().parse().with_context(|| format!("server address `{}`", config.addr()))?,
+        None => {
+            config.addr().parse().with_context(|| format!("server address `{}`", config.addr()))?
+        }
     };
     let mut server = ServerConfig::default().with_addr(addr);
     for (token, principal) in &config.server.tokens {
@@ -41,7 +43,9 @@ pub(crate) async fn run(args: ServeArgs) -> anyhow::Result<ExitCode> {
         server,
         backend,
         |bound| {
-            println!("rein is serving the web chat at http://{bound}/ (model {model}, data in {data})");
+            println!(
+                "rein is serving the web chat at http://{bound}/ (model {model}, data in {data})"
+            );
         },
         shutdown,
     )

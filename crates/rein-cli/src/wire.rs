@@ -11,10 +11,13 @@ use rein_mcp::{ClientOptions, McpToolSource};
 use rein_model::{ModelRegistry, RegistryOptions};
 use rein_protocol::{Model, ToolOutput, ToolSpec};
 use rein_runtime::{
-    AgentDefinition, AgentPolicy, Capabilities, Capability, Persona, Runtime, RuntimeConfig, RuntimeParts,
-    StaticModels,
+    AgentDefinition, AgentPolicy, Capabilities, Capability, Persona, Runtime, RuntimeConfig,
+    RuntimeParts, StaticModels,
 };
-use rein_store::{Clock as _, JsonlTranscriptStore, PathConfig, SqliteConfig, SqliteSessionStore, StorePaths, TranscriptConfig};
+use rein_store::{
+    Clock as _, JsonlTranscriptStore, PathConfig, SqliteConfig, SqliteSessionStore, StorePaths,
+    TranscriptConfig,
+};
 
 use crate::config::Config;
 
@@ -72,7 +75,9 @@ pub(crate) async fn wire(config: &Config, overrides: &Overrides) -> anyhow::Resu
 
     let mut personas = Vec::new();
     for path in &config.personas {
-        personas.push(Persona::from_file(path).with_context(|| format!("persona file {}", path.display()))?);
+        personas.push(
+            Persona::from_file(path).with_context(|| format!("persona file {}", path.display()))?,
+        );
     }
     let mut runtime_config = RuntimeConfig::with_agents(agents(config));
     runtime_config.personas = personas;
@@ -82,10 +87,16 @@ pub(crate) async fn wire(config: &Config, overrides: &Overrides) -> anyhow::Resu
         ..PathConfig::default()
     })
     .context("locating the data directory")?;
-    let store = SqliteSessionStore::open(&SqliteConfig { path: Some(paths.session_db.clone()), ..SqliteConfig::default() })
-        .with_context(|| format!("opening the session database {}", paths.session_db.display()))?;
-    let transcripts = JsonlTranscriptStore::open(&TranscriptConfig::at(paths.transcript_dir.clone()))
-        .with_context(|| format!("opening the transcripts in {}", paths.transcript_dir.display()))?;
+    let store = SqliteSessionStore::open(&SqliteConfig {
+        path: Some(paths.session_db.clone()),
+        ..SqliteConfig::default()
+    })
+    .with_context(|| format!("opening the session database {}", paths.session_db.display()))?;
+    let transcripts =
+        JsonlTranscriptStore::open(&TranscriptConfig::at(paths.transcript_dir.clone()))
+            .with_context(|| {
+                format!("opening the transcripts in {}", paths.transcript_dir.display())
+            })?;
 
     let parts = RuntimeParts::new(Arc::new(store), Arc::new(transcripts), Arc::new(models))
         .config(runtime_config)
@@ -115,9 +126,11 @@ fn agents(config: &Config) -> Vec<AgentDefinition> {
         .map(|section| {
             let mut agent = AgentDefinition::new(
                 section.name.clone(),
-                section.system_prompt.clone().or_else(|| config.system_prompt.clone()).unwrap_or_else(|| {
-                    AgentDefinition::default().system_prompt
-                }),
+                section
+                    .system_prompt
+                    .clone()
+                    .or_else(|| config.system_prompt.clone())
+                    .unwrap_or_else(|| AgentDefinition::default().system_prompt),
             );
             agent.description = section.description.clone();
             let mut policy = AgentPolicy::default();
@@ -152,7 +165,9 @@ fn apply_loop_limits(config: &Config, policy: &mut AgentPolicy, asks: bool) {
 
 /// The `clock` tool set: the current date and time in UTC.
 fn clock_tool() -> FnTool {
-    let spec = ToolSpec::without_arguments("current_time", "The current date and time (UTC, RFC 3339).").read_only(true);
+    let spec =
+        ToolSpec::without_arguments("current_time", "The current date and time (UTC, RFC 3339).")
+            .read_only(true);
     FnTool::new(spec, |_arguments, _context| async move {
         Ok(ToolOutput::text(rein_store::SystemClock.now().to_rfc3339()))
     })

@@ -10,7 +10,9 @@ use crate::{
 fn events(stdout: &[u8]) -> Vec<Value> {
     String::from_utf8_lossy(stdout)
         .lines()
-        .map(|line| serde_json::from_str(line).unwrap_or_else(|e| panic!("not a JSON line ({e}): {line}")))
+        .map(|line| {
+            serde_json::from_str(line).unwrap_or_else(|e| panic!("not a JSON line ({e}): {line}"))
+        })
         .collect()
 }
 
@@ -23,14 +25,27 @@ fn json_events_show_the_echo_call_and_the_answer() {
     for stream in [false, true] {
         let model = ScriptedModel::start();
         let dir = tempfile::tempdir().unwrap();
-        let config = write_json(dir.path(), "rein.json", &config_with_everything(&model, stream, true));
+        let config =
+            write_json(dir.path(), "rein.json", &config_with_everything(&model, stream, true));
         let data = dir.path().join("data");
         let output = rein(
-            &["run", "--json", "--config", &config, "--data-dir", data.to_str().unwrap(), "say hello"],
+            &[
+                "run",
+                "--json",
+                "--config",
+                &config,
+                "--data-dir",
+                data.to_str().unwrap(),
+                "say hello",
+            ],
             "",
         );
         let stderr = String::from_utf8_lossy(&output.stderr);
-        assert!(output.status.success(), "stream={stream}: exit {:?}, stderr: {stderr}", output.status);
+        assert!(
+            output.status.success(),
+            "stream={stream}: exit {:?}, stderr: {stderr}",
+            output.status
+        );
         let events = events(&output.stdout);
         let proposals = of_type(&events, "tool_proposal");
         assert_eq!(proposals.len(), 1, "{events:#?}");
@@ -43,7 +58,11 @@ fn json_events_show_the_echo_call_and_the_answer() {
         let ends = of_type(&events, "turn_end");
         assert_eq!(ends.len(), 1, "{events:#?}");
         assert_eq!(ends[0]["ending"], "answered");
-        assert!(ends[0]["text"].as_str().unwrap_or_default().contains("The tool said:"), "{:#}", ends[0]);
+        assert!(
+            ends[0]["text"].as_str().unwrap_or_default().contains("The tool said:"),
+            "{:#}",
+            ends[0]
+        );
         // Event ids are increasing: the same ids the server's stream carries.
         let ids: Vec<u64> = events.iter().map(|e| e["id"].as_u64().expect("an id")).collect();
         assert!(ids.windows(2).all(|w| w[0] < w[1]), "{ids:?}");
@@ -57,7 +76,8 @@ fn plain_output_prints_the_answer() {
     let dir = tempfile::tempdir().unwrap();
     let config = write_json(dir.path(), "rein.json", &config_with_everything(&model, false, true));
     let data = dir.path().join("data");
-    let output = rein(&["run", "--config", &config, "--data-dir", data.to_str().unwrap(), "say hello"], "");
+    let output =
+        rein(&["run", "--config", &config, "--data-dir", data.to_str().unwrap(), "say hello"], "");
     let stdout = String::from_utf8_lossy(&output.stdout);
     assert!(output.status.success(), "stderr: {}", String::from_utf8_lossy(&output.stderr));
     assert_eq!(stdout.lines().collect::<Vec<_>>(), ["The tool said: Echo: hello rein"], "{stdout}");
@@ -70,7 +90,8 @@ fn a_failing_model_endpoint_exits_non_zero_with_one_line() {
     let config = write_json(dir.path(), "rein.json", &config_with_everything(&model, false, true));
     let data = dir.path().join("data");
     for json in [false, true] {
-        let mut args = vec!["run", "--config", &config, "--data-dir", data.to_str().unwrap(), "please fail"];
+        let mut args =
+            vec!["run", "--config", &config, "--data-dir", data.to_str().unwrap(), "please fail"];
         if json {
             args.insert(1, "--json");
         }
@@ -80,14 +101,21 @@ fn a_failing_model_endpoint_exits_non_zero_with_one_line() {
         let lines: Vec<&str> = stderr.lines().collect();
         assert_eq!(lines.len(), 1, "json={json}: one line on stderr: {stderr}");
         assert!(lines[0].starts_with("rein: "), "{stderr}");
-        assert!(lines[0].contains("400") || lines[0].contains("refuses"), "the provider's reason: {stderr}");
+        assert!(
+            lines[0].contains("400") || lines[0].contains("refuses"),
+            "the provider's reason: {stderr}"
+        );
         if json {
             let events = events(&output.stdout);
             let ends = of_type(&events, "turn_end");
             assert_eq!(ends.len(), 1, "{events:#?}");
             assert_eq!(ends[0]["ending"], "error");
         } else {
-            assert!(output.stdout.is_empty(), "nothing on stdout: {}", String::from_utf8_lossy(&output.stdout));
+            assert!(
+                output.stdout.is_empty(),
+                "nothing on stdout: {}",
+                String::from_utf8_lossy(&output.stdout)
+            );
         }
     }
 }
@@ -102,7 +130,8 @@ fn an_unreachable_model_endpoint_exits_non_zero() {
     });
     let config = write_json(dir.path(), "rein.json", &config);
     let data = dir.path().join("data");
-    let output = rein(&["run", "--config", &config, "--data-dir", data.to_str().unwrap(), "hello"], "");
+    let output =
+        rein(&["run", "--config", &config, "--data-dir", data.to_str().unwrap(), "hello"], "");
     let stderr = String::from_utf8_lossy(&output.stderr);
     assert!(!output.status.success());
     assert_eq!(stderr.lines().count(), 1, "{stderr}");

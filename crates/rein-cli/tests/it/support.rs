@@ -104,7 +104,8 @@ fn serve_connection(stream: TcpStream, stop: &AtomicBool, counter: &AtomicUsize)
 fn respond(writer: &mut TcpStream, request: &Value, stop: &AtomicBool) -> bool {
     let messages = request["messages"].as_array().cloned().unwrap_or_default();
     let last = messages.last().cloned().unwrap_or(Value::Null);
-    let last_user = messages.iter().rev().find(|m| m["role"] == "user").cloned().unwrap_or(Value::Null);
+    let last_user =
+        messages.iter().rev().find(|m| m["role"] == "user").cloned().unwrap_or(Value::Null);
     let user_text = content_text(&last_user["content"]);
     let streaming = request["stream"] == true;
     if last["role"] == "tool" {
@@ -123,11 +124,14 @@ fn respond(writer: &mut TcpStream, request: &Value, stop: &AtomicBool) -> bool {
         return false;
     }
     if user_text.contains("slow") {
-        let head = "HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\nconnection: close\r\n\r\n";
+        let head =
+            "HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\nconnection: close\r\n\r\n";
         if writer.write_all(head.as_bytes()).is_err() {
             return false;
         }
-        let _ = writer.write_all(sse_chunk(json!({"role": "assistant", "content": "Thinking slowly"}), None).as_bytes());
+        let _ = writer.write_all(
+            sse_chunk(json!({"role": "assistant", "content": "Thinking slowly"}), None).as_bytes(),
+        );
         let _ = writer.flush();
         // Hold the reply open until the client goes away (the test stops the turn) or the test ends.
         for _ in 0..1200 {
@@ -139,7 +143,8 @@ fn respond(writer: &mut TcpStream, request: &Value, stop: &AtomicBool) -> bool {
                 return false;
             }
         }
-        let _ = writer.write_all(sse_chunk(json!({"content": " and done."}), Some("stop")).as_bytes());
+        let _ =
+            writer.write_all(sse_chunk(json!({"content": " and done."}), Some("stop")).as_bytes());
         let _ = writer.write_all(b"data: [DONE]\n\n");
         return false;
     }
@@ -175,11 +180,14 @@ fn reply(writer: &mut TcpStream, streaming: bool, reply: Reply) -> bool {
             "HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\ncontent-length: {}\r\n\r\n",
             body.len()
         );
-        return writer.write_all(head.as_bytes()).is_ok() && writer.write_all(body.as_bytes()).is_ok();
+        return writer.write_all(head.as_bytes()).is_ok()
+            && writer.write_all(body.as_bytes()).is_ok();
     }
     let (message, finish) = match reply {
         Reply::Text(text) => (json!({"role": "assistant", "content": text}), "stop"),
-        Reply::Echo => (json!({"role": "assistant", "content": null, "tool_calls": [call]}), "tool_calls"),
+        Reply::Echo => {
+            (json!({"role": "assistant", "content": null, "tool_calls": [call]}), "tool_calls")
+        }
     };
     let body = json!({
         "id": "chatcmpl-scripted",
@@ -209,7 +217,9 @@ fn sse_chunk(delta: Value, finish: Option<&str>) -> String {
 fn content_text(content: &Value) -> String {
     match content {
         Value::String(text) => text.clone(),
-        Value::Array(parts) => parts.iter().filter_map(|p| p["text"].as_str()).collect::<Vec<_>>().join(""),
+        Value::Array(parts) => {
+            parts.iter().filter_map(|p| p["text"].as_str()).collect::<Vec<_>>().join("")
+        }
         _ => String::new(),
     }
 }
@@ -222,12 +232,13 @@ pub(crate) fn everything_peer() -> PathBuf {
     }
     // Where `cargo xtask peers` installs it (xtask/src/peers.rs): `$REIN_PEERS`, else
     // `~/.cache/rein-peers`; building xtask just to learn that is slow, so look first.
-    let root = std::env::var_os("REIN_PEERS")
-        .filter(|root| !root.is_empty())
-        .map(PathBuf::from)
-        .or_else(|| std::env::var_os("HOME").map(|home| PathBuf::from(home).join(".cache/rein-peers")));
+    let root =
+        std::env::var_os("REIN_PEERS").filter(|root| !root.is_empty()).map(PathBuf::from).or_else(
+            || std::env::var_os("HOME").map(|home| PathBuf::from(home).join(".cache/rein-peers")),
+        );
     if let Some(root) = root {
-        let entry = root.join("npm/node_modules/@modelcontextprotocol/server-everything/dist/index.js");
+        let entry =
+            root.join("npm/node_modules/@modelcontextprotocol/server-everything/dist/index.js");
         if entry.is_file() {
             return entry;
         }
@@ -238,7 +249,11 @@ pub(crate) fn everything_peer() -> PathBuf {
         .current_dir(&workspace)
         .output()
         .expect("run `cargo xtask peers`");
-    assert!(output.status.success(), "cargo xtask peers failed: {}", String::from_utf8_lossy(&output.stderr));
+    assert!(
+        output.status.success(),
+        "cargo xtask peers failed: {}",
+        String::from_utf8_lossy(&output.stderr)
+    );
     let stdout = String::from_utf8_lossy(&output.stdout);
     let line = stdout
         .lines()
@@ -248,7 +263,11 @@ pub(crate) fn everything_peer() -> PathBuf {
 }
 
 /// A rein config (JSON) naming the scripted model and server-everything over stdio.
-pub(crate) fn config_with_everything(model: &ScriptedModel, stream: bool, auto_approve: bool) -> Value {
+pub(crate) fn config_with_everything(
+    model: &ScriptedModel,
+    stream: bool,
+    auto_approve: bool,
+) -> Value {
     json!({
         "llm_models": [{
             "value": "scripted",
@@ -268,6 +287,7 @@ pub(crate) fn config_with_everything(model: &ScriptedModel, stream: bool, auto_a
 /// Writes `value` as `name` in `dir` and returns its path as text.
 pub(crate) fn write_json(dir: &Path, name: &str, value: &Value) -> String {
     let path = dir.join(name);
-    std::fs::write(&path, serde_json::to_string_pretty(value).expect("JSON")).expect("write the config");
+    std::fs::write(&path, serde_json::to_string_pretty(value).expect("JSON"))
+        .expect("write the config");
     path.display().to_string()
 }
