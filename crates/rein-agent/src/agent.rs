@@ -159,7 +159,10 @@ impl std::fmt::Debug for Agent {
 }
 
 /// A context budget for `model`: the model's provider decides the transcript's shape rules.
-fn budget_for(config: &rein_context::BudgetConfig, model: &rein_protocol::ModelInfo) -> ContextBudget {
+fn budget_for(
+    config: &rein_context::BudgetConfig,
+    model: &rein_protocol::ModelInfo,
+) -> ContextBudget {
     let provider = model.provider.as_deref().and_then(rein_context::Provider::from_name);
     match provider {
         Some(provider) => ContextBudget::new(config.clone().with_provider(provider)),

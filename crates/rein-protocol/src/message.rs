@@ -110,7 +110,9 @@ impl Message {
         match self {
             Message::System { content } | Message::User { content } => content.text(),
             Message::Tool { content, .. } => content.text(),
-            Message::Assistant { content, .. } => content.as_ref().map(Content::text).unwrap_or_default(),
+            Message::Assistant { content, .. } => {
+                content.as_ref().map(Content::text).unwrap_or_default()
+            }
         }
     }
 

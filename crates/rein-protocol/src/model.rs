@@ -239,7 +239,11 @@ fn arguments_as_text<'de, D: Deserializer<'de>>(deserializer: D) -> Result<Strin
 
 impl RawToolCall {
     /// A raw call with an id, a name and argument text.
-    pub fn new(id: impl Into<String>, name: impl Into<String>, arguments: impl Into<String>) -> Self {
+    pub fn new(
+        id: impl Into<String>,
+        name: impl Into<String>,
+        arguments: impl Into<String>,
+    ) -> Self {
         RawToolCall {
             id: id.into(),
             kind: function_type(),
@@ -381,5 +385,9 @@ pub trait Model: Send + Sync {
 
     /// Sends one request and returns the whole reply. A streaming provider also sends each
     /// piece to `deltas` as it arrives; the reply it returns holds the same content assembled.
-    async fn complete(&self, request: &ModelRequest, deltas: DeltaSink<'_>) -> Result<ModelReply, ModelError>;
+    async fn complete(
+        &self,
+        request: &ModelRequest,
+        deltas: DeltaSink<'_>,
+    ) -> Result<ModelReply, ModelError>;
 }

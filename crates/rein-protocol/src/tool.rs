@@ -38,7 +38,11 @@ fn empty_object_schema() -> JsonObject {
 
 impl ToolSpec {
     /// A spec with a name, a description and an input schema; no flags set.
-    pub fn new(name: impl Into<String>, description: impl Into<String>, input_schema: JsonObject) -> Self {
+    pub fn new(
+        name: impl Into<String>,
+        description: impl Into<String>,
+        input_schema: JsonObject,
+    ) -> Self {
         ToolSpec {
             name: name.into(),
             description: description.into(),
@@ -181,7 +185,11 @@ pub trait Tool: Send + Sync {
 
     /// Runs the tool. A failure the model should read is `Ok` with `is_error` set; `Err` is for
     /// calls that could not be made at all.
-    async fn call(&self, arguments: JsonObject, context: ToolContext) -> Result<ToolOutput, ToolError>;
+    async fn call(
+        &self,
+        arguments: JsonObject,
+        context: ToolContext,
+    ) -> Result<ToolOutput, ToolError>;
 }
 
 /// A set of tools behind one connection (an MCP server, for example).

@@ -19,6 +19,18 @@ mod store;
 
 /// Runs the named benchmark.
 pub(crate) fn run(args: &[String]) -> anyhow::Result<()> {
+    if cfg!(debug_assertions) {
+        // `cargo xtask` builds xtask unoptimized so that `cargo xtask test` shares the test
+        // build's dependencies; figures only mean something from an optimized build.
+        let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
+        let status = std::process::Command::new(cargo)
+            .args(["run", "--quiet", "--release", "--package", "xtask", "--", "bench"])
+            .args(args)
+            .current_dir(crate::project_root())
+            .status()?;
+        anyhow::ensure!(status.success(), "the benchmark failed ({status})");
+        return Ok(());
+    }
     let Some(name) = args.first() else {
         anyhow::bail!("usage: cargo xtask bench NAME (one of: {})", NAMES.join(", "));
     };

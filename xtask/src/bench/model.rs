@@ -45,7 +45,10 @@ fn anthropic_stream(chunks: usize) -> Vec<u8> {
     events.push(serde_json::json!({"type": "message_stop"}));
     let mut body = String::new();
     for event in events {
-        body.push_str(&format!("event: {}\ndata: {event}\n\n", event["type"].as_str().unwrap_or("")));
+        body.push_str(&format!(
+            "event: {}\ndata: {event}\n\n",
+            event["type"].as_str().unwrap_or("")
+        ));
     }
     body.into_bytes()
 }
@@ -71,7 +74,10 @@ async fn serve(mut socket: tokio::net::TcpStream, plain: Arc<Vec<u8>>, stream: A
                 let head = String::from_utf8_lossy(&buffer[..end]).to_ascii_lowercase();
                 let length = head
                     .lines()
-                    .find_map(|line| line.strip_prefix("content-length:").map(|value| value.trim().parse().unwrap_or(0)))
+                    .find_map(|line| {
+                        line.strip_prefix("content-length:")
+                            .map(|value| value.trim().parse().unwrap_or(0))
+                    })
                     .unwrap_or(0usize);
                 break (end + 4, length);
             }
@@ -96,7 +102,8 @@ async fn serve(mut socket: tokio::net::TcpStream, plain: Arc<Vec<u8>>, stream: A
 }
 
 pub(crate) fn run() -> anyhow::Result<Figures> {
-    let runtime = tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build()?;
+    let runtime =
+        tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build()?;
     runtime.block_on(async {
         let plain_body = serde_json::json!({
             "id": "chatcmpl-bench", "model": "bench",
