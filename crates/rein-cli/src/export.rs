@@ -16,9 +16,7 @@ pub(crate) fn scrub(text: &str) -> String {
         let space = &piece[word.len()..];
         let core = word
             .trim_matches(|c: char| matches!(c, '"' | '\'' | ',' | ';' | '(' | ')' | '{' | '}'));
-        let redacted = if redact_next && core.len() >= 8 {
-            Some(word.replacen(core, "[redacted]", 1))
-        } else if is_key_like(core) {
+        let redacted = if (redact_next && core.len() >= 8) || is_key_like(core) {
             Some(word.replacen(core, "[redacted]", 1))
         } else {
             secret_assignment(core).map(|value| word.replacen(value, "[redacted]", 1))
