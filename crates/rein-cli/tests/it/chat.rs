@@ -25,17 +25,23 @@ fn drive(args: &[&str], steps: &Value) -> Value {
         .expect("python3 runs");
     child.stdin.take().unwrap().write_all(steps.to_string().as_bytes()).unwrap();
     let output = child.wait_with_output().unwrap();
-    serde_json::from_slice(&output.stdout)
-        .unwrap_or_else(|e| panic!("the driver's report ({e}): {}", String::from_utf8_lossy(&output.stdout)))
+    serde_json::from_slice(&output.stdout).unwrap_or_else(|e| {
+        panic!("the driver's report ({e}): {}", String::from_utf8_lossy(&output.stdout))
+    })
 }
 
 fn check(report: &Value) {
     let output = report["output"].as_str().unwrap_or_default();
-    assert!(report["ok"] == true, "failed at step {} (exit {}):\n{output}", report["failed_step"], report["exit"]);
+    assert!(
+        report["ok"] == true,
+        "failed at step {} (exit {}):\n{output}",
+        report["failed_step"],
+        report["exit"]
+    );
 }
 
 #[test]
-fn an_approved_mcp_call_runs_and_is_answered() {
+fn an_approved_side_effecting_mcp_call_runs_and_is_answered() {
     let model = ScriptedModel::start();
     let dir = tempfile::tempdir().unwrap();
     let config = write_json(dir.path(), "rein.json", &config_with_everything(&model, true, false));
@@ -46,17 +52,18 @@ fn an_approved_mcp_call_runs_and_is_answered() {
         {"send": "/tools\n"},
         {"expect": "echo"},
         {"expect": "›"},
-        {"send": "say hello\n"},
-        {"expect": "echo needs your approval"},
-        {"expect": "Allow echo("},
+        {"send": "toggle the logging\n"},
+        {"expect": "toggle-simulated-logging needs your approval"},
+        {"expect": "Allow toggle-simulated-logging("},
         {"expect": "[a]lways for this session"},
         {"send": "y\n"},
-        {"expect": "✓ echo: Echo: hello rein"},
-        {"expect": "The tool said: Echo: hello rein"},
+        {"expect": "✓ toggle-simulated-logging:"},
+        {"expect": "The tool said:"},
         {"expect": "›"},
         {"send": "/quit\n"},
     ]);
-    let report = drive(&["chat", "--config", &config, "--data-dir", data.to_str().unwrap()], &steps);
+    let report =
+        drive(&["chat", "--config", &config, "--data-dir", data.to_str().unwrap()], &steps);
     check(&report);
 }
 
@@ -81,7 +88,8 @@ fn ctrl_c_stops_a_slow_turn_but_not_the_program() {
         {"expect": "›"},
         {"send": "/quit\n"},
     ]);
-    let report = drive(&["chat", "--config", &config, "--data-dir", data.to_str().unwrap()], &steps);
+    let report =
+        drive(&["chat", "--config", &config, "--data-dir", data.to_str().unwrap()], &steps);
     check(&report);
     let output = report["output"].as_str().unwrap_or_default();
     assert!(!output.contains("and done."), "the slow reply was cut, not waited out:\n{output}");

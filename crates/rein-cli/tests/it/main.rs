@@ -1,5 +1,6 @@
 //! rein-cli's integration tests: each module drives the built `rein` binary.
 
+mod chat;
 mod config_check;
 mod recover;
 mod run;

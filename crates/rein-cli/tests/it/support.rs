@@ -17,9 +17,12 @@ use serde_json::{Value, json};
 /// What the scripted model does with a request, decided from the request alone (so the script
 /// holds across turns and sessions):
 /// - the last message is a tool result: answer `The tool said: <result>`;
+/// - tools are off (the last step after a stop): answer `Stopped here.`;
 /// - the last user message contains `slow`: stream `Thinking slowly` and then nothing for a long
 ///   while (the test stops the turn);
 /// - the last user message contains `fail`: reply 400;
+/// - the last user message contains `toggle`: call `toggle-simulated-logging` (a tool without
+///   `readOnlyHint`, so it has side effects and may need approval);
 /// - otherwise: call `echo` with `{"message": "hello rein"}`.
 pub(crate) struct ScriptedModel {
     port: u16,
@@ -112,6 +115,10 @@ fn respond(writer: &mut TcpStream, request: &Value, stop: &AtomicBool) -> bool {
         let said = content_text(&last["content"]);
         return reply(writer, streaming, Reply::Text(format!("The tool said: {said}")));
     }
+    if request.get("tools").is_none() {
+        // A request with tools off is the last step after a stop: answer from what is in hand.
+        return reply(writer, streaming, Reply::Text("Stopped here.".to_owned()));
+    }
     if user_text.contains("fail") {
         let body = json!({"error": {"message": "the scripted model refuses", "type": "invalid_request_error"}});
         let body = body.to_string();
@@ -148,21 +155,33 @@ fn respond(writer: &mut TcpStream, request: &Value, stop: &AtomicBool) -> bool {
         let _ = writer.write_all(b"data: [DONE]\n\n");
         return false;
     }
+    if user_text.contains("toggle") {
+        return reply(writer, streaming, Reply::Toggle);
+    }
     reply(writer, streaming, Reply::Echo)
 }
 
 enum Reply {
     Text(String),
     Echo,
+    Toggle,
 }
 
 fn reply(writer: &mut TcpStream, streaming: bool, reply: Reply) -> bool {
-    let call = json!({
-        "index": 0,
-        "id": "call_echo_1",
-        "type": "function",
-        "function": {"name": "echo", "arguments": "{\"message\":\"hello rein\"}"},
-    });
+    let call = match reply {
+        Reply::Toggle => json!({
+            "index": 0,
+            "id": "call_toggle_1",
+            "type": "function",
+            "function": {"name": "toggle-simulated-logging", "arguments": "{}"},
+        }),
+        _ => json!({
+            "index": 0,
+            "id": "call_echo_1",
+            "type": "function",
+            "function": {"name": "echo", "arguments": "{\"message\":\"hello rein\"}"},
+        }),
+    };
     if streaming {
         let mut body = String::new();
         match reply {
@@ -170,7 +189,7 @@ fn reply(writer: &mut TcpStream, streaming: bool, reply: Reply) -> bool {
                 body.push_str(&sse_chunk(json!({"role": "assistant", "content": text}), None));
                 body.push_str(&sse_chunk(json!({}), Some("stop")));
             }
-            Reply::Echo => {
+            Reply::Echo | Reply::Toggle => {
                 body.push_str(&sse_chunk(json!({"role": "assistant", "tool_calls": [call]}), None));
                 body.push_str(&sse_chunk(json!({}), Some("tool_calls")));
             }
@@ -185,7 +204,7 @@ fn reply(writer: &mut TcpStream, streaming: bool, reply: Reply) -> bool {
     }
     let (message, finish) = match reply {
         Reply::Text(text) => (json!({"role": "assistant", "content": text}), "stop"),
-        Reply::Echo => {
+        Reply::Echo | Reply::Toggle => {
             (json!({"role": "assistant", "content": null, "tool_calls": [call]}), "tool_calls")
         }
     };
