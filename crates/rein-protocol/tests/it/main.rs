@@ -1,0 +1,3 @@
+//! Golden wire shapes of rein-protocol's types: what they serialize to, and what they read.
+
+mod wire;
