@@ -42,6 +42,7 @@ pub use crate::{
     events::{EventLog, EventSink, NoEvents},
     hooks::{HookError, Hooks, TaskCompletion, TurnContext},
     registry::{Dispatched, FnTool, ToolRegistry},
+    validate::canonical_json,
 };
 
 /// Re-exported so hosts name the same token the loop listens to.

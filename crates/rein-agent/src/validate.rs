@@ -109,22 +109,24 @@ fn narrow_integers(schema: &Value, value: &mut Value) {
     }
 }
 
+fn write_canonical_object(map: &JsonObject, out: &mut String) {
+    let mut keys: Vec<&String> = map.keys().collect();
+    keys.sort();
+    out.push('{');
+    for (i, key) in keys.into_iter().enumerate() {
+        if i > 0 {
+            out.push(',');
+        }
+        out.push_str(&Value::String(key.clone()).to_string());
+        out.push(':');
+        write_canonical(&map[key.as_str()], out);
+    }
+    out.push('}');
+}
+
 fn write_canonical(value: &Value, out: &mut String) {
     match value {
-        Value::Object(map) => {
-            let mut keys: Vec<&String> = map.keys().collect();
-            keys.sort();
-            out.push('{');
-            for (i, key) in keys.into_iter().enumerate() {
-                if i > 0 {
-                    out.push(',');
-                }
-                out.push_str(&Value::String(key.clone()).to_string());
-                out.push(':');
-                write_canonical(&map[key.as_str()], out);
-            }
-            out.push('}');
-        }
+        Value::Object(map) => write_canonical_object(map, out),
         Value::Array(items) => {
             out.push('[');
             for (i, item) in items.iter().enumerate() {
@@ -139,20 +141,17 @@ fn write_canonical(value: &Value, out: &mut String) {
     }
 }
 
+/// JSON with object keys sorted at every depth and no whitespace: the same text for any key
+/// order, so it keys memoized reads, the loop guard and approval fingerprints.
+pub fn canonical_json(value: &Value) -> String {
+    let mut out = String::new();
+    write_canonical(value, &mut out);
+    out
+}
+
 /// Canonical JSON of an argument object.
 pub(crate) fn canonical_args(arguments: &JsonObject) -> String {
     let mut out = String::new();
-    let mut keys: Vec<&String> = arguments.keys().collect();
-    keys.sort();
-    out.push('{');
-    for (i, key) in keys.into_iter().enumerate() {
-        if i > 0 {
-            out.push(',');
-        }
-        out.push_str(&Value::String(key.clone()).to_string());
-        out.push(':');
-        write_canonical(&arguments[key.as_str()], &mut out);
-    }
-    out.push('}');
+    write_canonical_object(arguments, &mut out);
     out
 }
