@@ -11,7 +11,7 @@ use crate::error::{from_error_value, malformed};
 use crate::sse::SseEvent;
 use crate::wire::{
     Assembler, Body, Prepared, Target, arguments_object, body_bytes, count, join_url,
-    split_data_url,
+    split_data_url, system_text,
 };
 
 /// The API version header rein speaks.
@@ -38,15 +38,7 @@ pub(crate) fn prepare(target: &Target<'_>, request: &ModelRequest) -> Prepared {
     let mut body = Body::new();
     body.insert("model".into(), target.model.into());
     body.insert("max_tokens".into(), max_tokens.into());
-    let system: Vec<String> = request
-        .messages
-        .iter()
-        .filter_map(|message| match message {
-            Message::System { content } => Some(content.text()),
-            _ => None,
-        })
-        .filter(|text| !text.is_empty())
-        .collect();
+    let system = system_text(&request.messages);
     if !system.is_empty() {
         let system = system.join("\n\n");
         let system = if shaping.prompt_cache {

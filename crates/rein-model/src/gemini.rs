@@ -13,6 +13,7 @@ use crate::error::{from_error_value, malformed};
 use crate::sse::SseEvent;
 use crate::wire::{
     Assembler, Body, Prepared, Target, arguments_object, body_bytes, count, split_data_url,
+    system_text,
 };
 
 /// Ids rein makes up for function calls that came without one; they are not sent back.
@@ -34,15 +35,7 @@ pub(crate) fn prepare(target: &Target<'_>, request: &ModelRequest) -> Prepared {
 
     let mut body = Body::new();
     body.insert("contents".into(), Value::Array(contents(&request.messages, target)));
-    let system: Vec<String> = request
-        .messages
-        .iter()
-        .filter_map(|message| match message {
-            Message::System { content } => Some(content.text()),
-            _ => None,
-        })
-        .filter(|text| !text.is_empty())
-        .collect();
+    let system = system_text(&request.messages);
     if !system.is_empty() {
         body.insert("systemInstruction".into(), json!({"parts": [{"text": system.join("\n\n")}]}));
     }

@@ -44,6 +44,18 @@ pub(crate) trait Assembler: Send {
 }
 
 /// Appends `path` to `base` unless `base` already ends with it.
+/// The non-empty system messages, for providers that take the system prompt apart from the turns.
+pub(crate) fn system_text(messages: &[rein_protocol::Message]) -> Vec<String> {
+    messages
+        .iter()
+        .filter_map(|message| match message {
+            rein_protocol::Message::System { content } => Some(content.text()),
+            _ => None,
+        })
+        .filter(|text| !text.is_empty())
+        .collect()
+}
+
 pub(crate) fn join_url(base: &str, path: &str) -> String {
     let base = base.trim_end_matches('/');
     if base.ends_with(path) { base.to_owned() } else { format!("{base}{path}") }
