@@ -173,8 +173,8 @@ pub(crate) struct AgentSection {
     #[serde(default)]
     pub(crate) max_steps: Option<u32>,
     /// The agent's model; the selected model when absent. Accepted and type-checked, but
-    /// rein-runtime's `AgentDefinition` has no model field yet, so sessions use the selected one.
-    #[allow(dead_code)]
+    /// rein-runtime's `AgentDefinition` has no model field yet, so sessions use the selected one
+    /// and `config check` warns about it.
     #[serde(default)]
     pub(crate) model: Option<String>,
 }
@@ -419,6 +419,15 @@ fn check_merged(config: &Config) -> Vec<Problem> {
                 &format!("agents[{index}].name"),
                 format!("duplicate agent `{}`", agent.name),
             ));
+        }
+        if let Some(model) = &agent.model {
+            problems.push(Problem {
+                warning: true,
+                ..error(
+                    &format!("agents[{index}].model"),
+                    format!("`{model}` is not applied yet: sessions of this agent use the selected model"),
+                )
+            });
         }
     }
     problems
