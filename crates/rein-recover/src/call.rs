@@ -169,6 +169,11 @@ pub(crate) fn scrub(arguments: &mut JsonObject, name: &str, diagnostics: &mut Ve
 /// A tool name as written: trimmed, non-empty, without whitespace or markup, at most 256 bytes.
 /// A `functions.` prefix (Kimi style) is dropped when what remains is an offered tool.
 pub(crate) fn tool_name(name: &str, tools: Tools<'_>) -> Option<String> {
+    checked_tool_name(name, tools).map(str::to_owned)
+}
+
+/// [`tool_name`] without the copy, for parsers that may still fail after reading the name.
+pub(crate) fn checked_tool_name<'n>(name: &'n str, tools: Tools<'_>) -> Option<&'n str> {
     let name = name.trim();
     if name.is_empty()
         || name.len() > 256
@@ -180,10 +185,10 @@ pub(crate) fn tool_name(name: &str, tools: Tools<'_>) -> Option<String> {
     }
     if let Some(rest) = name.strip_prefix("functions.") {
         if tools.knows(rest) {
-            return Some(rest.to_owned());
+            return Some(rest);
         }
     }
-    Some(name.to_owned())
+    Some(name)
 }
 
 /// The `{"arguments": {...}}` envelope some dialects put around the arguments, removed.

@@ -10,8 +10,9 @@ use std::ops::Range;
 use nom::{
     IResult, Parser,
     branch::alt,
-    bytes::complete::{tag, tag_no_case, take_till, take_while1},
+    bytes::complete::{tag, take_till, take_while1},
     character::complete::{multispace0, multispace1},
+    error::{Error, ErrorKind},
     sequence::{delimited, preceded},
 };
 use rein_protocol::JsonObject;
@@ -19,23 +20,19 @@ use serde_json::Value;
 
 use crate::args::{parameter_value, starts_with_ignore_case};
 use crate::call::{
-    Place, TextCall, Tools, arguments_from_value, calls_from_value, quote, scrub, tool_name,
-    unwrap_envelope,
+    Place, TextCall, Tools, arguments_from_value, calls_from_value, checked_tool_name, quote,
+    scrub, tool_name, unwrap_envelope,
 };
 use crate::diagnostic::{Diagnostic, DiagnosticKind};
 use crate::json::{Scanner, to_value};
 
-/// Calls found in the text, with the span of text they came from.
-#[derive(Debug, Clone, PartialEq)]
-pub(crate) struct Found {
-    pub(crate) span: Range<usize>,
-    pub(crate) calls: Vec<TextCall>,
-}
-
 /// What the scan found, and how much work it took.
 #[derive(Debug, Default)]
 pub(crate) struct Scan {
-    pub(crate) found: Vec<Found>,
+    /// The calls, in text order.
+    pub(crate) calls: Vec<TextCall>,
+    /// The spans of text the calls came from, in text order (a span may hold several calls).
+    pub(crate) spans: Vec<Range<usize>>,
     pub(crate) diagnostics: Vec<Diagnostic>,
     pub(crate) work: u64,
 }
@@ -70,21 +67,24 @@ pub(crate) fn scan(text: &str, tools: Tools<'_>) -> Scan {
         work: 0,
         unreadable_wrappers: 0,
         unclosed_wrappers: 0,
+        python_items: Vec::new(),
+        calls: Vec::new(),
     };
     let python = ctx.python_pass();
     let mut python = python.into_iter().peekable();
-    let mut found = Vec::new();
+    let mut spans = Vec::new();
     let mut pos = 0;
     let len = text.len();
     while pos < len {
         let next = memchr::memchr3(b'<', b'{', b'[', &ctx.bytes[pos..]).map(|offset| pos + offset);
         ctx.work += (next.unwrap_or(len) - pos) as u64 + 1;
-        while python.peek().is_some_and(|call| call.span.start < pos) {
+        while python.peek().is_some_and(|(span, _)| span.start < pos) {
             python.next();
         }
-        if let Some(call) = python.next_if(|call| call.span.start < next.unwrap_or(len)) {
-            pos = call.span.end;
-            found.push(call);
+        if let Some((span, call)) = python.next_if(|(span, _)| span.start < next.unwrap_or(len)) {
+            pos = span.end;
+            spans.push(span);
+            ctx.calls.push(call);
             continue;
         }
         let Some(at) = next else { break };
@@ -92,14 +92,14 @@ pub(crate) fn scan(text: &str, tools: Tools<'_>) -> Scan {
             b'<' => {
                 if let Some(body) = ctx.wrapper_open(at) {
                     match ctx.wrapper(at, body) {
-                        Some(call) => {
-                            pos = call.span.end;
-                            found.push(call);
+                        Some(end) => {
+                            spans.push(at..end);
+                            pos = end;
                         }
                         None => pos = body,
                     }
-                } else if let Some((calls, end)) = ctx.xml_call(at) {
-                    found.push(Found { span: at..end, calls });
+                } else if let Some(end) = ctx.xml_call(at) {
+                    spans.push(at..end);
                     pos = end;
                 } else {
                     pos = at + 1;
@@ -118,7 +118,7 @@ pub(crate) fn scan(text: &str, tools: Tools<'_>) -> Scan {
             }
             _ => match ctx.json.value_end(at) {
                 Ok(end) => {
-                    if let Some(calls) = ctx.bare_json(at, end) {
+                    if ctx.bare_json(at, end) {
                         // An extra closing brace after the call, and a Llama `<|python_tag|>`
                         // before it, go with it.
                         let end = ctx.skip_stray_closers(end);
@@ -127,7 +127,7 @@ pub(crate) fn scan(text: &str, tools: Tools<'_>) -> Scan {
                         } else {
                             at
                         };
-                        found.push(Found { span: start..end, calls });
+                        spans.push(start..end);
                         pos = end;
                     } else {
                         pos = end;
@@ -137,7 +137,8 @@ pub(crate) fn scan(text: &str, tools: Tools<'_>) -> Scan {
             },
         }
     }
-    found.extend(python);
+    // Python-style calls left over lie inside text a wrapper or call already consumed (the loop
+    // takes every other one): they are not calls of their own.
     if ctx.json.exhausted() {
         ctx.diagnostics.push(Diagnostic::new(
             DiagnosticKind::ScanBudgetExhausted,
@@ -145,7 +146,7 @@ pub(crate) fn scan(text: &str, tools: Tools<'_>) -> Scan {
         ));
     }
     let work = ctx.work + ctx.json.work();
-    Scan { found, diagnostics: ctx.diagnostics, work }
+    Scan { calls: ctx.calls, spans, diagnostics: ctx.diagnostics, work }
 }
 
 struct Ctx<'t, 'a> {
@@ -157,9 +158,11 @@ struct Ctx<'t, 'a> {
     work: u64,
     unreadable_wrappers: usize,
     unclosed_wrappers: usize,
+    /// Scratch for [`Ctx::python_call`]: keyword arguments read but not yet built.
+    python_items: Vec<(&'t str, Range<usize>)>,
+    /// The calls read so far: parsers push what they read here and return where it ended.
+    calls: Vec<TextCall>,
 }
-
-type Items = (Vec<TextCall>, usize);
 
 /// Whether the `{` or `[` at `at` can start a bare call (an object with a key, or an array of
 /// objects), by a cheap look at the next byte that is not whitespace: prose braces and
@@ -192,6 +195,20 @@ fn is_ident_byte(b: u8) -> bool {
 
 fn is_name_char(c: char) -> bool {
     c.is_ascii_alphanumeric() || matches!(c, '_' | '.' | '-' | ':')
+}
+
+/// nom's `tag_no_case` for an ASCII `pattern`, comparing bytes: nom's compares `char`s through
+/// `to_lowercase`, which made it the hottest spot on inputs dense with tags.
+fn tag_ci<'i>(pattern: &'static str) -> impl Fn(&'i str) -> IResult<&'i str, &'i str> {
+    move |input: &'i str| {
+        if starts_with_ignore_case(input.as_bytes(), pattern.as_bytes()) {
+            // The matched bytes equal the ASCII pattern's bytes up to case, so they are ASCII
+            // and `pattern.len()` is a char boundary.
+            Ok((&input[pattern.len()..], &input[..pattern.len()]))
+        } else {
+            Err(nom::Err::Error(Error::new(input, ErrorKind::Tag)))
+        }
+    }
 }
 
 fn identifier(input: &str) -> IResult<&str, &str> {
@@ -310,9 +327,10 @@ impl<'t> Ctx<'t, '_> {
         }
     }
 
-    /// The calls inside a wrapper whose open tag spans `open..body`.
-    fn wrapper(&mut self, open: usize, body: usize) -> Option<Found> {
-        let mut calls = Vec::new();
+    /// The calls inside a wrapper whose open tag spans `open..body`, pushed to `calls`; where the
+    /// wrapper ends.
+    fn wrapper(&mut self, open: usize, body: usize) -> Option<usize> {
+        let first_call = self.calls.len();
         let mut i = body;
         let mut end = body;
         let first = self.skip_ws(body);
@@ -320,15 +338,14 @@ impl<'t> Ctx<'t, '_> {
         loop {
             let j = self.skip_separators(i);
             match self.item(j, Place::Wrapped) {
-                Some((mut more, item_end)) => {
-                    calls.append(&mut more);
+                Some(item_end) => {
                     i = item_end;
                     end = item_end;
                 }
                 None => break,
             }
         }
-        if calls.is_empty() {
+        if self.calls.len() == first_call {
             self.unreadable_wrappers += 1;
             let mentioned = open > 0 && self.bytes[open - 1] == b'`';
             if !mentioned && self.unreadable_wrappers <= MAX_REPEATED_DIAGNOSTICS {
@@ -367,14 +384,17 @@ impl<'t> Ctx<'t, '_> {
         if closers == 0 && self.unclosed_wrappers <= MAX_REPEATED_DIAGNOSTICS {
             self.diagnostics.push(Diagnostic::new(
                 DiagnosticKind::UnclosedWrapper,
-                format!("a tool-call wrapper around `{}` had no closing tag", calls[0].name),
+                format!(
+                    "a tool-call wrapper around `{}` had no closing tag",
+                    self.calls[first_call].name
+                ),
             ));
         }
-        Some(Found { span: open..end, calls })
+        Some(end)
     }
 
-    /// One call (or several, for a JSON array) starting at `i`.
-    fn item(&mut self, i: usize, place: Place) -> Option<Items> {
+    /// One call (or several, for a JSON array) starting at `i`, pushed to `calls`; where it ends.
+    fn item(&mut self, i: usize, place: Place) -> Option<usize> {
         let &c = self.bytes.get(i)?;
         if c == b'{' || c == b'[' {
             return self.json_item(i, place);
@@ -391,9 +411,9 @@ impl<'t> Ctx<'t, '_> {
         let name_end = self.consumed(after);
         let k = self.skip_ws(name_end);
         match self.bytes.get(k) {
-            Some(b'(') => self.python_call(i, false).map(|(call, end)| (vec![call], end)),
+            Some(b'(') => self.python_call(i, false).map(|(call, end)| self.push(call, end)),
             Some(b'<') if starts_with_ignore_case(&self.bytes[k..], b"<arg_key>") => {
-                self.glm_call(name, k).map(|(call, end)| (vec![call], end))
+                self.glm_call(name, k).map(|(call, end)| self.push(call, end))
             }
             next => {
                 let ends_here =
@@ -403,12 +423,18 @@ impl<'t> Ctx<'t, '_> {
                 }
                 let name = tool_name(name, self.tools)?;
                 (ends_here && self.tools.knows(&name))
-                    .then(|| (vec![TextCall { name, arguments: JsonObject::new() }], name_end))
+                    .then(|| self.push(TextCall { name, arguments: JsonObject::new() }, name_end))
             }
         }
     }
 
-    fn json_item(&mut self, i: usize, place: Place) -> Option<Items> {
+    /// Pushes `call` and returns `end`, for parsers that read one call ending at `end`.
+    fn push(&mut self, call: TextCall, end: usize) -> usize {
+        self.calls.push(call);
+        end
+    }
+
+    fn json_item(&mut self, i: usize, place: Place) -> Option<usize> {
         let scanned = if place == Place::Wrapped {
             self.json.value_end_closable(i)
         } else {
@@ -417,21 +443,23 @@ impl<'t> Ctx<'t, '_> {
         match scanned {
             Ok(end) => {
                 let value = to_value(&self.text[i..end])?;
-                if let Some(calls) =
-                    calls_from_value(value.clone(), place, self.tools, &mut self.diagnostics)
+                // Only an object with one key can be the fallback shape below: keep a copy
+                // of that one alone.
+                let single_key = match &value {
+                    Value::Object(object) if object.len() == 1 => Some(object.clone()),
+                    _ => None,
+                };
+                if let Some(mut calls) =
+                    calls_from_value(value, place, self.tools, &mut self.diagnostics)
                 {
-                    return Some((calls, end));
+                    self.calls.append(&mut calls);
+                    return Some(end);
                 }
                 // `{"tool_name": {...}}`: the tool's name as the only key.
-                if let Value::Object(object) = value {
-                    if object.len() == 1 {
-                        let (key, arguments) = object.into_iter().next()?;
-                        if self.tools.knows(&key) && arguments.is_object() {
-                            let arguments =
-                                arguments_from_value(arguments, &key, &mut self.diagnostics);
-                            return Some((vec![TextCall { name: key, arguments }], end));
-                        }
-                    }
+                let (key, arguments) = single_key?.into_iter().next()?;
+                if self.tools.knows(&key) && arguments.is_object() {
+                    let arguments = arguments_from_value(arguments, &key, &mut self.diagnostics);
+                    return Some(self.push(TextCall { name: key, arguments }, end));
                 }
                 None
             }
@@ -446,7 +474,8 @@ impl<'t> Ctx<'t, '_> {
                     let mut completed = self.text[i..fail.at].trim_end().to_owned();
                     completed.push_str(&closers);
                     let value = to_value(&completed)?;
-                    let calls = calls_from_value(value, place, self.tools, &mut self.diagnostics)?;
+                    let mut calls =
+                        calls_from_value(value, place, self.tools, &mut self.diagnostics)?;
                     self.diagnostics.push(Diagnostic::new(
                         DiagnosticKind::ArgumentsClosed,
                         format!(
@@ -454,7 +483,8 @@ impl<'t> Ctx<'t, '_> {
                             calls[0].name
                         ),
                     ));
-                    return Some((calls, fail.at));
+                    self.calls.append(&mut calls);
+                    return Some(fail.at);
                 }
                 // `{ "tool_name" }`: a lone quoted name.
                 let rest = self.at(i);
@@ -467,25 +497,35 @@ impl<'t> Ctx<'t, '_> {
                 let (after, name) = parsed.ok()?;
                 self.work += (rest.len() - after.len()) as u64;
                 let name = tool_name(name, self.tools)?;
-                self.tools.knows(&name).then(|| {
-                    (vec![TextCall { name, arguments: JsonObject::new() }], self.consumed(after))
-                })
+                let end = self.consumed(after);
+                self.tools
+                    .knows(&name)
+                    .then(|| self.push(TextCall { name, arguments: JsonObject::new() }, end))
             }
         }
     }
 
-    /// A bare JSON value in the text that is a call.
-    fn bare_json(&mut self, start: usize, end: usize) -> Option<Vec<TextCall>> {
+    /// Whether the bare JSON value at `start..end` in the text is a call (pushed to `calls`).
+    fn bare_json(&mut self, start: usize, end: usize) -> bool {
         let slice = &self.text[start..end];
         self.work += slice.len() as u64;
-        memchr::memmem::find(slice.as_bytes(), b"\"name\"")?;
-        let value = to_value(slice)?;
-        calls_from_value(value, Place::Bare, self.tools, &mut self.diagnostics)
+        if memchr::memmem::find(slice.as_bytes(), b"\"name\"").is_none() {
+            return false;
+        }
+        let Some(value) = to_value(slice) else { return false };
+        match calls_from_value(value, Place::Bare, self.tools, &mut self.diagnostics) {
+            Some(mut calls) => {
+                self.calls.append(&mut calls);
+                true
+            }
+            None => false,
+        }
     }
 
     /// `<function=NAME>…</function>`, `<function name="NAME">` or `<invoke name="NAME">`, with a
-    /// JSON object or `<parameter=K>V</parameter>` items as arguments.
-    fn xml_call(&mut self, i: usize) -> Option<Items> {
+    /// JSON object or `<parameter=K>V</parameter>` items as arguments. The call is pushed to
+    /// `calls`; returns where it ends.
+    fn xml_call(&mut self, i: usize) -> Option<usize> {
         let rest = self.at(i);
         if !(starts_with_ignore_case(rest.as_bytes(), b"<function")
             || starts_with_ignore_case(rest.as_bytes(), b"<invoke"))
@@ -518,7 +558,7 @@ impl<'t> Ctx<'t, '_> {
             }
         } else {
             let parsed: IResult<&str, &str> = delimited(
-                (alt((tag_no_case("<function"), tag_no_case("<invoke"))), multispace1),
+                (alt((tag_ci("<function"), tag_ci("<invoke"))), multispace1),
                 take_till(|c| c == '>' || c == '<'),
                 tag(">"),
             )
@@ -563,7 +603,7 @@ impl<'t> Ctx<'t, '_> {
             }
         }
         scrub(&mut arguments, &name, &mut self.diagnostics);
-        Some((vec![TextCall { name, arguments }], end))
+        Some(self.push(TextCall { name, arguments }, end))
     }
 
     /// `<parameter=K>` or `<parameter name="K">` at `i`: the key and where the value starts.
@@ -574,12 +614,12 @@ impl<'t> Ctx<'t, '_> {
         }
         let parsed: IResult<&str, &str> = alt((
             delimited(
-                tag_no_case("<parameter="),
+                tag_ci("<parameter="),
                 take_till(|c| c == '>' || c == '<' || c == '\n'),
                 tag(">"),
             ),
             delimited(
-                (tag_no_case("<parameter"), multispace1),
+                (tag_ci("<parameter"), multispace1),
                 take_till(|c| c == '>' || c == '<'),
                 tag(">"),
             )
@@ -632,9 +672,9 @@ impl<'t> Ctx<'t, '_> {
         loop {
             let rest = self.at(i);
             let parsed: IResult<&str, &str> = delimited(
-                tag_no_case("<arg_key>"),
+                tag_ci("<arg_key>"),
                 take_till(|c| c == '<'),
-                (tag_no_case("</arg_key>"), multispace0, tag_no_case("<arg_value>")),
+                (tag_ci("</arg_key>"), multispace0, tag_ci("<arg_value>")),
             )
             .parse(rest);
             let Ok((after, key)) = parsed else { break };
@@ -653,13 +693,16 @@ impl<'t> Ctx<'t, '_> {
 
     /// `name(...)` at `i`: no arguments, one JSON object, or Python keyword arguments.
     /// With `known_only`, the name must be an offered tool.
+    ///
+    /// The whole call is read before anything is built: on text dense with `name(` that never
+    /// closes, a failed attempt then costs no allocation.
     fn python_call(&mut self, i: usize, known_only: bool) -> Option<(TextCall, usize)> {
         let rest = self.at(i);
         let (after, name) = identifier(rest).ok()?;
         if known_only && !self.tools.knows(name) {
             return None;
         }
-        let name = tool_name(name, self.tools)?;
+        let name = checked_tool_name(name, self.tools)?;
         let mut k = self.consumed(after);
         while self.bytes.get(k) == Some(&b' ') {
             k += 1;
@@ -667,14 +710,45 @@ impl<'t> Ctx<'t, '_> {
         if self.bytes.get(k) != Some(&b'(') {
             return None;
         }
-        k = self.skip_ws(k + 1);
-        let mut arguments = JsonObject::new();
+        let mut items = std::mem::take(&mut self.python_items);
+        items.clear();
+        let read = self.python_arguments(k + 1, &mut items);
+        let built = read.and_then(|(object, close)| {
+            let arguments = match object {
+                Some(span) => match to_value(&self.text[span])? {
+                    Value::Object(object) => object,
+                    _ => return None,
+                },
+                None => {
+                    let mut arguments = JsonObject::new();
+                    for (key, span) in &items {
+                        arguments
+                            .insert((*key).to_owned(), python_literal(&self.text[span.clone()])?);
+                    }
+                    arguments
+                }
+            };
+            Some((arguments, close))
+        });
+        self.python_items = items;
+        let (mut arguments, close) = built?;
+        scrub(&mut arguments, name, &mut self.diagnostics);
+        Some((TextCall { name: name.to_owned(), arguments }, close + 1))
+    }
+
+    /// The arguments of a Python-style call after its `(` at `from - 1`, read but not built:
+    /// the span of one JSON object, or (`None`) keyword arguments pushed to `items`; and where
+    /// the closing `)` is.
+    fn python_arguments(
+        &mut self,
+        from: usize,
+        items: &mut Vec<(&'t str, Range<usize>)>,
+    ) -> Option<(Option<Range<usize>>, usize)> {
+        let mut k = self.skip_ws(from);
+        let mut object = None;
         if self.bytes.get(k) == Some(&b'{') {
             let end = self.json.value_end(k).ok()?;
-            match to_value(&self.text[k..end])? {
-                Value::Object(object) => arguments = object,
-                _ => return None,
-            }
+            object = Some(k..end);
             k = self.skip_ws(end);
         } else {
             while self.bytes.get(k) != Some(&b')') {
@@ -684,9 +758,9 @@ impl<'t> Ctx<'t, '_> {
                     .parse(rest);
                 let (after, key) = parsed.ok()?;
                 let value_start = self.consumed(after);
-                let (value, value_end) = self.python_value(value_start)?;
+                let value_end = self.python_value_end(value_start)?;
                 self.work += (value_end - k) as u64;
-                arguments.insert(key.to_owned(), value);
+                items.push((key, value_start..value_end));
                 k = self.skip_ws(value_end);
                 if self.bytes.get(k) == Some(&b',') {
                     k = self.skip_ws(k + 1);
@@ -695,49 +769,38 @@ impl<'t> Ctx<'t, '_> {
                 }
             }
         }
-        if self.bytes.get(k) != Some(&b')') {
-            return None;
-        }
-        scrub(&mut arguments, &name, &mut self.diagnostics);
-        Some((TextCall { name, arguments }, k + 1))
+        (self.bytes.get(k) == Some(&b')')).then_some((object, k))
     }
 
-    /// A Python literal: a JSON value, a single-quoted string, `True`, `False` or `None`.
-    fn python_value(&mut self, i: usize) -> Option<(Value, usize)> {
+    /// Where the Python literal at `i` ends (see [`python_literal`]).
+    fn python_value_end(&mut self, i: usize) -> Option<usize> {
         let rest = self.at(i);
-        for (word, value) in
-            [("True", Value::Bool(true)), ("False", Value::Bool(false)), ("None", Value::Null)]
-        {
+        for word in ["True", "False", "None"] {
             if rest.starts_with(word)
                 && !rest.as_bytes().get(word.len()).copied().is_some_and(is_ident_byte)
             {
-                return Some((value, i + word.len()));
+                return Some(i + word.len());
             }
         }
         if let Some(quoted) = rest.strip_prefix('\'') {
-            let mut out = String::new();
             let mut chars = quoted.char_indices();
             while let Some((index, c)) = chars.next() {
                 match c {
-                    '\'' => return Some((Value::String(out), i + 1 + index + 1)),
-                    '\\' => match chars.next() {
-                        Some((_, 'n')) => out.push('\n'),
-                        Some((_, 't')) => out.push('\t'),
-                        Some((_, escaped)) => out.push(escaped),
-                        None => return None,
-                    },
+                    '\'' => return Some(i + 1 + index + 1),
+                    '\\' => {
+                        chars.next()?;
+                    }
                     '\n' => return None,
-                    other => out.push(other),
+                    _ => {}
                 }
             }
             return None;
         }
-        let end = self.json.value_end(i).ok()?;
-        Some((to_value(&self.text[i..end])?, end))
+        self.json.value_end(i).ok()
     }
 
     /// Python-style calls to offered tools, each alone on its line (backticks allowed around).
-    fn python_pass(&mut self) -> Vec<Found> {
+    fn python_pass(&mut self) -> Vec<(Range<usize>, TextCall)> {
         let mut found = Vec::new();
         if self.tools.is_empty() {
             return found;
@@ -781,27 +844,54 @@ impl<'t> Ctx<'t, '_> {
             let content_start = line_start + self.text[line_start..name_start].len()
                 - self.text[line_start..name_start].trim_start().len();
             let content_end = end + (self.text[end..line_end].trim_end().len());
-            found.push(Found { span: content_start..content_end, calls: vec![call] });
+            found.push((content_start..content_end, call));
             from = content_end.max(from);
         }
         found
     }
 }
 
-/// The spans to cut for `found`: calls separated only by whitespace form one group, and a group
-/// that is the only thing in a code fence takes the fence with it.
-pub(crate) fn cut_spans(text: &str, found: &[Found]) -> Vec<Range<usize>> {
+/// The value of a Python literal that [`Ctx::python_value_end`] delimited: `True`, `False`,
+/// `None`, a single-quoted string (`\\n`, `\\t` and `\\x` escapes), or a JSON value; `None` when
+/// the JSON nests deeper than `serde_json` allows.
+fn python_literal(text: &str) -> Option<Value> {
+    match text {
+        "True" => return Some(Value::Bool(true)),
+        "False" => return Some(Value::Bool(false)),
+        "None" => return Some(Value::Null),
+        _ => {}
+    }
+    let Some(quoted) = text.strip_prefix('\'') else { return to_value(text) };
+    let inner = quoted.strip_suffix('\'').unwrap_or(quoted);
+    let mut out = String::with_capacity(inner.len());
+    let mut chars = inner.chars();
+    while let Some(c) = chars.next() {
+        match c {
+            '\\' => match chars.next() {
+                Some('n') => out.push('\n'),
+                Some('t') => out.push('\t'),
+                Some(escaped) => out.push(escaped),
+                None => {}
+            },
+            other => out.push(other),
+        }
+    }
+    Some(Value::String(out))
+}
+
+/// The spans to cut for the calls found at `spans`: calls separated only by whitespace form one
+/// group, and a group that is the only thing in a code fence takes the fence with it.
+pub(crate) fn cut_spans(text: &str, spans: &[Range<usize>]) -> Vec<Range<usize>> {
     let bytes = text.as_bytes();
     let mut groups: Vec<Range<usize>> = Vec::new();
-    for item in found {
+    for span in spans {
         match groups.last_mut() {
             Some(last)
-                if last.end <= item.span.start
-                    && text[last.end..item.span.start].trim().is_empty() =>
+                if last.end <= span.start && text[last.end..span.start].trim().is_empty() =>
             {
-                last.end = item.span.end;
+                last.end = span.end;
             }
-            _ => groups.push(item.span.clone()),
+            _ => groups.push(span.clone()),
         }
     }
     let mut previous_end = 0;

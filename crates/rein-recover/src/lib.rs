@@ -110,20 +110,19 @@ pub(crate) fn recover_counting(reply: &RawReply<'_>, known_tools: &[&str]) -> (R
     }
 
     if calls.is_empty() {
-        for found in &mut scan.found {
-            for call in found.calls.drain(..) {
-                calls.push(ToolCall::new(fresh.next_id(), call.name, call.arguments));
-            }
+        calls.reserve_exact(scan.calls.len());
+        for call in scan.calls {
+            calls.push(ToolCall::new(fresh.next_id(), call.name, call.arguments));
         }
-    } else if !scan.found.is_empty() {
-        let count: usize = scan.found.iter().map(|found| found.calls.len()).sum();
+    } else if !scan.calls.is_empty() {
+        let count = scan.calls.len();
         diagnostics.push(Diagnostic::new(
             DiagnosticKind::EmbeddedCallsIgnored,
             format!("the reply has native calls; {count} call(s) written in its text were removed but not run"),
         ));
     }
 
-    let visible_text = text::remove_spans(&content, &embedded::cut_spans(&content, &scan.found));
+    let visible_text = text::remove_spans(&content, &embedded::cut_spans(&content, &scan.spans));
     let attempted_unparsed = calls.is_empty() && attempted::attempted(&content, tools);
     let work = scan.work + 2 * (reply.content.len() as u64) + content.len() as u64;
     let recovered = Recovered { reasoning, calls, visible_text, attempted_unparsed, diagnostics };
