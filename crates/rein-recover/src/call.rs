@@ -1,16 +1,28 @@
 //! Turning a JSON value that a model wrote into tool calls: every known JSON call shape.
 
-use rein_protocol::JsonObject;
+use rein_protocol::{JsonObject, ToolCall};
 use serde_json::Value;
 
 use crate::args::{object_from_value, repair_arguments, scrub_dialect_leaks};
 use crate::diagnostic::{Diagnostic, DiagnosticKind, excerpt};
 
-/// A call read from the text, before it gets an id.
-#[derive(Debug, Clone, PartialEq)]
-pub(crate) struct TextCall {
-    pub(crate) name: String,
-    pub(crate) arguments: JsonObject,
+/// A call read from the text, before it gets an id: the id stays empty until [`recover`]
+/// numbers the calls it keeps (calls are built once, in their final form).
+///
+/// [`recover`]: crate::recover
+pub(crate) fn text_call(name: String, arguments: JsonObject) -> ToolCall {
+    ToolCall::new(String::new(), name, arguments)
+}
+
+/// Inserts an argument read item by item (`<parameter=…>`, `<arg_key>`). The first one
+/// allocates room for one entry only: most calls have one or two arguments, and a map grown
+/// from empty by `insert` reserves room for three (over 300 bytes), which is most of the cost of
+/// a text holding thousands of one-argument calls.
+pub(crate) fn insert_argument(arguments: &mut JsonObject, key: String, value: Value) {
+    if arguments.is_empty() {
+        *arguments = JsonObject::with_capacity(1);
+    }
+    arguments.insert(key, value);
 }
 
 /// The tools offered to the model.
@@ -56,7 +68,7 @@ pub(crate) fn calls_from_value(
     place: Place,
     tools: Tools<'_>,
     diagnostics: &mut Vec<Diagnostic>,
-) -> Option<Vec<TextCall>> {
+) -> Option<Vec<ToolCall>> {
     let items = match value {
         Value::Array(items) => items,
         Value::Object(mut object) => {
@@ -91,7 +103,7 @@ fn call_from_object(
     place: Place,
     tools: Tools<'_>,
     diagnostics: &mut Vec<Diagnostic>,
-) -> Option<TextCall> {
+) -> Option<ToolCall> {
     let nested = matches!(object.get("function"), Some(Value::Object(_)));
     let mut function = if nested {
         match object.remove("function") {
@@ -131,7 +143,7 @@ fn call_from_object(
         .find_map(|key| function.remove(*key).filter(|value| !value.is_null()))
         .unwrap_or(Value::Null);
     let arguments = arguments_from_value(raw, &name, diagnostics);
-    Some(TextCall { name, arguments })
+    Some(text_call(name, arguments))
 }
 
 /// Any JSON value given as the arguments of a call, made an object and scrubbed.

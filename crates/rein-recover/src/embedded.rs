@@ -15,13 +15,13 @@ use nom::{
     error::{Error, ErrorKind},
     sequence::{delimited, preceded},
 };
-use rein_protocol::JsonObject;
+use rein_protocol::{JsonObject, ToolCall};
 use serde_json::Value;
 
 use crate::args::{parameter_value, starts_with_ignore_case};
 use crate::call::{
-    Place, TextCall, Tools, arguments_from_value, calls_from_value, checked_tool_name, quote,
-    scrub, tool_name, unwrap_envelope,
+    Place, Tools, arguments_from_value, calls_from_value, checked_tool_name, insert_argument,
+    quote, scrub, text_call, tool_name, unwrap_envelope,
 };
 use crate::diagnostic::{Diagnostic, DiagnosticKind};
 use crate::json::{Scanner, to_value};
@@ -30,7 +30,7 @@ use crate::json::{Scanner, to_value};
 #[derive(Debug, Default)]
 pub(crate) struct Scan {
     /// The calls, in text order.
-    pub(crate) calls: Vec<TextCall>,
+    pub(crate) calls: Vec<ToolCall>,
     /// The spans of text the calls came from, in text order (a span may hold several calls).
     pub(crate) spans: Vec<Range<usize>>,
     pub(crate) diagnostics: Vec<Diagnostic>,
@@ -161,7 +161,7 @@ struct Ctx<'t, 'a> {
     /// Scratch for [`Ctx::python_call`]: keyword arguments read but not yet built.
     python_items: Vec<(&'t str, Range<usize>)>,
     /// The calls read so far: parsers push what they read here and return where it ended.
-    calls: Vec<TextCall>,
+    calls: Vec<ToolCall>,
 }
 
 /// Whether the `{` or `[` at `at` can start a bare call (an object with a key, or an array of
@@ -423,13 +423,13 @@ impl<'t> Ctx<'t, '_> {
                 }
                 let name = tool_name(name, self.tools)?;
                 (ends_here && self.tools.knows(&name))
-                    .then(|| self.push(TextCall { name, arguments: JsonObject::new() }, name_end))
+                    .then(|| self.push(text_call(name, JsonObject::new()), name_end))
             }
         }
     }
 
     /// Pushes `call` and returns `end`, for parsers that read one call ending at `end`.
-    fn push(&mut self, call: TextCall, end: usize) -> usize {
+    fn push(&mut self, call: ToolCall, end: usize) -> usize {
         self.calls.push(call);
         end
     }
@@ -459,7 +459,7 @@ impl<'t> Ctx<'t, '_> {
                 let (key, arguments) = single_key?.into_iter().next()?;
                 if self.tools.knows(&key) && arguments.is_object() {
                     let arguments = arguments_from_value(arguments, &key, &mut self.diagnostics);
-                    return Some(self.push(TextCall { name: key, arguments }, end));
+                    return Some(self.push(text_call(key, arguments), end));
                 }
                 None
             }
@@ -498,9 +498,7 @@ impl<'t> Ctx<'t, '_> {
                 self.work += (rest.len() - after.len()) as u64;
                 let name = tool_name(name, self.tools)?;
                 let end = self.consumed(after);
-                self.tools
-                    .knows(&name)
-                    .then(|| self.push(TextCall { name, arguments: JsonObject::new() }, end))
+                self.tools.knows(&name).then(|| self.push(text_call(name, JsonObject::new()), end))
             }
         }
     }
@@ -591,7 +589,8 @@ impl<'t> Ctx<'t, '_> {
         } else {
             while let Some((key, value_start)) = self.parameter_open(i) {
                 let (value_end, next) = self.parameter_end(value_start, b"</parameter");
-                arguments.insert(key, parameter_value(&self.text[value_start..value_end]));
+                let value = parameter_value(&self.text[value_start..value_end]);
+                insert_argument(&mut arguments, key, value);
                 i = self.skip_ws(next);
             }
         }
@@ -603,7 +602,7 @@ impl<'t> Ctx<'t, '_> {
             }
         }
         scrub(&mut arguments, &name, &mut self.diagnostics);
-        Some(self.push(TextCall { name, arguments }, end))
+        Some(self.push(text_call(name, arguments), end))
     }
 
     /// `<parameter=K>` or `<parameter name="K">` at `i`: the key and where the value starts.
@@ -665,7 +664,7 @@ impl<'t> Ctx<'t, '_> {
     }
 
     /// GLM's form inside a wrapper: `NAME <arg_key>K</arg_key> <arg_value>V</arg_value> …`.
-    fn glm_call(&mut self, name: &str, from: usize) -> Option<(TextCall, usize)> {
+    fn glm_call(&mut self, name: &str, from: usize) -> Option<(ToolCall, usize)> {
         let name = tool_name(name, self.tools)?;
         let mut arguments = JsonObject::new();
         let mut i = from;
@@ -681,14 +680,14 @@ impl<'t> Ctx<'t, '_> {
             self.work += (rest.len() - after.len()) as u64;
             let value_start = self.consumed(after);
             let (value_end, next) = self.parameter_end(value_start, b"</arg_value");
-            arguments
-                .insert(key.trim().to_owned(), parameter_value(&self.text[value_start..value_end]));
+            let value = parameter_value(&self.text[value_start..value_end]);
+            insert_argument(&mut arguments, key.trim().to_owned(), value);
             i = self.skip_ws(next);
         }
         if arguments.is_empty() {
             return None;
         }
-        Some((TextCall { name, arguments }, i))
+        Some((text_call(name, arguments), i))
     }
 
     /// `name(...)` at `i`: no arguments, one JSON object, or Python keyword arguments.
@@ -696,7 +695,7 @@ impl<'t> Ctx<'t, '_> {
     ///
     /// The whole call is read before anything is built: on text dense with `name(` that never
     /// closes, a failed attempt then costs no allocation.
-    fn python_call(&mut self, i: usize, known_only: bool) -> Option<(TextCall, usize)> {
+    fn python_call(&mut self, i: usize, known_only: bool) -> Option<(ToolCall, usize)> {
         let rest = self.at(i);
         let (after, name) = identifier(rest).ok()?;
         if known_only && !self.tools.knows(name) {
@@ -720,7 +719,7 @@ impl<'t> Ctx<'t, '_> {
                     _ => return None,
                 },
                 None => {
-                    let mut arguments = JsonObject::new();
+                    let mut arguments = JsonObject::with_capacity(items.len());
                     for (key, span) in &items {
                         arguments
                             .insert((*key).to_owned(), python_literal(&self.text[span.clone()])?);
@@ -733,7 +732,7 @@ impl<'t> Ctx<'t, '_> {
         self.python_items = items;
         let (mut arguments, close) = built?;
         scrub(&mut arguments, name, &mut self.diagnostics);
-        Some((TextCall { name: name.to_owned(), arguments }, close + 1))
+        Some((text_call(name.to_owned(), arguments), close + 1))
     }
 
     /// The arguments of a Python-style call after its `(` at `from - 1`, read but not built:
@@ -800,7 +799,7 @@ impl<'t> Ctx<'t, '_> {
     }
 
     /// Python-style calls to offered tools, each alone on its line (backticks allowed around).
-    fn python_pass(&mut self) -> Vec<(Range<usize>, TextCall)> {
+    fn python_pass(&mut self) -> Vec<(Range<usize>, ToolCall)> {
         let mut found = Vec::new();
         if self.tools.is_empty() {
             return found;

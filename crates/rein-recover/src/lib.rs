@@ -110,9 +110,9 @@ pub(crate) fn recover_counting(reply: &RawReply<'_>, known_tools: &[&str]) -> (R
     }
 
     if calls.is_empty() {
-        calls.reserve_exact(scan.calls.len());
-        for call in scan.calls {
-            calls.push(ToolCall::new(fresh.next_id(), call.name, call.arguments));
+        calls = scan.calls;
+        for call in &mut calls {
+            call.id = fresh.next_id();
         }
     } else if !scan.calls.is_empty() {
         let count = scan.calls.len();
@@ -122,9 +122,13 @@ pub(crate) fn recover_counting(reply: &RawReply<'_>, known_tools: &[&str]) -> (R
         ));
     }
 
-    let visible_text = text::remove_spans(&content, &embedded::cut_spans(&content, &scan.spans));
     let attempted_unparsed = calls.is_empty() && attempted::attempted(&content, tools);
     let work = scan.work + 2 * (reply.content.len() as u64) + content.len() as u64;
+    let visible_text = if scan.spans.is_empty() {
+        content.into_owned()
+    } else {
+        text::remove_spans(&content, &embedded::cut_spans(&content, &scan.spans))
+    };
     let recovered = Recovered { reasoning, calls, visible_text, attempted_unparsed, diagnostics };
     (recovered, work)
 }

@@ -1,5 +1,6 @@
 //! Reasoning out of `reasoning_content` and `<think>` blocks, in one linear pass.
 
+use std::borrow::Cow;
 use std::ops::Range;
 
 use crate::args::starts_with_ignore_case;
@@ -25,14 +26,16 @@ pub fn extract_reasoning(
     reasoning_content: Option<&str>,
 ) -> (Option<String>, String) {
     let mut diagnostics = Vec::new();
-    extract(content, reasoning_content, &mut diagnostics)
+    let (reasoning, content) = extract(content, reasoning_content, &mut diagnostics);
+    (reasoning, content.into_owned())
 }
 
-pub(crate) fn extract(
-    content: &str,
+/// [`extract_reasoning`], noting what it did; the content is borrowed when nothing was removed.
+pub(crate) fn extract<'c>(
+    content: &'c str,
     reasoning_content: Option<&str>,
     diagnostics: &mut Vec<Diagnostic>,
-) -> (Option<String>, String) {
+) -> (Option<String>, Cow<'c, str>) {
     let mut parts: Vec<&str> = Vec::new();
     if let Some(field) = reasoning_content.map(str::trim).filter(|field| !field.is_empty()) {
         parts.push(field);
@@ -94,7 +97,12 @@ pub(crate) fn extract(
     }
     parts.retain(|part| !part.is_empty());
     let reasoning = (!parts.is_empty()).then(|| parts.join("\n\n"));
-    (reasoning, remove_spans(content, &spans))
+    let content = if spans.is_empty() {
+        Cow::Borrowed(content)
+    } else {
+        Cow::Owned(remove_spans(content, &spans))
+    };
+    (reasoning, content)
 }
 
 #[cfg(test)]
