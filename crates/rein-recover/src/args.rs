@@ -4,6 +4,7 @@ use rein_protocol::JsonObject;
 use serde_json::Value;
 
 use crate::diagnostic::{Diagnostic, DiagnosticKind, excerpt};
+use crate::find::find1;
 use crate::json::{Repair, parse_lenient};
 
 /// Repairs the raw argument text of a tool call into a JSON object.
@@ -143,7 +144,7 @@ fn scrub_value(text: &str) -> Option<Value> {
 fn after_leak_marker(text: &str) -> Option<&str> {
     let bytes = text.as_bytes();
     let mut from = 0;
-    while let Some(offset) = memchr::memchr(b'<', &bytes[from..]) {
+    while let Some(offset) = find1(b'<', &bytes[from..]) {
         let at = from + offset;
         let rest = &bytes[at..];
         if starts_with_ignore_case(rest, b"<arg_value>") {

@@ -2,6 +2,7 @@
 
 use crate::args::starts_with_ignore_case;
 use crate::call::Tools;
+use crate::find::find1;
 
 /// How far apart a `"name"` key and an `"arguments"` key may be to count as one call object.
 const KEY_WINDOW: usize = 4096;
@@ -38,7 +39,7 @@ fn markup(text: &str, tools: Tools<'_>) -> bool {
     const WRAPPERS: [&[u8]; 4] = [b"<tool_calls", b"<tool_call", b"<tool_code", b"<function_calls"];
     let bytes = text.as_bytes();
     let mut from = 0;
-    while let Some(offset) = memchr::memchr(b'<', &bytes[from..]) {
+    while let Some(offset) = find1(b'<', &bytes[from..]) {
         let at = from + offset;
         from = at + 1;
         let rest = &bytes[at..];
@@ -97,7 +98,7 @@ fn call_keys(text: &str, tools: Tools<'_>) -> bool {
     let mut last_name: Option<usize> = None;
     let mut last_args: Option<usize> = None;
     let mut from = 0;
-    while let Some(offset) = memchr::memchr(b'"', &bytes[from..]) {
+    while let Some(offset) = find1(b'"', &bytes[from..]) {
         let at = from + offset;
         from = at + 1;
         let rest = &text[at..];
@@ -146,7 +147,7 @@ fn python_style(text: &str, tools: Tools<'_>) -> bool {
     }
     let bytes = text.as_bytes();
     let mut from = 0;
-    while let Some(offset) = memchr::memchr(b'(', &bytes[from..]) {
+    while let Some(offset) = find1(b'(', &bytes[from..]) {
         let paren = from + offset;
         from = paren + 1;
         let mut name_end = paren;

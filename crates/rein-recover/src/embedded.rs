@@ -24,6 +24,7 @@ use crate::call::{
     quote, scrub, text_call, tool_name, unwrap_envelope,
 };
 use crate::diagnostic::{Diagnostic, DiagnosticKind};
+use crate::find::{find1, find3};
 use crate::json::{Scanner, to_value};
 
 /// What the scan found, and how much work it took.
@@ -76,7 +77,7 @@ pub(crate) fn scan(text: &str, tools: Tools<'_>) -> Scan {
     let mut pos = 0;
     let len = text.len();
     while pos < len {
-        let next = memchr::memchr3(b'<', b'{', b'[', &ctx.bytes[pos..]).map(|offset| pos + offset);
+        let next = find3(b'<', b'{', b'[', &ctx.bytes[pos..]).map(|offset| pos + offset);
         ctx.work += (next.unwrap_or(len) - pos) as u64 + 1;
         while python.peek().is_some_and(|(span, _)| span.start < pos) {
             python.next();
@@ -645,7 +646,7 @@ impl<'t> Ctx<'t, '_> {
             b"<function=",
         ];
         let mut pos = from;
-        while let Some(offset) = memchr::memchr(b'<', &self.bytes[pos..]) {
+        while let Some(offset) = find1(b'<', &self.bytes[pos..]) {
             let at = pos + offset;
             self.work += offset as u64 + 1;
             let rest = &self.bytes[at..];
@@ -806,7 +807,7 @@ impl<'t> Ctx<'t, '_> {
         }
         let bytes = self.bytes;
         let mut from = 0;
-        while let Some(offset) = memchr::memchr(b'(', &bytes[from..]) {
+        while let Some(offset) = find1(b'(', &bytes[from..]) {
             let paren = from + offset;
             self.work += offset as u64 + 1;
             from = paren + 1;

@@ -14,6 +14,8 @@
 
 use serde_json::Value;
 
+use crate::find::find2;
+
 /// Containers whose scan covered fewer bytes than this are not memoized.
 const MEMO_MIN: usize = 32;
 
@@ -313,7 +315,7 @@ impl<'a> Scanner<'a> {
         let src = self.src;
         let mut j = i + 1;
         loop {
-            let found = memchr::memchr2(b'"', b'\\', &src[j..]);
+            let found = find2(b'"', b'\\', &src[j..]);
             let Some(offset) = found else {
                 self.work += (src.len() - j) as u64;
                 return None;

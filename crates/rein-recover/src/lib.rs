@@ -26,6 +26,7 @@ mod attempted;
 mod call;
 mod diagnostic;
 mod embedded;
+mod find;
 pub mod fuzz;
 mod json;
 mod reasoning;

@@ -5,6 +5,7 @@ use std::ops::Range;
 
 use crate::args::starts_with_ignore_case;
 use crate::diagnostic::{Diagnostic, DiagnosticKind};
+use crate::find::find1;
 use crate::text::remove_spans;
 
 const OPEN: &[u8] = b"<think>";
@@ -46,7 +47,7 @@ pub(crate) fn extract<'c>(
     // (where the open tag starts, where its text starts, first call tag inside)
     let mut open: Option<(usize, usize, Option<usize>)> = None;
     let mut from = 0;
-    while let Some(offset) = memchr::memchr(b'<', &bytes[from..]) {
+    while let Some(offset) = find1(b'<', &bytes[from..]) {
         let at = from + offset;
         let rest = &bytes[at..];
         from = at + 1;

@@ -1,0 +1,53 @@
+//! Byte search for texts that may be dense with the bytes searched: a short look first, `memchr` after.
+//!
+//! `memchr` is fast over long stretches but each call has a setup cost that dominates when the
+//! next match is a byte or two away, which is what adversarial inputs (`{"{"{"…`, runs of tags)
+//! are made of. Looking at the next few bytes one by one first keeps those inputs cheap and
+//! costs little on prose, where matches are far apart.
+
+/// How many bytes are looked at one by one before the search is handed to `memchr`.
+const SHORT: usize = 16;
+
+/// The first position of `a` in `haystack`.
+pub(crate) fn find1(a: u8, haystack: &[u8]) -> Option<usize> {
+    find_with(haystack, |b| b == a, |rest| memchr::memchr(a, rest))
+}
+
+/// The first position of `a` or `b` in `haystack`.
+pub(crate) fn find2(a: u8, b: u8, haystack: &[u8]) -> Option<usize> {
+    find_with(haystack, |x| x == a || x == b, |rest| memchr::memchr2(a, b, rest))
+}
+
+/// The first position of `a`, `b` or `c` in `haystack`.
+pub(crate) fn find3(a: u8, b: u8, c: u8, haystack: &[u8]) -> Option<usize> {
+    find_with(haystack, |x| x == a || x == b || x == c, |rest| memchr::memchr3(a, b, c, rest))
+}
+
+fn find_with(
+    haystack: &[u8],
+    is_match: impl Fn(u8) -> bool,
+    search: impl FnOnce(&[u8]) -> Option<usize>,
+) -> Option<usize> {
+    let short = haystack.len().min(SHORT);
+    if let Some(index) = haystack[..short].iter().position(|&x| is_match(x)) {
+        return Some(index);
+    }
+    search(&haystack[short..]).map(|index| index + short)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn finds_near_and_far() {
+        let far = format!("{}<x{{", "a".repeat(40));
+        assert_eq!(find1(b'<', far.as_bytes()), Some(40));
+        assert_eq!(find2(b'{', b'x', far.as_bytes()), Some(41));
+        assert_eq!(find3(b'[', b'{', b'<', far.as_bytes()), Some(40));
+        assert_eq!(find1(b'a', b"ba"), Some(1));
+        assert_eq!(find1(b'z', far.as_bytes()), None);
+        assert_eq!(find2(b'z', b'y', b""), None);
+        assert_eq!(find3(b'z', b'y', b'w', &far.as_bytes()[..10]), None);
+    }
+}
