@@ -101,6 +101,9 @@ fn call_keys(text: &str, tools: Tools<'_>) -> bool {
     while let Some(offset) = find1(b'"', &bytes[from..]) {
         let at = from + offset;
         from = at + 1;
+        if !matches!(bytes.get(at + 1), Some(b'n' | b'a' | b'p' | b'f')) {
+            continue; // Not the first letter of a key below (most quotes, cheaply).
+        }
         let rest = &text[at..];
         let key = ["\"name\"", "\"arguments\"", "\"parameters\"", "\"function\""]
             .into_iter()

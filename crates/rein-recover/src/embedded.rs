@@ -176,15 +176,26 @@ fn could_open_call(bytes: &[u8], at: usize) -> bool {
     match (bytes[at], bytes[next]) {
         (b'[', b'{') => true,
         (b'{', b'"') => {
-            // A short first key must be followed by `:` (`{"{"{"…` is not an object).
+            // A short first key must be followed by `:` (`{"{"{"…` and `{"\\"{"…` are not
+            // objects); a longer one is left to the scanner.
             let window = &bytes[next + 1..bytes.len().min(next + 130)];
-            match window.iter().position(|&b| b == b'"' || b == b'\\') {
-                Some(close) if window[close] == b'"' => window[close + 1..]
+            let mut k = 0;
+            while let Some(offset) = window[k..].iter().position(|&b| b == b'"' || b == b'\\') {
+                let found = k + offset;
+                if window[found] == b'\\' {
+                    // An escape: the byte after the backslash is part of the key.
+                    k = found + 2;
+                    if k >= window.len() {
+                        return true;
+                    }
+                    continue;
+                }
+                return window[found + 1..]
                     .iter()
                     .find(|b| !b.is_ascii_whitespace())
-                    .is_none_or(|&b| b == b':'),
-                _ => true,
+                    .is_none_or(|&b| b == b':');
             }
+            true
         }
         _ => false,
     }
@@ -471,7 +482,8 @@ impl<'t> Ctx<'t, '_> {
                 let looks_like_call = memchr::memmem::find(&self.bytes[i..fail.at], b"\"name\"")
                     .is_some()
                     || memchr::memmem::find(&self.bytes[i..fail.at], b"\"function\"").is_some();
-                if let Some(closers) = fail.closers.filter(|_| looks_like_call) {
+                if fail.closable && looks_like_call {
+                    let closers = self.json.closers().to_owned();
                     let mut completed = self.text[i..fail.at].trim_end().to_owned();
                     completed.push_str(&closers);
                     let value = to_value(&completed)?;

@@ -28,9 +28,9 @@ const BUDGET_BASE: u64 = 1 << 16;
 pub(crate) struct Fail {
     /// Where the scan stopped.
     pub(crate) at: usize,
-    /// When the text up to `at` is a valid value prefix that only lacks closers (`}` / `]`),
-    /// the closers that complete it, innermost first.
-    pub(crate) closers: Option<String>,
+    /// The text up to `at` is a valid value prefix that only lacks closers (`}` / `]`):
+    /// [`Scanner::closers`] says which.
+    pub(crate) closable: bool,
 }
 
 #[derive(Debug, Clone, Copy)]
@@ -106,6 +106,8 @@ pub(crate) struct Scanner<'a> {
     budget: u64,
     exhausted: bool,
     want_closers: bool,
+    /// The closers of the last closable failure (kept here so that failing costs no allocation).
+    closers: String,
 }
 
 impl<'a> Scanner<'a> {
@@ -118,6 +120,7 @@ impl<'a> Scanner<'a> {
             budget: BUDGET_BASE + BUDGET_PER_BYTE * src.len() as u64,
             exhausted: false,
             want_closers: false,
+            closers: String::new(),
         }
     }
 
@@ -137,7 +140,8 @@ impl<'a> Scanner<'a> {
         self.value_end_inner(start)
     }
 
-    /// [`value_end`](Self::value_end), also computing the closers of a value cut short.
+    /// [`value_end`](Self::value_end), also computing the closers of a value cut short (see
+    /// [`closers`](Self::closers)).
     pub(crate) fn value_end_closable(&mut self, start: usize) -> Result<usize, Fail> {
         self.want_closers = true;
         self.value_end_inner(start)
@@ -147,7 +151,7 @@ impl<'a> Scanner<'a> {
         if let Some(outcome) = self.memo.get(start) {
             return match outcome {
                 Outcome::Closed(end) => Ok(end),
-                Outcome::Failed(at) => Err(Fail { at, closers: None }),
+                Outcome::Failed(at) => Err(Fail { at, closable: false }),
             };
         }
         self.stack.clear();
@@ -158,30 +162,36 @@ impl<'a> Scanner<'a> {
 
     fn fail(&mut self, at: usize, state: State) -> Fail {
         let closable = self.want_closers && (at >= self.src.len() || self.src[at] == b'<');
-        let closers = match state {
-            State::ArrayFirst
-            | State::ArrayNext
-            | State::ArrayAfter
-            | State::ObjectKey
-            | State::ObjectAfter
-                if closable && !self.exhausted =>
-            {
-                Some(
-                    self.stack
-                        .iter()
-                        .rev()
-                        .map(|(_, kind)| if *kind == Kind::Object { '}' } else { ']' })
-                        .collect(),
-                )
-            }
-            _ => None,
-        };
+        let closable = closable
+            && !self.exhausted
+            && matches!(
+                state,
+                State::ArrayFirst
+                    | State::ArrayNext
+                    | State::ArrayAfter
+                    | State::ObjectKey
+                    | State::ObjectAfter
+            );
+        self.closers.clear();
+        if closable {
+            let closers = self.stack.iter().rev().map(|(_, kind)| match kind {
+                Kind::Object => '}',
+                Kind::Array => ']',
+            });
+            self.closers.extend(closers);
+        }
         for &(open, _) in &self.stack {
             if at - open >= MEMO_MIN {
                 self.memo.insert(self.src.len(), open, Outcome::Failed(at));
             }
         }
-        Fail { at, closers }
+        Fail { at, closable }
+    }
+
+    /// The closers (innermost first) that complete the value of the last scan that failed
+    /// with [`Fail::closable`] set.
+    pub(crate) fn closers(&self) -> &str {
+        &self.closers
     }
 
     fn scan(&mut self, start: usize) -> Result<usize, Fail> {
@@ -470,8 +480,8 @@ pub(crate) fn parse_lenient(text: &str, close_truncated: bool) -> Option<Lenient
             Err(fail) => {
                 // The first value, cut short at the end of the text: complete it rather than
                 // take a value nested in it.
-                if first && close_truncated {
-                    if let Some(value) = complete(text, start, &fail) {
+                if first && close_truncated && fail.closable {
+                    if let Some(value) = complete(text, start, fail.at, scanner.closers()) {
                         return Some(Lenient { value, repair: Repair::Closed });
                     }
                 }
@@ -486,14 +496,13 @@ pub(crate) fn parse_lenient(text: &str, close_truncated: bool) -> Option<Lenient
     None
 }
 
-/// The value starting at `start` that failed with `fail`, completed with its missing closers
-/// when only they are missing and nothing but whitespace follows.
-fn complete(text: &str, start: usize, fail: &Fail) -> Option<Value> {
-    let closers = fail.closers.as_ref()?;
-    if fail.at < text.len() && !text[fail.at..].trim().is_empty() {
+/// The value starting at `start` that failed at `at` where it lacked only `closers`, completed,
+/// when nothing but whitespace follows.
+fn complete(text: &str, start: usize, at: usize, closers: &str) -> Option<Value> {
+    if at < text.len() && !text[at..].trim().is_empty() {
         return None;
     }
-    let mut completed = text[start..fail.at].trim_end().to_owned();
+    let mut completed = text[start..at].trim_end().to_owned();
     completed.push_str(closers);
     to_value(&completed)
 }
@@ -540,10 +549,11 @@ mod tests {
 
     #[test]
     fn closers_for_truncated_values() {
-        let fail = Scanner::new(r#"{"a":{"b":[1"#).value_end_closable(0).unwrap_err();
-        assert_eq!(fail.closers.as_deref(), Some("]}}"));
-        let fail = Scanner::new(r#"{"a":"#).value_end_closable(0).unwrap_err();
-        assert_eq!(fail.closers, None);
+        let mut scanner = Scanner::new(r#"{"a":{"b":[1"#);
+        assert!(scanner.value_end_closable(0).unwrap_err().closable);
+        assert_eq!(scanner.closers(), "]}}");
+        let mut scanner = Scanner::new(r#"{"a":"#);
+        assert!(!scanner.value_end_closable(0).unwrap_err().closable);
     }
 
     #[test]
