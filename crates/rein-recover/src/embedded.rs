@@ -10,7 +10,7 @@ use std::ops::Range;
 use nom::{
     IResult, Parser,
     branch::alt,
-    bytes::complete::{tag, take_till, take_while1},
+    bytes::complete::{tag, take_while1},
     character::complete::{multispace0, multispace1},
     error::{Error, ErrorKind},
     sequence::{delimited, preceded},
@@ -223,14 +223,23 @@ fn tag_ci<'i>(pattern: &'static str) -> impl Fn(&'i str) -> IResult<&'i str, &'i
     }
 }
 
+/// nom's `take_till` for ASCII stop bytes, comparing bytes: no UTF-8 decoding, and a stop byte
+/// is always a char boundary.
+fn till_ascii<'i>(stop: impl Fn(u8) -> bool) -> impl Fn(&'i str) -> IResult<&'i str, &'i str> {
+    move |input: &'i str| {
+        let end = input.bytes().position(&stop).unwrap_or(input.len());
+        Ok((&input[end..], &input[..end]))
+    }
+}
+
 fn identifier(input: &str) -> IResult<&str, &str> {
     take_while1(|c: char| c.is_ascii_alphanumeric() || c == '_' || c == '.').parse(input)
 }
 
 fn quoted(input: &str) -> IResult<&str, &str> {
     alt((
-        delimited(tag("\""), take_till(|c| c == '"' || c == '<' || c == '>'), tag("\"")),
-        delimited(tag("'"), take_till(|c| c == '\'' || c == '<' || c == '>'), tag("'")),
+        delimited(tag("\""), till_ascii(|c| c == b'"' || c == b'<' || c == b'>'), tag("\"")),
+        delimited(tag("'"), till_ascii(|c| c == b'\'' || c == b'<' || c == b'>'), tag("'")),
     ))
     .parse(input)
 }
@@ -570,7 +579,7 @@ impl<'t> Ctx<'t, '_> {
         } else {
             let parsed: IResult<&str, &str> = delimited(
                 (alt((tag_ci("<function"), tag_ci("<invoke"))), multispace1),
-                take_till(|c| c == '>' || c == '<'),
+                till_ascii(|c| c == b'>' || c == b'<'),
                 tag(">"),
             )
             .parse(rest);
@@ -627,12 +636,12 @@ impl<'t> Ctx<'t, '_> {
         let parsed: IResult<&str, &str> = alt((
             delimited(
                 tag_ci("<parameter="),
-                take_till(|c| c == '>' || c == '<' || c == '\n'),
+                till_ascii(|c| c == b'>' || c == b'<' || c == b'\n'),
                 tag(">"),
             ),
             delimited(
                 (tag_ci("<parameter"), multispace1),
-                take_till(|c| c == '>' || c == '<'),
+                till_ascii(|c| c == b'>' || c == b'<'),
                 tag(">"),
             )
             .map_opt(name_attribute),
@@ -685,7 +694,7 @@ impl<'t> Ctx<'t, '_> {
             let rest = self.at(i);
             let parsed: IResult<&str, &str> = delimited(
                 tag_ci("<arg_key>"),
-                take_till(|c| c == '<'),
+                till_ascii(|c| c == b'<'),
                 (tag_ci("</arg_key>"), multispace0, tag_ci("<arg_value>")),
             )
             .parse(rest);
