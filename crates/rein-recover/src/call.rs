@@ -14,15 +14,20 @@ pub(crate) fn text_call(name: String, arguments: JsonObject) -> ToolCall {
     ToolCall::new(String::new(), name, arguments)
 }
 
-/// Inserts an argument read item by item (`<parameter=…>`, `<arg_key>`). The first one
-/// allocates room for one entry only: most calls have one or two arguments, and a map grown
-/// from empty by `insert` reserves room for three (over 300 bytes), which is most of the cost of
-/// a text holding thousands of one-argument calls.
-pub(crate) fn insert_argument(arguments: &mut JsonObject, key: String, value: Value) {
+/// Inserts an argument read item by item (`<parameter=…>`, `<arg_key>`); a repeated key keeps
+/// its place and takes the new value, as `insert` does. The first one allocates room for one
+/// entry only: most calls have one or two arguments, and a map grown from empty by `insert`
+/// reserves room for three (over 300 bytes), which is most of the cost of a text holding
+/// thousands of one-argument calls.
+pub(crate) fn insert_argument(arguments: &mut JsonObject, key: &str, value: Value) {
+    if let Some(slot) = arguments.get_mut(key) {
+        *slot = value;
+        return;
+    }
     if arguments.is_empty() {
         *arguments = JsonObject::with_capacity(1);
     }
-    arguments.insert(key, value);
+    arguments.insert(key.to_owned(), value);
 }
 
 /// The tools offered to the model.

@@ -10,7 +10,7 @@ use std::ops::Range;
 use nom::{
     IResult, Parser,
     branch::alt,
-    bytes::complete::{tag, take_while1},
+    bytes::complete::tag,
     character::complete::{multispace0, multispace1},
     error::{Error, ErrorKind},
     sequence::{delimited, preceded},
@@ -205,8 +205,8 @@ fn is_ident_byte(b: u8) -> bool {
     b.is_ascii_alphanumeric() || b == b'_'
 }
 
-fn is_name_char(c: char) -> bool {
-    c.is_ascii_alphanumeric() || matches!(c, '_' | '.' | '-' | ':')
+fn is_name_byte(b: u8) -> bool {
+    b.is_ascii_alphanumeric() || matches!(b, b'_' | b'.' | b'-' | b':')
 }
 
 /// nom's `tag_no_case` for an ASCII `pattern`, comparing bytes: nom's compares `char`s through
@@ -232,8 +232,19 @@ fn till_ascii<'i>(stop: impl Fn(u8) -> bool) -> impl Fn(&'i str) -> IResult<&'i 
     }
 }
 
+/// nom's `take_while1` for a predicate that holds only for ASCII bytes, comparing bytes.
+fn while_ascii1<'i>(accept: impl Fn(u8) -> bool) -> impl Fn(&'i str) -> IResult<&'i str, &'i str> {
+    move |input: &'i str| {
+        let end = input.bytes().position(|b| !accept(b)).unwrap_or(input.len());
+        if end == 0 {
+            return Err(nom::Err::Error(Error::new(input, ErrorKind::TakeWhile1)));
+        }
+        Ok((&input[end..], &input[..end]))
+    }
+}
+
 fn identifier(input: &str) -> IResult<&str, &str> {
-    take_while1(|c: char| c.is_ascii_alphanumeric() || c == '_' || c == '.').parse(input)
+    while_ascii1(|b| b.is_ascii_alphanumeric() || b == b'_' || b == b'.')(input)
 }
 
 fn quoted(input: &str) -> IResult<&str, &str> {
@@ -318,7 +329,7 @@ impl<'t> Ctx<'t, '_> {
         let rest = self.at(i);
         let parsed: IResult<&str, &str> = delimited(
             tag("</"),
-            take_while1(|c: char| c.is_ascii_alphanumeric() || matches!(c, '_' | '-' | ':')),
+            while_ascii1(|b| b.is_ascii_alphanumeric() || matches!(b, b'_' | b'-' | b':')),
             (multispace0, tag(">")),
         )
         .parse(rest);
@@ -512,7 +523,7 @@ impl<'t> Ctx<'t, '_> {
                 let rest = self.at(i);
                 let parsed: IResult<&str, &str> = delimited(
                     (tag("{"), multispace0),
-                    delimited(tag("\""), take_while1(is_name_char), tag("\"")),
+                    delimited(tag("\""), while_ascii1(is_name_byte), tag("\"")),
                     (multispace0, tag("}")),
                 )
                 .parse(rest);
@@ -555,8 +566,7 @@ impl<'t> Ctx<'t, '_> {
         let mut json_args = false;
         let (name, body) = if starts_with_ignore_case(rest.as_bytes(), b"<function=") {
             let after = &rest["<function=".len()..];
-            let name_len =
-                after.chars().take_while(|&c| is_name_char(c)).map(char::len_utf8).sum::<usize>();
+            let name_len = after.bytes().position(|b| !is_name_byte(b)).unwrap_or(after.len());
             let name = &after[..name_len];
             let name_end = i + "<function=".len() + name_len;
             self.work += (name_len + 10) as u64;
@@ -628,7 +638,7 @@ impl<'t> Ctx<'t, '_> {
     }
 
     /// `<parameter=K>` or `<parameter name="K">` at `i`: the key and where the value starts.
-    fn parameter_open(&mut self, i: usize) -> Option<(String, usize)> {
+    fn parameter_open(&mut self, i: usize) -> Option<(&'t str, usize)> {
         let rest = self.at(i);
         if !starts_with_ignore_case(rest.as_bytes(), b"<parameter") {
             return None;
@@ -650,7 +660,7 @@ impl<'t> Ctx<'t, '_> {
         let (after, key) = parsed.ok()?;
         self.work += (rest.len() - after.len()) as u64;
         let key = key.trim().trim_matches(|c| c == '"' || c == '\'');
-        (!key.is_empty()).then(|| (key.to_owned(), self.consumed(after)))
+        (!key.is_empty()).then(|| (key, self.consumed(after)))
     }
 
     /// Where a parameter value that starts at `from` ends: at its closer `closer` (consumed), or
@@ -703,7 +713,7 @@ impl<'t> Ctx<'t, '_> {
             let value_start = self.consumed(after);
             let (value_end, next) = self.parameter_end(value_start, b"</arg_value");
             let value = parameter_value(&self.text[value_start..value_end]);
-            insert_argument(&mut arguments, key.trim().to_owned(), value);
+            insert_argument(&mut arguments, key.trim(), value);
             i = self.skip_ws(next);
         }
         if arguments.is_empty() {
@@ -723,7 +733,6 @@ impl<'t> Ctx<'t, '_> {
         if known_only && !self.tools.knows(name) {
             return None;
         }
-        let name = checked_tool_name(name, self.tools)?;
         let mut k = self.consumed(after);
         while self.bytes.get(k) == Some(&b' ') {
             k += 1;
@@ -735,6 +744,8 @@ impl<'t> Ctx<'t, '_> {
         items.clear();
         let read = self.python_arguments(k + 1, &mut items);
         let built = read.and_then(|(object, close)| {
+            // Checked once the call is read: most attempts on bad input fail before.
+            let name = checked_tool_name(name, self.tools)?;
             let arguments = match object {
                 Some(span) => match to_value(&self.text[span])? {
                     Value::Object(object) => object,
@@ -749,10 +760,10 @@ impl<'t> Ctx<'t, '_> {
                     arguments
                 }
             };
-            Some((arguments, close))
+            Some((name, arguments, close))
         });
         self.python_items = items;
-        let (mut arguments, close) = built?;
+        let (name, mut arguments, close) = built?;
         scrub(&mut arguments, name, &mut self.diagnostics);
         Some((text_call(name.to_owned(), arguments), close + 1))
     }
