@@ -101,14 +101,18 @@ fn call_keys(text: &str, tools: Tools<'_>) -> bool {
     while let Some(offset) = find1(b'"', &bytes[from..]) {
         let at = from + offset;
         from = at + 1;
-        if !matches!(bytes.get(at + 1), Some(b'n' | b'a' | b'p' | b'f')) {
-            continue; // Not the first letter of a key below (most quotes, cheaply).
-        }
+        // The keys differ in their first letter: one comparison per quote.
+        let key = match bytes.get(at + 1) {
+            Some(b'n') => "\"name\"",
+            Some(b'a') => "\"arguments\"",
+            Some(b'p') => "\"parameters\"",
+            Some(b'f') => "\"function\"",
+            _ => continue,
+        };
         let rest = &text[at..];
-        let key = ["\"name\"", "\"arguments\"", "\"parameters\"", "\"function\""]
-            .into_iter()
-            .find(|key| rest.starts_with(key));
-        let Some(key) = key else { continue };
+        if !rest.starts_with(key) {
+            continue;
+        }
         let after = rest[key.len()..].trim_start();
         let Some(value) = after.strip_prefix(':') else { continue };
         let value = value.trim_start();

@@ -63,17 +63,22 @@ enum State {
     ObjectAfter,
 }
 
-/// Outcomes by position: `0` unknown, `2e+1` closed at `e`, `2f+2` failed at `f`. Allocated
-/// (zeroed, so the OS maps it lazily) on the first memoized outcome; texts of 2 GiB or more are
-/// not memoized (the budget still bounds them).
+/// Outcomes by position: `0` unknown, `2e+1` closed at `e`, `2f+2` failed at `f`, in chunks of
+/// [`MEMO_CHUNK`] positions allocated on the first outcome that falls in them (a whole-text table
+/// was zeroed and faulted in on every deeply nested text, 4 bytes per input byte); texts of
+/// 2 GiB or more are not memoized (the budget still bounds them).
 #[derive(Default)]
 struct Memo {
-    slots: Vec<u32>,
+    chunks: Vec<Option<Box<[u32]>>>,
 }
+
+/// Positions per memo chunk (16 KiB of slots).
+const MEMO_CHUNK: usize = 4096;
 
 impl Memo {
     fn get(&self, position: usize) -> Option<Outcome> {
-        match self.slots.get(position).copied().unwrap_or(0) {
+        let chunk = self.chunks.get(position / MEMO_CHUNK)?.as_ref()?;
+        match chunk[position % MEMO_CHUNK] {
             0 => None,
             slot if slot % 2 == 1 => Some(Outcome::Closed((slot / 2) as usize)),
             slot => Some(Outcome::Failed((slot / 2 - 1) as usize)),
@@ -84,15 +89,17 @@ impl Memo {
         if len >= (1 << 30) {
             return;
         }
-        if self.slots.is_empty() {
-            self.slots = vec![0; len + 1];
-        }
         let slot = match outcome {
             Outcome::Closed(end) => end * 2 + 1,
             Outcome::Failed(at) => at * 2 + 2,
         };
-        if let (Some(place), Ok(slot)) = (self.slots.get_mut(position), u32::try_from(slot)) {
-            *place = slot;
+        let Ok(slot) = u32::try_from(slot) else { return };
+        if self.chunks.is_empty() {
+            self.chunks = vec![None; len / MEMO_CHUNK + 1];
+        }
+        if let Some(chunk) = self.chunks.get_mut(position / MEMO_CHUNK) {
+            chunk.get_or_insert_with(|| vec![0; MEMO_CHUNK].into_boxed_slice())
+                [position % MEMO_CHUNK] = slot;
         }
     }
 }
