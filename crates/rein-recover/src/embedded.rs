@@ -111,7 +111,7 @@ pub(crate) fn scan(text: &str, tools: Tools<'_>) -> Scan {
                 pos = at + 1;
                 while pos < len
                     && matches!(ctx.bytes[pos], b'{' | b'[')
-                    && !could_open_call(ctx.bytes, pos)
+                    && !could_open_call_in_run(ctx.bytes, pos)
                 {
                     pos += 1;
                 }
@@ -198,6 +198,15 @@ fn could_open_call(bytes: &[u8], at: usize) -> bool {
             true
         }
         _ => false,
+    }
+}
+
+/// [`could_open_call`] for a bracket inside a run of them: one right before a `[`, or a `{`
+/// right before a `{`, cannot open a call (a run of a million costs one look per byte).
+fn could_open_call_in_run(bytes: &[u8], at: usize) -> bool {
+    match (bytes[at], bytes.get(at + 1)) {
+        (_, Some(b'[')) | (b'{', Some(b'{')) => false,
+        _ => could_open_call(bytes, at),
     }
 }
 
