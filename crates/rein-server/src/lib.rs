@@ -86,9 +86,8 @@ pub async fn serve_until(
     ready: impl FnOnce(SocketAddr),
     shutdown: impl Future<Output = ()> + Send + 'static,
 ) -> Result<(), ServeError> {
-    let listener = tokio::net::TcpListener::bind(config.addr)
-        .await
-        .map_err(|source| ServeError::Bind { addr: config.addr, source })?;
+    let listener =
+        listen(config.addr).map_err(|source| ServeError::Bind { addr: config.addr, source })?;
     let addr = listener.local_addr()?;
     let streams = rein_protocol::CancellationToken::new();
     let app = routes::router(&config, backend, streams.clone());
@@ -99,4 +98,20 @@ pub async fn serve_until(
     };
     axum::serve(listener, app).with_graceful_shutdown(shutdown).await?;
     Ok(())
+}
+
+/// How many accepted-but-not-yet-taken connections the kernel may queue (capped by
+/// `net.core.somaxconn`). A burst of clients (a page reload across many tabs, a load test)
+/// otherwise overflows the queue and sees resets.
+const ACCEPT_BACKLOG: u32 = 4096;
+
+fn listen(addr: SocketAddr) -> std::io::Result<tokio::net::TcpListener> {
+    let socket = match addr {
+        SocketAddr::V4(_) => tokio::net::TcpSocket::new_v4()?,
+        SocketAddr::V6(_) => tokio::net::TcpSocket::new_v6()?,
+    };
+    // A restarted server can rebind while old connections sit in TIME_WAIT.
+    socket.set_reuseaddr(true)?;
+    socket.bind(addr)?;
+    socket.listen(ACCEPT_BACKLOG)
 }
