@@ -47,14 +47,16 @@ pub trait SessionStore: Send + Sync {
 
     /// Takes the session's turn lease for `owner`: succeeds when no turn is in flight, when the
     /// lease of the one in flight ran out (its process died), or when `owner` already holds it.
-    /// Clears `turn_unfinished`. `Ok(false)` means another live turn holds it.
+    /// Clears `turn_unfinished` and any stop request asked for before the turn began (it was not
+    /// for this turn). `Ok(false)` means another live turn holds it.
     fn begin_turn(&self, id: &str, owner: &str, lease: Duration) -> Result<bool>;
 
     /// Extends the turn lease; `Ok(false)` when `owner` no longer holds it.
     fn renew_turn(&self, id: &str, owner: &str, lease: Duration) -> Result<bool>;
 
-    /// Ends the turn held by `owner`, recording how it ended (`None`: cleanly). `Ok(false)` when
-    /// `owner` no longer holds it (nothing is changed then).
+    /// Ends the turn held by `owner`, recording how it ended (`None`: cleanly), and drops the
+    /// stop request the turn may have ended under. `Ok(false)` when `owner` no longer holds it
+    /// (nothing is changed then).
     fn end_turn(&self, id: &str, owner: &str, unfinished: Option<TurnUnfinished>) -> Result<bool>;
 
     /// Deletes a session and its child sessions (with their tasks, approvals, checkpoints and

@@ -96,4 +96,18 @@ pub trait TranscriptStore: Send + Sync {
 
     /// The sessions that have a transcript.
     fn list_sessions(&self) -> Result<Vec<String>>;
+
+    /// Whether an append waits for the disk (an `fsync`), so that an async caller should hand
+    /// its thread over first. True unless the store says otherwise.
+    fn appends_wait_for_disk(&self) -> bool {
+        true
+    }
+
+    /// Makes every event appended to the session so far durable, for a store that defers its
+    /// syncs (a commit point: the hosted runtime calls it before it answers a turn). A no-op
+    /// where each append is already as durable as the store gets.
+    fn sync(&self, session_id: &str) -> Result<()> {
+        let _ = session_id;
+        Ok(())
+    }
 }

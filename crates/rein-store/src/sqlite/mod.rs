@@ -75,14 +75,24 @@ impl SqliteConfig {
 
 /// The session store on SQLite: WAL mode, foreign keys on, versioned migrations.
 ///
-/// One connection behind a mutex serves all threads of a process; other processes may open
-/// the same file (SQLite's locking and `BEGIN IMMEDIATE` keep claims atomic across them).
+/// One connection behind a mutex takes every write of a process; reads of a file database go
+/// to a small pool of read-only connections, so they run beside a write instead of queueing
+/// behind it (WAL gives each read a consistent snapshot that includes every committed write).
+/// Other processes may open the same file (SQLite's locking and `BEGIN IMMEDIATE` keep claims
+/// atomic across them).
 #[derive(Debug)]
 pub struct SqliteSessionStore {
     conn: Mutex<Connection>,
+    /// Idle read-only connections; `None` for an in-memory database (one connection only).
+    readers: Option<Mutex<Vec<Connection>>>,
+    config: SqliteConfig,
     clock: Arc<dyn Clock>,
     path: PathBuf,
 }
+
+/// Read connections kept open when idle (opening one costs a schema parse); a burst beyond
+/// this opens more and closes them after.
+const IDLE_READERS: usize = 16;
 
 /// Turns a rusqlite error into a store error (the path of a corrupt file is filled in later).
 pub(crate) fn db_error(error: rusqlite::Error) -> StoreError {
@@ -148,7 +158,22 @@ impl SqliteSessionStore {
         .map_err(fill)?;
         Self::configure(&mut conn, config).map_err(fill)?;
         migrations::migrate(&mut conn).map_err(fill)?;
-        Ok(SqliteSessionStore { conn: Mutex::new(conn), clock: config.clock.clone(), path })
+        Ok(SqliteSessionStore {
+            conn: Mutex::new(conn),
+            readers: config.path.as_ref().map(|_| Mutex::new(Vec::new())),
+            config: config.clone(),
+            clock: config.clock.clone(),
+            path,
+        })
+    }
+
+    /// A connection to the same file that refuses writes, configured like the writer.
+    fn open_reader(&self) -> Result<Connection> {
+        let conn = Connection::open(&self.path).db()?;
+        conn.busy_timeout(self.config.busy_timeout).db()?;
+        conn.pragma_update(None, "query_only", true).db()?;
+        conn.pragma_update(None, "cache_size", -256).db()?;
+        Ok(conn)
     }
 
     fn configure(conn: &mut Connection, config: &SqliteConfig) -> Result<()> {
@@ -188,12 +213,35 @@ impl SqliteSessionStore {
         // A panic while the lock was held cannot leave a transaction open (rusqlite rolls back
         // on drop), so a poisoned lock is safe to take over.
         let mut conn = self.conn.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
-        f(&mut conn).map_err(|error| match error {
+        f(&mut conn).map_err(|error| self.locate(error))
+    }
+
+    /// Runs a read on a pooled read-only connection (the writer's, for an in-memory database).
+    fn read<T>(&self, f: impl FnOnce(&Connection) -> Result<T>) -> Result<T> {
+        let Some(readers) = &self.readers else {
+            return self.with(|conn| f(conn));
+        };
+        let pooled = readers.lock().unwrap_or_else(std::sync::PoisonError::into_inner).pop();
+        let conn = match pooled {
+            Some(conn) => conn,
+            None => self.open_reader().map_err(|error| self.locate(error))?,
+        };
+        let value = f(&conn).map_err(|error| self.locate(error));
+        let mut idle = readers.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+        if idle.len() < IDLE_READERS {
+            idle.push(conn);
+        }
+        value
+    }
+
+    /// Fills in the database path of a corruption error.
+    fn locate(&self, error: StoreError) -> StoreError {
+        match error {
             StoreError::Corrupt { detail, .. } => {
                 StoreError::Corrupt { path: self.path.clone(), detail }
             }
             other => other,
-        })
+        }
     }
 
     fn tx<T>(&self, f: impl FnOnce(&rusqlite::Transaction<'_>) -> Result<T>) -> Result<T> {
@@ -318,12 +366,12 @@ impl SessionStore for SqliteSessionStore {
     }
 
     fn get_session(&self, id: &str) -> Result<Option<Session>> {
-        self.with(|conn| load_session(conn, id))
+        self.read(|conn| load_session(conn, id))
     }
 
     fn list_sessions(&self, filter: &SessionFilter) -> Result<Vec<Session>> {
         let limit = filter.limit.map_or(-1, |n| i64::try_from(n).unwrap_or(i64::MAX));
-        self.with(|conn| {
+        self.read(|conn| {
             let mut stmt = conn
                 .prepare_cached(&format!(
                     "SELECT {SESSION_COLS} FROM sessions \
@@ -368,7 +416,7 @@ impl SessionStore for SqliteSessionStore {
             values.push(SqlValue::Text(json_text("session metadata", metadata)?));
         }
         if sets.is_empty() {
-            return self.with(|conn| require_session(conn, id));
+            return self.read(|conn| require_session(conn, id));
         }
         let mut sql = String::from("UPDATE sessions SET ");
         for (index, column) in sets.iter().enumerate() {
@@ -417,6 +465,8 @@ impl SessionStore for SqliteSessionStore {
                 .db()?;
             if changed == 0 {
                 require_session(tx, id)?;
+            } else {
+                clear_stop(tx, id)?;
             }
             Ok(changed == 1)
         })
@@ -452,6 +502,8 @@ impl SessionStore for SqliteSessionStore {
                 .db()?;
             if changed == 0 {
                 require_session(tx, id)?;
+            } else {
+                clear_stop(tx, id)?;
             }
             Ok(changed == 1)
         })
@@ -494,7 +546,7 @@ impl SessionStore for SqliteSessionStore {
     }
 
     fn get_view_context(&self, id: &str) -> Result<Option<ViewContext>> {
-        self.with(|conn| load_view_context(conn, id))
+        self.read(|conn| load_view_context(conn, id))
     }
 
     fn create_task(&self, new: NewTask) -> Result<Task> {
@@ -530,11 +582,11 @@ impl SessionStore for SqliteSessionStore {
     }
 
     fn get_task(&self, id: &str) -> Result<Option<Task>> {
-        self.with(|conn| load_task(conn, id))
+        self.read(|conn| load_task(conn, id))
     }
 
     fn list_tasks(&self, session_id: &str) -> Result<Vec<Task>> {
-        self.with(|conn| {
+        self.read(|conn| {
             let mut stmt = conn
                 .prepare_cached(&format!(
                     "SELECT {TASK_COLS} FROM tasks WHERE session_id = ?1 ORDER BY created_at, rowid"
@@ -677,7 +729,7 @@ impl SessionStore for SqliteSessionStore {
     }
 
     fn undelivered_tasks(&self, session_id: &str) -> Result<Vec<Task>> {
-        self.with(|conn| {
+        self.read(|conn| {
             let mut stmt = conn
                 .prepare_cached(&format!(
                     "SELECT {TASK_COLS} FROM tasks WHERE session_id = ?1 AND delivered = 0 \
@@ -708,7 +760,7 @@ impl SessionStore for SqliteSessionStore {
     }
 
     fn count_active_tasks(&self, session_id: &str) -> Result<usize> {
-        self.with(|conn| active_tasks_in_tree(conn, session_id))
+        self.read(|conn| active_tasks_in_tree(conn, session_id))
     }
 
     fn save_task_checkpoint(&self, task_id: &str, worker: &str, payload: &Value) -> Result<()> {
@@ -727,7 +779,7 @@ impl SessionStore for SqliteSessionStore {
     }
 
     fn load_task_checkpoint(&self, task_id: &str) -> Result<Option<Value>> {
-        self.with(|conn| {
+        self.read(|conn| {
             let text: Option<String> = conn
                 .query_row(
                     "SELECT payload FROM task_checkpoints WHERE task_id = ?1",
@@ -767,11 +819,11 @@ impl SessionStore for SqliteSessionStore {
     }
 
     fn get_approval(&self, id: &str) -> Result<Option<Approval>> {
-        self.with(|conn| load_approval(conn, id))
+        self.read(|conn| load_approval(conn, id))
     }
 
     fn list_approvals(&self, session_id: &str) -> Result<Vec<Approval>> {
-        self.with(|conn| {
+        self.read(|conn| {
             let mut stmt = conn
                 .prepare_cached(&format!(
                     "SELECT {APPROVAL_COLS} FROM approvals WHERE session_id = ?1 ORDER BY created_at, rowid"
@@ -882,7 +934,7 @@ impl SessionStore for SqliteSessionStore {
         limit: usize,
     ) -> Result<Vec<AuditEntry>> {
         let limit = i64::try_from(limit).unwrap_or(i64::MAX);
-        self.with(|conn| {
+        self.read(|conn| {
             let mut stmt = conn
                 .prepare_cached(&format!(
                     "SELECT {AUDIT_COLS} FROM audit_log WHERE (?1 IS NULL OR session_id = ?1) AND seq > ?2 \
@@ -909,7 +961,7 @@ impl SessionStore for SqliteSessionStore {
     }
 
     fn peek_stop(&self, session_id: &str) -> Result<Option<StopRequest>> {
-        self.with(|conn| {
+        self.read(|conn| {
             conn.query_row(
                 "SELECT session_id, requested_at, reason FROM stop_requests WHERE session_id = ?1",
                 [session_id],
@@ -931,6 +983,16 @@ impl SessionStore for SqliteSessionStore {
             .db()
         })
     }
+}
+
+/// Drops the session's stop request: one asked for before a turn began, or one its turn has
+/// now ended under, is spent.
+fn clear_stop(tx: &Connection, session_id: &str) -> Result<()> {
+    tx.prepare_cached("DELETE FROM stop_requests WHERE session_id = ?1")
+        .db()?
+        .execute([session_id])
+        .db()?;
+    Ok(())
 }
 
 fn load_view_context(conn: &Connection, id: &str) -> Result<Option<ViewContext>> {

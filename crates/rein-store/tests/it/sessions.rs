@@ -296,6 +296,49 @@ fn view_contexts_put_get_and_link() {
 }
 
 #[test]
+fn a_turn_drops_the_stop_asked_before_it_began_and_the_one_it_ended_under() {
+    let (_dir, store, _clock) = store();
+    store.create_session(NewSession { id: Some("s".into()), ..NewSession::new("a") }).unwrap();
+    store.request_stop("s", Some("pressed before the turn")).unwrap();
+    assert!(store.begin_turn("s", "proc-1", LEASE).unwrap());
+    assert_eq!(store.peek_stop("s").unwrap(), None, "an earlier stop is not for this turn");
+
+    let during = store.request_stop("s", Some("pressed during the turn")).unwrap();
+    assert!(!store.begin_turn("s", "proc-2", LEASE).unwrap());
+    assert_eq!(store.peek_stop("s").unwrap(), Some(during), "a refused turn leaves it alone");
+    assert!(!store.end_turn("s", "proc-2", None).unwrap());
+    assert!(store.peek_stop("s").unwrap().is_some(), "a non-owner's end leaves it alone");
+    assert!(store.end_turn("s", "proc-1", Some(TurnUnfinished::NoAnswer)).unwrap());
+    assert_eq!(store.peek_stop("s").unwrap(), None, "the turn that ended under it spent it");
+}
+
+#[test]
+fn reads_from_other_threads_see_every_committed_write() {
+    let (_dir, store, _clock) = store();
+    let store = std::sync::Arc::new(store);
+    let workers: Vec<_> = (0..8)
+        .map(|worker| {
+            let store = std::sync::Arc::clone(&store);
+            std::thread::spawn(move || {
+                for n in 0..25 {
+                    let id = format!("w{worker}-{n}");
+                    let new = NewSession { id: Some(id.clone()), ..NewSession::new("a") };
+                    store.create_session(new).unwrap();
+                    let patch = object(json!({ "n": n }));
+                    store.merge_session_metadata(&id, &patch).unwrap();
+                    let read = store.get_session(&id).unwrap().expect("a committed session");
+                    assert_eq!(read.metadata.get("n"), Some(&json!(n)));
+                }
+            })
+        })
+        .collect();
+    for worker in workers {
+        worker.join().unwrap();
+    }
+    assert_eq!(store.list_sessions(&SessionFilter::default()).unwrap().len(), 200);
+}
+
+#[test]
 fn stop_requests_are_taken_once() {
     let (_dir, store, clock) = store();
     store.create_session(NewSession { id: Some("s".into()), ..NewSession::new("a") }).unwrap();

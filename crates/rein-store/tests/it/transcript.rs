@@ -161,6 +161,26 @@ fn buffered_durability_reads_back_the_same() {
     assert_eq!(open(dir.path()).read_all("s").unwrap().len(), 100);
 }
 
+#[test]
+fn on_sync_durability_reads_back_before_and_after_a_sync() {
+    let dir = tempfile::tempdir().unwrap();
+    let config =
+        TranscriptConfig { durability: Durability::OnSync, ..TranscriptConfig::at(dir.path()) };
+    let store = JsonlTranscriptStore::open(&config).unwrap();
+    store.sync("never-written").unwrap();
+    for i in 0..10 {
+        store.append("s", "n", json!(i)).unwrap();
+    }
+    // In the page cache already: another reader (another process, a restart) sees every event.
+    assert_eq!(open(dir.path()).read_all("s").unwrap().len(), 10);
+    store.sync("s").unwrap();
+    store.append("s", "n", json!(10)).unwrap();
+    store.sync("s").unwrap();
+    drop(store);
+    let events = open(dir.path()).read_all("s").unwrap();
+    assert_eq!(events.iter().map(|e| e.event_id).collect::<Vec<_>>(), (1..=11).collect::<Vec<_>>());
+}
+
 proptest! {
     #![proptest_config(ProptestConfig { cases: 48, ..ProptestConfig::default() })]
 
