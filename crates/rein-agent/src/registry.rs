@@ -16,7 +16,7 @@ use crate::{
     error::RegistryError,
     outcome::{error_output, reports_failure},
     texts::code,
-    validate::{ArgsValidator, canonical_args},
+    validate::{ArgsValidator, canonical_args, shared_validator},
 };
 
 type BoxedCall = dyn Fn(
@@ -87,7 +87,7 @@ enum Backend {
 struct Entry {
     spec: ToolSpec,
     backend: Backend,
-    validator: Option<ArgsValidator>,
+    validator: Option<Arc<ArgsValidator>>,
 }
 
 impl Entry {
@@ -211,7 +211,7 @@ impl ToolRegistry {
     }
 
     fn insert(&mut self, spec: ToolSpec, backend: Backend) {
-        let validator = match ArgsValidator::new(&spec.input_schema) {
+        let validator = match shared_validator(&spec.input_schema) {
             Ok(validator) => Some(validator),
             Err(error) => {
                 tracing::warn!(tool = %spec.name, %error, "input schema does not compile; arguments go unchecked");

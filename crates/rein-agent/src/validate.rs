@@ -1,5 +1,7 @@
 //! Argument validation against a tool's input schema, before the tool runs.
 
+use std::sync::{Arc, Weak};
+
 use rein_protocol::JsonObject;
 use serde_json::Value;
 
@@ -14,6 +16,29 @@ impl std::fmt::Debug for ArgsValidator {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("ArgsValidator").field("schema", &self.schema).finish_non_exhaustive()
     }
+}
+
+/// Compiled validators by canonical schema text, shared by every registry of the process: a
+/// server builds a registry per session from the same few schemas, and compiling one costs
+/// far more (time and memory) than looking it up. Entries are weak, so a schema no registry
+/// uses any more is freed.
+static SHARED: std::sync::Mutex<Option<std::collections::HashMap<String, Weak<ArgsValidator>>>> =
+    std::sync::Mutex::new(None);
+
+/// The compiled validator of `schema`, shared with every other user of the same schema.
+pub(crate) fn shared_validator(schema: &JsonObject) -> Result<Arc<ArgsValidator>, String> {
+    let key = canonical_json(&Value::Object(schema.clone()));
+    let mut shared = SHARED.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+    let shared = shared.get_or_insert_with(Default::default);
+    if let Some(validator) = shared.get(&key).and_then(Weak::upgrade) {
+        return Ok(validator);
+    }
+    let validator = Arc::new(ArgsValidator::new(schema)?);
+    if shared.len() >= 64 {
+        shared.retain(|_, weak| weak.strong_count() > 0);
+    }
+    shared.insert(key, Arc::downgrade(&validator));
+    Ok(validator)
 }
 
 impl ArgsValidator {
@@ -154,4 +179,39 @@ pub(crate) fn canonical_args(arguments: &JsonObject) -> String {
     let mut out = String::new();
     write_canonical_object(arguments, &mut out);
     out
+}
+
+#[cfg(test)]
+mod tests {
+    use serde_json::json;
+
+    use super::*;
+
+    fn schema(value: Value) -> JsonObject {
+        value.as_object().cloned().unwrap_or_default()
+    }
+
+    #[test]
+    fn registries_share_one_compiled_validator_per_schema() {
+        let a = schema(
+            json!({"type": "object", "properties": {"shared_validator_q": {"type": "string"}}}),
+        );
+        // The same schema written in another key order is the same schema.
+        let b = schema(
+            json!({"properties": {"shared_validator_q": {"type": "string"}}, "type": "object"}),
+        );
+        let first = shared_validator(&a).unwrap();
+        let second = shared_validator(&b).unwrap();
+        assert!(Arc::ptr_eq(&first, &second));
+        let other =
+            shared_validator(&schema(json!({"type": "object", "minProperties": 7}))).unwrap();
+        assert!(!Arc::ptr_eq(&first, &other));
+
+        // Once nobody holds it, it is freed and compiled again on the next use.
+        let weak = Arc::downgrade(&first);
+        drop((first, second));
+        assert!(weak.upgrade().is_none());
+        let mut arguments = schema(json!({"shared_validator_q": 1}));
+        assert!(shared_validator(&a).unwrap().check(&mut arguments).is_err());
+    }
 }
