@@ -99,10 +99,12 @@ pub(crate) struct Slot {
     pub(crate) hidden: Arc<std::collections::HashSet<String>>,
 }
 
-/// One session's live channel; the lock keeps transcript order and send order the same.
+/// One session's live channel. Its lock is held while an event is appended and sent, so
+/// transcript order and send order agree. The sender (and its ring buffer) exists only while
+/// someone listens: an idle session holds no event buffer.
+#[derive(Default)]
 pub(crate) struct Channel {
-    sender: broadcast::Sender<SessionEvent>,
-    order: Mutex<()>,
+    sender: Mutex<Option<broadcast::Sender<SessionEvent>>>,
 }
 
 /// A session's visible conversation and unfinished mark, as replayed from its transcript.
@@ -209,10 +211,7 @@ impl Inner {
     }
 
     fn channel(&self, id: &str) -> Arc<Channel> {
-        let capacity = self.config.limits.event_channel_capacity.max(16);
-        Arc::clone(lock(&self.channels).entry(id.to_owned()).or_insert_with(|| {
-            Arc::new(Channel { sender: broadcast::channel(capacity).0, order: Mutex::new(()) })
-        }))
+        Arc::clone(lock(&self.channels).entry(id.to_owned()).or_default())
     }
 
     /// Appends an agent event to the session's transcript, then sends it to live subscribers.
@@ -230,11 +229,19 @@ impl Inner {
         }
         let kind = transcript::event_kind(&payload);
         let channel = self.channel(session_id);
-        let _order = lock(&channel.order);
-        match blocking(|| self.transcripts.append(session_id, &kind, payload)) {
+        let mut sender = lock(&channel.sender);
+        let append = || self.transcripts.append(session_id, &kind, payload);
+        let appended =
+            if self.transcripts.appends_wait_for_disk() { blocking(append) } else { append() };
+        match appended {
             Ok(line) => {
-                // No subscriber is fine: the event is in the transcript for later replay.
-                let _ = channel.sender.send(SessionEvent { id: line.event_id, event });
+                // No subscriber is fine: the event is in the transcript for later replay. Once
+                // the last one has gone, the buffer goes too.
+                if let Some(live) = sender.as_ref()
+                    && live.send(SessionEvent { id: line.event_id, event }).is_err()
+                {
+                    *sender = None;
+                }
                 true
             }
             Err(error) => {
@@ -247,7 +254,7 @@ impl Inner {
     /// Appends a runtime bookkeeping line (not streamed).
     pub(crate) fn bookkeeping(&self, session_id: &str, kind: &str, payload: Value) -> Result<()> {
         let channel = self.channel(session_id);
-        let _order = lock(&channel.order);
+        let _order = lock(&channel.sender);
         self.transcripts.append(session_id, kind, payload).rt()?;
         Ok(())
     }
@@ -342,9 +349,12 @@ impl Drop for LeaseGuard {
     fn drop(&mut self) {
         self.done.cancel();
         lock(&self.inner.turns).remove(&self.session_id);
-        if let Err(error) = self.inner.store.take_stop(&self.session_id) {
-            tracing::warn!(session = %self.session_id, %error, "could not clear the stop request");
+        // The turn's commit point: its events reach the disk before it is answered (a no-op
+        // for a transcript store that syncs every append).
+        if let Err(error) = blocking(|| self.inner.transcripts.sync(&self.session_id)) {
+            tracing::error!(session = %self.session_id, %error, "could not sync the transcript");
         }
+        // Ending the turn also drops the stop request it may have ended under.
         if let Err(error) =
             self.inner.store.end_turn(&self.session_id, &self.inner.instance, self.unfinished)
         {
@@ -751,9 +761,8 @@ impl Runtime {
             unfinished: None,
             done: done.clone(),
         };
+        // (Beginning the turn dropped any stop asked for before it: that one was not for it.)
         lock(&inner.turns).insert(id.to_owned(), token.clone());
-        // A stop asked for before this turn began is not for it.
-        inner.store.take_stop(id).rt()?;
 
         if let Some(view) = view_context_id
             && session.view_context_id.as_deref() != Some(view)
@@ -856,6 +865,9 @@ impl Runtime {
         };
         tracing::debug!(session = id, history_len, ending = outcome.ending.as_str(), "turn ended");
         self.record_summary(id, &session, &mirror);
+        if std::env::var_os("PROBE_DROP").is_some() && !agent.is_suspended() {
+            guard.agent = None;
+        }
         drop(lease);
         drop(guard);
         let session_view = self.session(id).await?;
@@ -936,7 +948,12 @@ impl Runtime {
         self.public_session(id)?;
         let inner = Arc::clone(&self.inner);
         // Subscribe first, then read: nothing falls between the replay and the live events.
-        let receiver = inner.channel(id).sender.subscribe();
+        let receiver = {
+            let capacity = inner.config.limits.event_channel_capacity.max(16);
+            let channel = inner.channel(id);
+            let mut sender = lock(&channel.sender);
+            sender.get_or_insert_with(|| broadcast::channel(capacity).0).subscribe()
+        };
         let after = after.unwrap_or(0);
         let lines = inner.transcripts.read_since(id, after).rt()?;
         let last = lines.last().map_or(after, |line| line.event_id);

@@ -49,3 +49,28 @@ async fn every_event_is_stored_as_it_happens_and_streamed_live() {
     let first = resumed.next().await.unwrap();
     assert_eq!(Some(&first), seen.iter().find(|e| e.id > middle));
 }
+
+#[tokio::test]
+async fn a_listener_that_comes_back_after_everyone_left_gets_the_next_turn_live() {
+    let h = harness(vec![reply::text("one").into(), reply::text("two").into()]);
+    h.rt.create_session(CreateSession::agent("assistant").id("s")).await.unwrap();
+    // A listener comes and goes: the session's live buffer goes with it.
+    drop(h.rt.subscribe("s", None).await.unwrap());
+    h.rt.send_message("s", "first", None).await.unwrap();
+    let last = h.transcripts.last_event_id("s").unwrap();
+
+    let mut live = h.rt.subscribe("s", Some(last)).await.unwrap();
+    let rt = h.rt.clone();
+    let turn = tokio::spawn(async move { rt.send_message("s", "second", None).await });
+    let mut texts = Vec::new();
+    while let Some(event) = live.next().await {
+        assert!(event.id > last, "only events after the resume point");
+        match event.event {
+            AgentEvent::Message { message } => texts.push(message.text()),
+            AgentEvent::TurnEnd { .. } => break,
+            _ => {}
+        }
+    }
+    assert_eq!(texts, ["second", "two"]);
+    turn.await.unwrap().unwrap();
+}
