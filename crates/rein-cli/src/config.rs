@@ -149,6 +149,20 @@ pub(crate) struct ServerSection {
     /// Origins allowed by CORS.
     #[serde(default)]
     pub(crate) cors_origins: Vec<String>,
+    /// When transcript events reach the disk.
+    #[serde(default)]
+    pub(crate) durability: DurabilityKey,
+}
+
+/// `server.durability`: when a transcript's events are fsynced.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub(crate) enum DurabilityKey {
+    /// Once per turn, before the turn is answered.
+    #[default]
+    Turn,
+    /// After every event.
+    Event,
 }
 
 /// One `[[agents]]` entry.

@@ -15,11 +15,11 @@ use rein_runtime::{
     RuntimeParts, StaticModels,
 };
 use rein_store::{
-    Clock as _, JsonlTranscriptStore, PathConfig, SqliteConfig, SqliteSessionStore, StorePaths,
-    TranscriptConfig,
+    Clock as _, Durability, JsonlTranscriptStore, PathConfig, SqliteConfig, SqliteSessionStore,
+    StorePaths, TranscriptConfig,
 };
 
-use crate::config::Config;
+use crate::config::{Config, DurabilityKey};
 
 /// Options from the command line that override the files.
 #[derive(Debug, Clone, Default)]
@@ -92,11 +92,15 @@ pub(crate) async fn wire(config: &Config, overrides: &Overrides) -> anyhow::Resu
         ..SqliteConfig::default()
     })
     .with_context(|| format!("opening the session database {}", paths.session_db.display()))?;
-    let transcripts =
-        JsonlTranscriptStore::open(&TranscriptConfig::at(paths.transcript_dir.clone()))
-            .with_context(|| {
-                format!("opening the transcripts in {}", paths.transcript_dir.display())
-            })?;
+    let durability = match config.server.durability {
+        DurabilityKey::Turn => Durability::OnSync,
+        DurabilityKey::Event => Durability::Fsync,
+    };
+    let transcript_config =
+        TranscriptConfig { durability, ..TranscriptConfig::at(paths.transcript_dir.clone()) };
+    let transcripts = JsonlTranscriptStore::open(&transcript_config).with_context(|| {
+        format!("opening the transcripts in {}", paths.transcript_dir.display())
+    })?;
 
     let parts = RuntimeParts::new(Arc::new(store), Arc::new(transcripts), Arc::new(models))
         .config(runtime_config)
