@@ -1,12 +1,23 @@
 //! `cargo xtask bench serve`: the HTTP server over the real runtime, 1,000 concurrent sessions
 //! each running turns against a mock model that answers after 200 ms.
 //!
+//! The server is set up as `rein serve` sets itself up: SQLite in WAL mode with
+//! `synchronous = NORMAL`, JSONL transcripts synced once per turn (`Durability::OnSync`), on the
+//! real disk under `target/bench/`. The load is 1,000 sessions, each on its own keep-alive
+//! connection, all open at once: the sessions are created over the first second, then each
+//! sends three messages, waiting 0.5–1.5 s (uniform, seeded) before each, as a fast user would
+//! (about 800 turns a second, hundreds in flight at once).
+//!
 //! Figures: cold start to ready (stores opened, runtime built, socket bound), the latency a turn
-//! adds on top of the model's 200 ms (p50, p99, over every turn of every session, measured by an
-//! HTTP client in the same process), and resident memory per idle session after the turns.
+//! adds on top of the model's 200 ms (p50, p99, max, over every turn of every session, measured
+//! by an HTTP client in the same process), the busiest moment (turns in flight), and resident
+//! memory per idle session once every turn is over.
 
 use std::{
-    sync::Arc,
+    sync::{
+        Arc,
+        atomic::{AtomicUsize, Ordering},
+    },
     time::{Duration, Instant},
 };
 
@@ -16,7 +27,9 @@ use rein_protocol::{
 };
 use rein_runtime::{Runtime, RuntimeParts, StaticModels};
 use rein_server::ServerConfig;
-use rein_store::{JsonlTranscriptStore, SqliteConfig, SqliteSessionStore, TranscriptConfig};
+use rein_store::{
+    Durability, JsonlTranscriptStore, SqliteConfig, SqliteSessionStore, TranscriptConfig,
+};
 use tokio::{
     io::{AsyncBufReadExt as _, AsyncReadExt as _, AsyncWriteExt as _, BufReader},
     net::TcpStream,
@@ -27,6 +40,10 @@ use super::Figures;
 const SESSIONS: usize = 1_000;
 const TURNS: usize = 3;
 const MODEL_LATENCY: Duration = Duration::from_millis(200);
+/// Sessions are created evenly over this long.
+const RAMP_UP: Duration = Duration::from_secs(1);
+/// A user waits between this and twice this before each message.
+const THINK_MIN: Duration = Duration::from_millis(500);
 
 /// A model that answers every request with a short text after a fixed delay, streaming it.
 struct SlowModel {
@@ -83,7 +100,10 @@ async fn measure(root: &std::path::Path) -> anyhow::Result<Figures> {
     // Cold start: open the stores, build the runtime, bind, until the server says it is ready.
     let started = Instant::now();
     let store = SqliteSessionStore::open(&SqliteConfig::at(root.join("sessions.sqlite3")))?;
-    let transcripts = JsonlTranscriptStore::open(&TranscriptConfig::at(root.join("transcripts")))?;
+    let transcripts = JsonlTranscriptStore::open(&TranscriptConfig {
+        durability: Durability::OnSync,
+        ..TranscriptConfig::at(root.join("transcripts"))
+    })?;
     let model = SlowModel { info: ModelInfo::named("mock-200ms") };
     let models = StaticModels::new().with("mock-200ms", Arc::new(model));
     let runtime =
@@ -112,19 +132,31 @@ async fn measure(root: &std::path::Path) -> anyhow::Result<Figures> {
     }
     let baseline_kb = rss_kb()?;
 
-    // 1,000 sessions, each on its own connection, each running TURNS turns back to back; all
-    // sessions at once.
+    // 1,000 sessions, each on its own connection, all open at once; each user thinks before
+    // every message.
     let wall = Instant::now();
+    let in_flight = Arc::new(AtomicUsize::new(0));
+    let peak_in_flight = Arc::new(AtomicUsize::new(0));
     let mut handles = Vec::with_capacity(SESSIONS);
     for n in 0..SESSIONS {
+        let in_flight = Arc::clone(&in_flight);
+        let peak_in_flight = Arc::clone(&peak_in_flight);
+        let start = RAMP_UP.mul_f64(n as f64 / SESSIONS as f64);
+        let mut think = Rng(0x9E37_79B9_7F4A_7C15 ^ (n as u64 + 1));
         handles.push(tokio::spawn(async move {
-            let mut client = Client::connect(addr).await?;
+            tokio::time::sleep(start).await;
+            let mut client = Client::connect(addr).await.context("connecting")?;
             let id = client.create_session(&format!("bench-{n}")).await?;
             let mut latencies = Vec::with_capacity(TURNS);
             for turn in 0..TURNS {
+                tokio::time::sleep(THINK_MIN.mul_f64(1.0 + think.unit())).await;
+                let now = in_flight.fetch_add(1, Ordering::Relaxed) + 1;
+                peak_in_flight.fetch_max(now, Ordering::Relaxed);
                 let sent = Instant::now();
-                client.send(&id, &format!("question {turn}")).await?;
+                let answered = client.send(&id, &format!("question {turn}")).await;
                 latencies.push(sent.elapsed());
+                in_flight.fetch_sub(1, Ordering::Relaxed);
+                answered.with_context(|| format!("turn {turn} of session {n}"))?;
             }
             anyhow::Ok(latencies)
         }));
@@ -142,6 +174,8 @@ async fn measure(root: &std::path::Path) -> anyhow::Result<Figures> {
     figures.push(("added_p99_ms".into(), percentile(0.99)));
     figures.push(("added_max_ms".into(), percentile(1.0)));
     figures.push(("turns_per_s".into(), added_ms.len() as f64 / wall.as_secs_f64()));
+    figures
+        .push(("peak_turns_in_flight_count".into(), peak_in_flight.load(Ordering::Relaxed) as f64));
 
     // Every connection is closed and every turn over: what is left is idle sessions.
     tokio::time::sleep(Duration::from_millis(200)).await;
@@ -151,6 +185,19 @@ async fn measure(root: &std::path::Path) -> anyhow::Result<Figures> {
     let _ = stop_tx.send(());
     server.await??;
     Ok(figures)
+}
+
+/// A small deterministic generator (xorshift) for think times.
+struct Rng(u64);
+
+impl Rng {
+    /// A number in `[0, 1)`.
+    fn unit(&mut self) -> f64 {
+        self.0 ^= self.0 << 13;
+        self.0 ^= self.0 >> 7;
+        self.0 ^= self.0 << 17;
+        (self.0 >> 11) as f64 / (1u64 << 53) as f64
+    }
 }
 
 /// A minimal HTTP/1.1 keep-alive client: enough for JSON requests to the bench server.
