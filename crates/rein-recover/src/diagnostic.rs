@@ -36,6 +36,9 @@ pub enum DiagnosticKind {
     /// The input was so adversarial that the JSON scanner's linear work budget ran out; some
     /// JSON later in the text was not examined.
     ScanBudgetExhausted,
+    /// The text held more calls than recovery takes from one text (1024); the text after the
+    /// last one taken was left as it is.
+    TooManyCalls,
 }
 
 impl DiagnosticKind {
@@ -55,6 +58,7 @@ impl DiagnosticKind {
             DiagnosticKind::DialectLeakScrubbed => "dialect_leak_scrubbed",
             DiagnosticKind::FreshId => "fresh_id",
             DiagnosticKind::ScanBudgetExhausted => "scan_budget_exhausted",
+            DiagnosticKind::TooManyCalls => "too_many_calls",
         }
     }
 }

@@ -54,6 +54,13 @@ const CALL_CLOSERS: [&str; 8] = [
 /// millions of times; the first few say what happened).
 const MAX_REPEATED_DIAGNOSTICS: usize = 8;
 
+/// The most calls taken from one text. No reply needs more, and past a few thousand, building
+/// the calls (a name, an id and an argument map each) costs more than everything else recovery
+/// does: 1 MB of `<function=q><parameter=k>` holds 33,000 of them, which took 15 to 30 ms to
+/// build and free whatever the parser did. The scan stops at this many, leaving the rest of the
+/// text as it is, with a [`DiagnosticKind::TooManyCalls`].
+pub(crate) const MAX_TEXT_CALLS: usize = 1024;
+
 /// The marker Llama 3.x writes before a JSON call.
 const PYTHON_TAG: &str = "<|python_tag|>";
 
@@ -76,7 +83,12 @@ pub(crate) fn scan(text: &str, tools: Tools<'_>) -> Scan {
     let mut spans = Vec::new();
     let mut pos = 0;
     let len = text.len();
+    let mut capped = false;
     while pos < len {
+        if ctx.calls.len() >= MAX_TEXT_CALLS {
+            capped = !text[pos..].trim().is_empty();
+            break;
+        }
         let next = find3(b'<', b'{', b'[', &ctx.bytes[pos..]).map(|offset| pos + offset);
         ctx.work += (next.unwrap_or(len) - pos) as u64 + 1;
         while python.peek().is_some_and(|(span, _)| span.start < pos) {
@@ -140,6 +152,20 @@ pub(crate) fn scan(text: &str, tools: Tools<'_>) -> Scan {
     }
     // Python-style calls left over lie inside text a wrapper or call already consumed (the loop
     // takes every other one): they are not calls of their own.
+    if ctx.calls.len() > MAX_TEXT_CALLS {
+        // The last item read was a JSON array that went past the limit.
+        ctx.calls.truncate(MAX_TEXT_CALLS);
+        capped = true;
+    }
+    if capped {
+        ctx.diagnostics.push(Diagnostic::new(
+            DiagnosticKind::TooManyCalls,
+            format!(
+                "recovery takes at most {MAX_TEXT_CALLS} calls from one text: it took the first \
+                 {MAX_TEXT_CALLS} and left the text after them as it is"
+            ),
+        ));
+    }
     if ctx.json.exhausted() {
         ctx.diagnostics.push(Diagnostic::new(
             DiagnosticKind::ScanBudgetExhausted,
@@ -376,7 +402,7 @@ impl<'t> Ctx<'t, '_> {
         let mut end = body;
         let first = self.skip_ws(body);
         let fenced = self.skip_fence_open(first).is_some();
-        loop {
+        while self.calls.len() < MAX_TEXT_CALLS {
             let j = self.skip_separators(i);
             match self.item(j, Place::Wrapped) {
                 Some(item_end) => {
@@ -848,7 +874,8 @@ impl<'t> Ctx<'t, '_> {
         }
         let bytes = self.bytes;
         let mut from = 0;
-        while let Some(offset) = find1(b'(', &bytes[from..]) {
+        while found.len() < MAX_TEXT_CALLS {
+            let Some(offset) = find1(b'(', &bytes[from..]) else { break };
             let paren = from + offset;
             self.work += offset as u64 + 1;
             from = paren + 1;

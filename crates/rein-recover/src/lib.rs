@@ -18,6 +18,9 @@
 //!   markup, any name is a call (the loop then reports an unknown tool to the model).
 //! - Recovered calls get ids `call_rcv_<n>`, counting from 1 and skipping any id a native call
 //!   of the same reply uses.
+//! - At most 1024 calls are taken from one text; the text after them is left as it is, with a
+//!   `too_many_calls` diagnostic (building tens of thousands of calls from a degenerate reply
+//!   would cost more than the rest of recovery).
 
 #![warn(missing_docs, unreachable_pub)]
 

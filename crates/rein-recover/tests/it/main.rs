@@ -1,7 +1,9 @@
-//! rein-recover's integration tests: data-driven cases, fuzz-failure replays, properties, linearity.
+//! rein-recover's integration tests: data-driven cases, fuzz-failure replays, properties, linearity,
+//! the limit on calls per text.
 
 mod cases;
 mod fuzz_failures;
+mod limits;
 mod linearity;
 mod properties;
 
