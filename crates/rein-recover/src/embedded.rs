@@ -195,36 +195,39 @@ struct Ctx<'t, 'a> {
 /// objects), by a cheap look at the next byte that is not whitespace: prose braces and
 /// brackets then cost no scanner call.
 fn could_open_call(bytes: &[u8], at: usize) -> bool {
-    let Some(offset) = bytes[at + 1..].iter().position(|b| !b.is_ascii_whitespace()) else {
-        return false;
-    };
-    let next = at + 1 + offset;
-    match (bytes[at], bytes[next]) {
+    let mut next = at + 1;
+    while next < bytes.len() && bytes[next].is_ascii_whitespace() {
+        next += 1;
+    }
+    let Some(&first) = bytes.get(next) else { return false };
+    match (bytes[at], first) {
         (b'[', b'{') => true,
-        (b'{', b'"') => {
-            // A short first key must be followed by `:` (`{"{"{"…` and `{"\\"{"…` are not
-            // objects); a longer one is left to the scanner.
-            let window = &bytes[next + 1..bytes.len().min(next + 130)];
-            let mut k = 0;
-            while let Some(offset) = window[k..].iter().position(|&b| b == b'"' || b == b'\\') {
-                let found = k + offset;
-                if window[found] == b'\\' {
-                    // An escape: the byte after the backslash is part of the key.
-                    k = found + 2;
-                    if k >= window.len() {
-                        return true;
-                    }
-                    continue;
-                }
-                return window[found + 1..]
-                    .iter()
-                    .find(|b| !b.is_ascii_whitespace())
-                    .is_none_or(|&b| b == b':');
-            }
-            true
-        }
+        // A short first key must be followed by `:` (`{"{"{"…` and `{"\\"{"…` are not objects);
+        // a longer one is left to the scanner.
+        (b'{', b'"') => key_then_colon(&bytes[next + 1..bytes.len().min(next + 130)]),
         _ => false,
     }
+}
+
+/// Whether the key whose text (after its opening quote) starts `window` is followed by `:`;
+/// `true` when its end is not in the window.
+fn key_then_colon(window: &[u8]) -> bool {
+    let mut k = 0;
+    while k < window.len() {
+        match window[k] {
+            // An escape: the byte after the backslash is part of the key.
+            b'\\' => k += 2,
+            b'"' => {
+                let mut after = k + 1;
+                while after < window.len() && window[after].is_ascii_whitespace() {
+                    after += 1;
+                }
+                return after == window.len() || window[after] == b':';
+            }
+            _ => k += 1,
+        }
+    }
+    true
 }
 
 /// [`could_open_call`] for a bracket inside a run of them: one right before a `[`, or a `{`
