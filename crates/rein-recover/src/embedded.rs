@@ -239,6 +239,14 @@ fn could_open_call_in_run(bytes: &[u8], at: usize) -> bool {
     }
 }
 
+/// Whether `text` holds a `"name"` or `"function"` key: the evidence needed to close a value
+/// cut short inside a wrapper.
+fn names_a_call(text: &[u8]) -> bool {
+    text.len() >= b"\"name\"".len()
+        && (memchr::memmem::find(text, b"\"name\"").is_some()
+            || memchr::memmem::find(text, b"\"function\"").is_some())
+}
+
 fn is_ident_byte(b: u8) -> bool {
     b.is_ascii_alphanumeric() || b == b'_'
 }
@@ -537,10 +545,7 @@ impl<'t> Ctx<'t, '_> {
                 if place != Place::Wrapped {
                     return None;
                 }
-                let looks_like_call = memchr::memmem::find(&self.bytes[i..fail.at], b"\"name\"")
-                    .is_some()
-                    || memchr::memmem::find(&self.bytes[i..fail.at], b"\"function\"").is_some();
-                if fail.closable && looks_like_call {
+                if fail.closable && names_a_call(&self.bytes[i..fail.at]) {
                     let closers = self.json.closers().to_owned();
                     let mut completed = self.text[i..fail.at].trim_end().to_owned();
                     completed.push_str(&closers);
