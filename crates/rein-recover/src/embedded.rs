@@ -86,7 +86,7 @@ pub(crate) fn scan(text: &str, tools: Tools<'_>) -> Scan {
     let mut capped = false;
     while pos < len {
         if ctx.calls.len() >= MAX_TEXT_CALLS {
-            capped = !text[pos..].trim().is_empty();
+            capped = !ctx.bytes[pos..].iter().all(u8::is_ascii_whitespace);
             break;
         }
         let next = find3(b'<', b'{', b'[', &ctx.bytes[pos..]).map(|offset| pos + offset);
@@ -150,8 +150,8 @@ pub(crate) fn scan(text: &str, tools: Tools<'_>) -> Scan {
             },
         }
     }
-    // Python-style calls left over lie inside text a wrapper or call already consumed (the loop
-    // takes every other one): they are not calls of their own.
+    // Python-style calls still in `python` lie inside text a wrapper or call already consumed
+    // (the loop takes every other one): they are not calls of their own, and are dropped.
     if ctx.calls.len() > MAX_TEXT_CALLS {
         // The last item read was a JSON array that went past the limit.
         ctx.calls.truncate(MAX_TEXT_CALLS);
@@ -202,7 +202,7 @@ fn could_open_call(bytes: &[u8], at: usize) -> bool {
     let Some(&first) = bytes.get(next) else { return false };
     match (bytes[at], first) {
         (b'[', b'{') => true,
-        // A short first key must be followed by `:` (`{"{"{"…` and `{"\\"{"…` are not objects);
+        // A short first key must be followed by `:` (`{"{"{"…` and `{"\"{"…` are not objects);
         // a longer one is left to the scanner.
         (b'{', b'"') => key_then_colon(&bytes[next + 1..bytes.len().min(next + 130)]),
         _ => false,
