@@ -109,6 +109,43 @@ pub struct JsonlTranscriptStore {
     durability: Durability,
     clock: Arc<dyn Clock>,
     logs: Mutex<HashMap<String, Arc<Mutex<Option<OpenLog>>>>>,
+    handles: Mutex<Handles>,
+}
+
+/// Append handles kept open for the sessions written most recently, so an append is one
+/// `write(2)` rather than open, write and close. Bounded, so thousands of sessions never hold
+/// thousands of descriptors.
+#[derive(Debug, Default)]
+struct Handles {
+    open: HashMap<String, (Arc<File>, u64)>,
+    clock: u64,
+}
+
+/// How many append handles stay open.
+const OPEN_HANDLES: usize = 128;
+
+impl Handles {
+    /// The session's append handle, opened (and the least recently used one closed) if needed.
+    fn get(&mut self, session_id: &str, path: &Path) -> std::io::Result<Arc<File>> {
+        self.clock += 1;
+        if let Some((file, used)) = self.open.get_mut(session_id) {
+            *used = self.clock;
+            return Ok(Arc::clone(file));
+        }
+        let file = Arc::new(OpenOptions::new().append(true).open(path)?);
+        if self.open.len() >= OPEN_HANDLES
+            && let Some(oldest) =
+                self.open.iter().min_by_key(|(_, (_, used))| *used).map(|(id, _)| id.clone())
+        {
+            self.open.remove(&oldest);
+        }
+        self.open.insert(session_id.to_owned(), (Arc::clone(&file), self.clock));
+        Ok(file)
+    }
+
+    fn forget(&mut self, session_id: &str) {
+        self.open.remove(session_id);
+    }
 }
 
 /// Only the id of a line, for the scan on open.
@@ -174,6 +211,7 @@ impl JsonlTranscriptStore {
             durability: config.durability,
             clock: config.clock.clone(),
             logs: Mutex::new(HashMap::new()),
+            handles: Mutex::new(Handles::default()),
         })
     }
 
@@ -214,6 +252,8 @@ impl JsonlTranscriptStore {
         };
         if stale {
             *slot = None;
+            // The handle may be of a file that is gone or was replaced.
+            lock(&self.handles).forget(session_id);
         }
         if slot.is_none() {
             match on_disk {
@@ -375,16 +415,17 @@ impl TranscriptStore for JsonlTranscriptStore {
             written.push(event);
         }
         let path = log.path.clone();
-        let outcome = OpenOptions::new().append(true).open(&path).and_then(|mut file| {
-            file.write_all(&buf)?;
+        let outcome = lock(&self.handles).get(session_id, &path).and_then(|file| {
+            (&*file).write_all(&buf)?;
             if self.durability == Durability::Fsync {
                 file.sync_data()?;
             }
-            Ok(file)
+            Ok(())
         });
         if let Err(error) = outcome {
             // Cut whatever part of the batch reached the file; if even that fails, forget the
             // state so the next call scans (and repairs) the file again.
+            lock(&self.handles).forget(session_id);
             let cut = OpenOptions::new().write(true).open(&path).and_then(|f| f.set_len(log.len));
             if cut.is_err() {
                 *slot = None;
@@ -408,21 +449,18 @@ impl TranscriptStore for JsonlTranscriptStore {
         if self.durability != Durability::OnSync {
             return Ok(());
         }
-        let path = {
+        let (path, file) = {
             let slot = self.slot(session_id);
             let mut slot = lock(&slot);
-            match self.ensure_open(&mut slot, session_id, false)? {
-                Some(log) => log.path.clone(),
-                None => return Ok(()),
-            }
+            let Some(log) = self.ensure_open(&mut slot, session_id, false)? else {
+                return Ok(());
+            };
+            let file = lock(&self.handles).get(session_id, &log.path);
+            (log.path.clone(), file)
         };
         // Outside the session's lock: appends go on while the disk catches up, and the sync
         // covers at least everything appended before this call.
-        OpenOptions::new()
-            .append(true)
-            .open(&path)
-            .and_then(|file| file.sync_data())
-            .map_err(|e| StoreError::io("syncing", path, e))
+        file.and_then(|file| file.sync_data()).map_err(|e| StoreError::io("syncing", path, e))
     }
 
     fn read_since(&self, session_id: &str, after_event_id: u64) -> Result<Vec<TranscriptEvent>> {
@@ -465,6 +503,7 @@ impl TranscriptStore for JsonlTranscriptStore {
         let slot = self.slot(session_id);
         let mut slot = lock(&slot);
         *slot = None;
+        lock(&self.handles).forget(session_id);
         if !path.exists() {
             return Ok(false);
         }

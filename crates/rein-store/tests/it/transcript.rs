@@ -181,6 +181,30 @@ fn on_sync_durability_reads_back_before_and_after_a_sync() {
     assert_eq!(events.iter().map(|e| e.event_id).collect::<Vec<_>>(), (1..=11).collect::<Vec<_>>());
 }
 
+#[cfg(target_os = "linux")]
+#[test]
+fn thousands_of_sessions_never_hold_thousands_of_descriptors() {
+    let open_fds = || std::fs::read_dir("/proc/self/fd").unwrap().count();
+    let dir = tempfile::tempdir().unwrap();
+    let store = open(dir.path());
+    let before = open_fds();
+    for n in 0..600 {
+        let session = format!("s{n}");
+        store.append(&session, "n", json!(n)).unwrap();
+        store.sync(&session).unwrap();
+    }
+    // Append handles are kept for the most recent sessions only (128 of them).
+    assert!(open_fds() <= before + 140, "{} descriptors open", open_fds() - before);
+    // An evicted session reopens its file on the next append.
+    store.append("s0", "n", json!("again")).unwrap();
+    drop(store);
+    let reopened = open(dir.path());
+    for n in 1..600 {
+        assert_eq!(reopened.read_all(&format!("s{n}")).unwrap().len(), 1);
+    }
+    assert_eq!(reopened.read_all("s0").unwrap().len(), 2);
+}
+
 proptest! {
     #![proptest_config(ProptestConfig { cases: 48, ..ProptestConfig::default() })]
 
