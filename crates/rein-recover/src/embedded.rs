@@ -489,7 +489,7 @@ impl<'t> Ctx<'t, '_> {
         let name_end = self.consumed(after);
         let k = self.skip_ws(name_end);
         match self.bytes.get(k) {
-            Some(b'(') => self.python_call(i, false).map(|(call, end)| self.push(call, end)),
+            Some(b'(') => self.python_call(i).map(|(call, end)| self.push(call, end)),
             Some(b'<') if starts_with_ignore_case(&self.bytes[k..], b"<arg_key>") => {
                 self.glm_call(name, k).map(|(call, end)| self.push(call, end))
             }
@@ -765,17 +765,14 @@ impl<'t> Ctx<'t, '_> {
         Some((text_call(name, arguments), i))
     }
 
-    /// `name(...)` at `i`: no arguments, one JSON object, or Python keyword arguments.
-    /// With `known_only`, the name must be an offered tool.
+    /// `name(...)` at `i`: no arguments, one JSON object, or Python keyword arguments. Any name
+    /// (the Python pass has checked that its names are offered tools).
     ///
     /// The whole call is read before anything is built: on text dense with `name(` that never
     /// closes, a failed attempt then costs no allocation.
-    fn python_call(&mut self, i: usize, known_only: bool) -> Option<(ToolCall, usize)> {
+    fn python_call(&mut self, i: usize) -> Option<(ToolCall, usize)> {
         let rest = self.at(i);
         let (after, name) = identifier(rest).ok()?;
-        if known_only && !self.tools.knows(name) {
-            return None;
-        }
         let mut k = self.consumed(after);
         while self.bytes.get(k) == Some(&b' ') {
             k += 1;
@@ -909,7 +906,8 @@ impl<'t> Ctx<'t, '_> {
             if line_start > 0 && bytes[line_start - 1] != b'\n' {
                 continue;
             }
-            let Some((call, end)) = self.python_call(name_start, true) else { continue };
+            // The name read backwards from `(` is the one `python_call` reads forwards.
+            let Some((call, end)) = self.python_call(name_start) else { continue };
             let mut line_end = end;
             while line_end < bytes.len() && matches!(bytes[line_end], b' ' | b'\t' | b'`' | b';') {
                 line_end += 1;
