@@ -119,15 +119,8 @@ pub(crate) fn scan(text: &str, tools: Tools<'_>) -> Scan {
                 }
             }
             _ if !could_open_call(ctx.bytes, at) => {
-                // Skip the whole run of braces that cannot open a call (`{{{{…`) at once.
-                pos = at + 1;
-                while pos < len
-                    && matches!(ctx.bytes[pos], b'{' | b'[')
-                    && !could_open_call_in_run(ctx.bytes, pos)
-                {
-                    pos += 1;
-                }
-                ctx.work += (pos - at) as u64;
+                let python_start = python.peek().map_or(len, |(span, _)| span.start);
+                pos = ctx.skip_unopenable(at, python_start);
             }
             _ => match ctx.json.value_end(at) {
                 Ok(end) => {
@@ -333,6 +326,32 @@ impl<'t> Ctx<'t, '_> {
         }
         self.work += (j - i) as u64;
         j
+    }
+
+    /// From a bracket at `at` that cannot open a call, where the scan goes on: runs of brackets
+    /// (`{{{{…`), and the brackets after them that cannot open a call either (`{"{"{"…`), are
+    /// passed over here rather than one by one in the scan's loop; the next `<`, the next
+    /// bracket that could open a call, or `limit` (a Python-style call) stops it.
+    fn skip_unopenable(&mut self, at: usize, limit: usize) -> usize {
+        let bytes = self.bytes;
+        let mut pos = at + 1;
+        loop {
+            let run_start = pos;
+            while pos < bytes.len()
+                && matches!(bytes[pos], b'{' | b'[')
+                && !could_open_call_in_run(bytes, pos)
+            {
+                pos += 1;
+            }
+            self.work += (pos - run_start) as u64 + 1;
+            let Some(offset) = find3(b'<', b'{', b'[', &bytes[pos..]) else { return pos };
+            let next = pos + offset;
+            if next >= limit || bytes[next] == b'<' || could_open_call(bytes, next) {
+                return pos;
+            }
+            self.work += offset as u64;
+            pos = next + 1;
+        }
     }
 
     /// Skips up to three stray `}` / `]` right after a call (an extra closing brace).
