@@ -101,12 +101,13 @@ fn call_keys(text: &str, tools: Tools<'_>) -> bool {
     while let Some(offset) = find1(b'"', &bytes[from..]) {
         let at = from + offset;
         from = at + 1;
-        // The keys differ in their first letter: one comparison per quote.
-        let key = match bytes.get(at + 1) {
-            Some(b'n') => "\"name\"",
-            Some(b'a') => "\"arguments\"",
-            Some(b'p') => "\"parameters\"",
-            Some(b'f') => "\"function\"",
+        // The keys differ in their first letter; their first two letters pass over most quotes
+        // before any comparison.
+        let key = match (bytes.get(at + 1), bytes.get(at + 2)) {
+            (Some(b'n'), Some(b'a')) => "\"name\"",
+            (Some(b'a'), Some(b'r')) => "\"arguments\"",
+            (Some(b'p'), Some(b'a')) => "\"parameters\"",
+            (Some(b'f'), Some(b'u')) => "\"function\"",
             _ => continue,
         };
         let rest = &text[at..];
