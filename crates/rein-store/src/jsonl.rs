@@ -81,6 +81,9 @@ struct OpenLog {
     /// `(event id, byte offset of its line)`, increasing, about every [`INDEX_EVERY`] events.
     index: Vec<(u64, u64)>,
     report: RecoveryReport,
+    /// Under [`Durability::OnSync`], the number of this file's creation while its directory
+    /// entry is not yet known durable (the next [`TranscriptStore::sync`] makes it so).
+    entry_pending: Option<u64>,
 }
 
 impl OpenLog {
@@ -110,6 +113,38 @@ pub struct JsonlTranscriptStore {
     clock: Arc<dyn Clock>,
     logs: Mutex<HashMap<String, Arc<Mutex<Option<OpenLog>>>>>,
     handles: Mutex<Handles>,
+    new_files: DirSync,
+}
+
+/// Makes new files' directory entries durable with as few directory syncs as possible: a sync
+/// covers every file created before it began, so a burst of new sessions waits for one or two
+/// syncs instead of queueing one each.
+#[derive(Debug, Default)]
+struct DirSync {
+    /// Files created so far (each takes the next number once it exists).
+    created: std::sync::atomic::AtomicU64,
+    /// The highest number a finished directory sync covers.
+    synced: Mutex<u64>,
+}
+
+impl DirSync {
+    /// Records that a file was created and returns its number.
+    fn created(&self) -> u64 {
+        self.created.fetch_add(1, std::sync::atomic::Ordering::SeqCst) + 1
+    }
+
+    /// Returns once the entry of the file created as `number` in `dir` is durable.
+    fn make_durable(&self, number: u64, dir: &Path) -> Result<()> {
+        use std::sync::atomic::Ordering::SeqCst;
+        let mut synced = lock(&self.synced);
+        if *synced >= number {
+            return Ok(());
+        }
+        let covers = self.created.load(SeqCst);
+        sync_dir(dir)?;
+        *synced = covers;
+        Ok(())
+    }
 }
 
 /// Append handles kept open for the sessions written most recently, so an append is one
@@ -212,6 +247,7 @@ impl JsonlTranscriptStore {
             clock: config.clock.clone(),
             logs: Mutex::new(HashMap::new()),
             handles: Mutex::new(Handles::default()),
+            new_files: DirSync::default(),
         })
     }
 
@@ -268,10 +304,17 @@ impl JsonlTranscriptStore {
                             }
                         })
                         .map_err(|e| StoreError::io("creating", &path, e))?;
-                    if self.durability.syncs_files_made_and_moved() {
-                        sync_dir(&self.dir)?;
-                    }
+                    let number = self.new_files.created();
+                    let entry_pending = match self.durability {
+                        Durability::Fsync => {
+                            self.new_files.make_durable(number, &self.dir)?;
+                            None
+                        }
+                        Durability::OnSync => Some(number),
+                        Durability::OsBuffered => None,
+                    };
                     *slot = Some(OpenLog {
+                        entry_pending,
                         path,
                         len: 0,
                         last_id: 0,
@@ -296,6 +339,7 @@ fn sync_dir(dir: &Path) -> Result<()> {
 fn scan(path: &Path, session_id: &str, durability: Durability) -> Result<OpenLog> {
     let data = std::fs::read(path).map_err(|e| StoreError::io("reading", path, e))?;
     let mut log = OpenLog {
+        entry_pending: None,
         path: path.to_owned(),
         len: 0,
         last_id: 0,
@@ -449,18 +493,33 @@ impl TranscriptStore for JsonlTranscriptStore {
         if self.durability != Durability::OnSync {
             return Ok(());
         }
-        let (path, file) = {
+        let (path, file, entry_pending) = {
             let slot = self.slot(session_id);
             let mut slot = lock(&slot);
             let Some(log) = self.ensure_open(&mut slot, session_id, false)? else {
                 return Ok(());
             };
             let file = lock(&self.handles).get(session_id, &log.path);
-            (log.path.clone(), file)
+            (log.path.clone(), file, log.entry_pending.take())
         };
         // Outside the session's lock: appends go on while the disk catches up, and the sync
         // covers at least everything appended before this call.
-        file.and_then(|file| file.sync_data()).map_err(|e| StoreError::io("syncing", path, e))
+        let synced =
+            file.and_then(|file| file.sync_data()).map_err(|e| StoreError::io("syncing", path, e));
+        let entry = match entry_pending {
+            Some(number) => self.new_files.make_durable(number, &self.dir),
+            None => Ok(()),
+        };
+        if synced.is_err() || entry.is_err() {
+            // Ask again next time: the file may be whole only in the page cache.
+            if let Some(number) = entry_pending {
+                let slot = self.slot(session_id);
+                if let Some(log) = lock(&slot).as_mut() {
+                    log.entry_pending.get_or_insert(number);
+                }
+            }
+        }
+        synced.and(entry)
     }
 
     fn read_since(&self, session_id: &str, after_event_id: u64) -> Result<Vec<TranscriptEvent>> {

@@ -59,6 +59,22 @@ pub trait SessionStore: Send + Sync {
     /// (nothing is changed then).
     fn end_turn(&self, id: &str, owner: &str, unfinished: Option<TurnUnfinished>) -> Result<bool>;
 
+    /// Ends the turn like [`SessionStore::end_turn`] and, when it did, merges `metadata` into the
+    /// session's (as [`SessionStore::merge_session_metadata`]), in one write where the store can.
+    fn end_turn_with_metadata(
+        &self,
+        id: &str,
+        owner: &str,
+        unfinished: Option<TurnUnfinished>,
+        metadata: &JsonObject,
+    ) -> Result<bool> {
+        let ended = self.end_turn(id, owner, unfinished)?;
+        if ended && !metadata.is_empty() {
+            self.merge_session_metadata(id, metadata)?;
+        }
+        Ok(ended)
+    }
+
     /// Deletes a session and its child sessions (with their tasks, approvals, checkpoints and
     /// stop requests; the audit log stays). Refused with
     /// [`ActiveTasks`](crate::StoreError::ActiveTasks) while any of them has a queued or running

@@ -83,6 +83,8 @@ impl SqliteConfig {
 #[derive(Debug)]
 pub struct SqliteSessionStore {
     conn: Mutex<Connection>,
+    /// Copies the WAL into the database in the background; `None` in memory.
+    _checkpointer: Option<Checkpointer>,
     /// Idle read-only connections; `None` for an in-memory database (one connection only).
     readers: Option<Mutex<Vec<Connection>>>,
     config: SqliteConfig,
@@ -93,6 +95,61 @@ pub struct SqliteSessionStore {
 /// Read connections kept open when idle (opening one costs a schema parse); a burst beyond
 /// this opens more and closes them after.
 const IDLE_READERS: usize = 16;
+
+/// How often the checkpointer copies the WAL into the database.
+const CHECKPOINT_EVERY: Duration = Duration::from_secs(1);
+
+/// A thread with its own connection that runs passive checkpoints (they never block a writer
+/// or a reader) every [`CHECKPOINT_EVERY`], and a last one when the store is dropped. The WAL
+/// is reused from its start once a checkpoint has caught up, so it stays small.
+#[derive(Debug)]
+struct Checkpointer {
+    stop: Option<std::sync::mpsc::Sender<()>>,
+    thread: Option<std::thread::JoinHandle<()>>,
+}
+
+impl Checkpointer {
+    fn start(path: &Path, busy_timeout: Duration) -> Result<Checkpointer> {
+        let conn = Connection::open(path).db()?;
+        conn.busy_timeout(busy_timeout).db()?;
+        let (stop, stopped) = std::sync::mpsc::channel::<()>();
+        let thread = std::thread::Builder::new()
+            .name("rein-sqlite-checkpoint".into())
+            .spawn(move || {
+                loop {
+                    let last = !matches!(
+                        stopped.recv_timeout(CHECKPOINT_EVERY),
+                        Err(std::sync::mpsc::RecvTimeoutError::Timeout)
+                    );
+                    let done: rusqlite::Result<(i64, i64, i64)> =
+                        conn.query_row("PRAGMA wal_checkpoint(PASSIVE)", [], |row| {
+                            Ok((row.get(0)?, row.get(1)?, row.get(2)?))
+                        });
+                    if let Err(error) = done {
+                        tracing::warn!(%error, "a WAL checkpoint failed; the next one retries");
+                    }
+                    if last {
+                        return;
+                    }
+                }
+            })
+            .map_err(|error| StoreError::Database {
+                detail: format!("cannot start the checkpoint thread: {error}"),
+            })?;
+        Ok(Checkpointer { stop: Some(stop), thread: Some(thread) })
+    }
+}
+
+impl Drop for Checkpointer {
+    fn drop(&mut self) {
+        drop(self.stop.take());
+        if let Some(thread) = self.thread.take()
+            && thread.join().is_err()
+        {
+            tracing::error!("the WAL checkpoint thread panicked");
+        }
+    }
+}
 
 /// Turns a rusqlite error into a store error (the path of a corrupt file is filled in later).
 pub(crate) fn db_error(error: rusqlite::Error) -> StoreError {
@@ -158,8 +215,18 @@ impl SqliteSessionStore {
         .map_err(fill)?;
         Self::configure(&mut conn, config).map_err(fill)?;
         migrations::migrate(&mut conn).map_err(fill)?;
+        let checkpointer = match &config.path {
+            Some(file) => {
+                // Commits no longer run checkpoints (an fsync of the database while every
+                // writer waits); the checkpointer's thread does, beside them.
+                conn.pragma_update(None, "wal_autocheckpoint", 0).db().map_err(fill)?;
+                Some(Checkpointer::start(file, config.busy_timeout).map_err(fill)?)
+            }
+            None => None,
+        };
         Ok(SqliteSessionStore {
             conn: Mutex::new(conn),
+            _checkpointer: checkpointer,
             readers: config.path.as_ref().map(|_| Mutex::new(Vec::new())),
             config: config.clone(),
             clock: config.clock.clone(),
@@ -490,15 +557,27 @@ impl SessionStore for SqliteSessionStore {
     }
 
     fn end_turn(&self, id: &str, owner: &str, unfinished: Option<TurnUnfinished>) -> Result<bool> {
+        self.end_turn_with_metadata(id, owner, unfinished, &JsonObject::new())
+    }
+
+    fn end_turn_with_metadata(
+        &self,
+        id: &str,
+        owner: &str,
+        unfinished: Option<TurnUnfinished>,
+        metadata: &JsonObject,
+    ) -> Result<bool> {
+        let patch = json_text("metadata patch", metadata)?;
         let now = self.now();
         self.tx(|tx| {
             let changed = tx
-                .execute(
+                .prepare_cached(
                     "UPDATE sessions SET turn_in_flight = 0, turn_owner = NULL, turn_expires_at = NULL, \
-                     turn_unfinished = ?3, updated_at = ?4 \
+                     turn_unfinished = ?3, updated_at = ?4, metadata = json_patch(metadata, ?5) \
                      WHERE id = ?1 AND turn_in_flight = 1 AND turn_owner = ?2",
-                    params![id, owner, unfinished.map(TurnUnfinished::as_str), now],
                 )
+                .db()?
+                .execute(params![id, owner, unfinished.map(TurnUnfinished::as_str), now, patch])
                 .db()?;
             if changed == 0 {
                 require_session(tx, id)?;

@@ -313,6 +313,26 @@ fn a_turn_drops_the_stop_asked_before_it_began_and_the_one_it_ended_under() {
 }
 
 #[test]
+fn ending_a_turn_can_merge_metadata_in_the_same_write() {
+    let (_dir, store, _clock) = store();
+    let new = NewSession {
+        id: Some("s".into()),
+        metadata: object(json!({"kept": 1, "dropped": 2})),
+        ..NewSession::new("a")
+    };
+    store.create_session(new).unwrap();
+    let summary = object(json!({"messageCount": 2, "dropped": null}));
+    assert!(!store.end_turn_with_metadata("s", "proc-1", None, &summary).unwrap());
+    assert_eq!(store.get_session("s").unwrap().unwrap().metadata.get("messageCount"), None);
+
+    assert!(store.begin_turn("s", "proc-1", LEASE).unwrap());
+    assert!(store.end_turn_with_metadata("s", "proc-1", None, &summary).unwrap());
+    let ended = store.get_session("s").unwrap().unwrap();
+    assert!(!ended.turn_in_flight);
+    assert_eq!(ended.metadata, object(json!({"kept": 1, "messageCount": 2})));
+}
+
+#[test]
 fn reads_from_other_threads_see_every_committed_write() {
     let (_dir, store, _clock) = store();
     let store = std::sync::Arc::new(store);
