@@ -230,10 +230,7 @@ impl Inner {
         let kind = transcript::event_kind(&payload);
         let channel = self.channel(session_id);
         let mut sender = lock(&channel.sender);
-        let append = || self.transcripts.append(session_id, &kind, payload);
-        let appended =
-            if self.transcripts.appends_wait_for_disk() { blocking(append) } else { append() };
-        match appended {
+        match self.append_now(|| self.transcripts.append(session_id, &kind, payload)) {
             Ok(line) => {
                 // No subscriber is fine: the event is in the transcript for later replay. Once
                 // the last one has gone, the buffer goes too.
@@ -255,8 +252,14 @@ impl Inner {
     pub(crate) fn bookkeeping(&self, session_id: &str, kind: &str, payload: Value) -> Result<()> {
         let channel = self.channel(session_id);
         let _order = lock(&channel.sender);
-        self.transcripts.append(session_id, kind, payload).rt()?;
+        self.append_now(|| self.transcripts.append(session_id, kind, payload)).rt()?;
         Ok(())
+    }
+
+    /// Runs a transcript append, handing the async worker's thread over first only when the
+    /// store's appends wait for the disk (a thread per waiting append is costly otherwise).
+    fn append_now<T>(&self, append: impl FnOnce() -> T) -> T {
+        if self.transcripts.appends_wait_for_disk() { blocking(append) } else { append() }
     }
 
     pub(crate) fn audit(&self, entry: NewAuditEntry) {
@@ -342,6 +345,8 @@ struct LeaseGuard {
     inner: Arc<Inner>,
     session_id: String,
     unfinished: Option<TurnUnfinished>,
+    /// The session's list fields, written with the end of the turn (when it answered).
+    summary: JsonObject,
     done: CancellationToken,
 }
 
@@ -350,14 +355,18 @@ impl Drop for LeaseGuard {
         self.done.cancel();
         lock(&self.inner.turns).remove(&self.session_id);
         // The turn's commit point: its events reach the disk before it is answered (a no-op
-        // for a transcript store that syncs every append).
+        // for a transcript store that syncs every append). Off the async worker: it waits for
+        // the disk.
         if let Err(error) = blocking(|| self.inner.transcripts.sync(&self.session_id)) {
             tracing::error!(session = %self.session_id, %error, "could not sync the transcript");
         }
         // Ending the turn also drops the stop request it may have ended under.
-        if let Err(error) =
-            self.inner.store.end_turn(&self.session_id, &self.inner.instance, self.unfinished)
-        {
+        if let Err(error) = self.inner.store.end_turn_with_metadata(
+            &self.session_id,
+            &self.inner.instance,
+            self.unfinished,
+            &self.summary,
+        ) {
             tracing::warn!(session = %self.session_id, %error, "could not end the turn lease");
         }
     }
@@ -759,6 +768,7 @@ impl Runtime {
             inner: Arc::clone(&inner),
             session_id: id.to_owned(),
             unfinished: None,
+            summary: JsonObject::new(),
             done: done.clone(),
         };
         // (Beginning the turn dropped any stop asked for before it: that one was not for it.)
@@ -864,10 +874,7 @@ impl Runtime {
             }
         };
         tracing::debug!(session = id, history_len, ending = outcome.ending.as_str(), "turn ended");
-        self.record_summary(id, &session, &mirror);
-        if std::env::var_os("PROBE_DROP").is_some() && !agent.is_suspended() {
-            guard.agent = None;
-        }
+        lease.summary = self.record_summary(id, &session, &mirror);
         drop(lease);
         drop(guard);
         let session_view = self.session(id).await?;
@@ -884,9 +891,15 @@ impl Runtime {
         })
     }
 
-    /// Keeps the light list fields (title, preview, counts) in the session row, by column
-    /// and metadata merge (never a whole-row rewrite).
-    fn record_summary(&self, id: &str, session: &Session, mirror: &Mutex<Vec<(Message, bool)>>) {
+    /// The light list fields (preview, counts) as a metadata patch that the end of the turn
+    /// merges; the title (set once, from the first message) is written now, by column. Never a
+    /// whole-row rewrite.
+    fn record_summary(
+        &self,
+        id: &str,
+        session: &Session,
+        mirror: &Mutex<Vec<(Message, bool)>>,
+    ) -> JsonObject {
         let inner = &self.inner;
         let (count, last, first_user) = {
             let messages = lock(mirror);
@@ -912,9 +925,6 @@ impl Runtime {
             patch.insert("lastMessagePreview".into(), json!(transcript::preview(&last, 96)));
             patch.insert("lastMessageAt".into(), json!(inner.clock.now().to_rfc3339()));
         }
-        if let Err(error) = inner.store.merge_session_metadata(id, &patch) {
-            tracing::warn!(session = id, %error, "could not record the session summary");
-        }
         if session.title.is_none()
             && let Some(first) = first_user
         {
@@ -926,6 +936,7 @@ impl Runtime {
                 tracing::warn!(session = id, %error, "could not set the session title");
             }
         }
+        patch
     }
 
     // --- events ----------------------------------------------------------------------------
