@@ -3,15 +3,20 @@
 //!
 //! The server is set up as `rein serve` sets itself up: SQLite in WAL mode with
 //! `synchronous = NORMAL`, JSONL transcripts synced once per turn (`Durability::OnSync`), on the
-//! real disk under `target/bench/`. The load is 1,000 sessions, each on its own keep-alive
-//! connection, all open at once: the sessions are created over the first second, then each
-//! sends three messages, waiting 0.5–1.5 s (uniform, seeded) before each, as a fast user would
-//! (about 800 turns a second, hundreds in flight at once).
+//! real disk under `target/bench/`, on a default multi-threaded tokio runtime. The load is
+//! 1,000 sessions, each on its own keep-alive connection, all open at once: created over the
+//! first second, then each sends three messages, waiting 5–10 s (uniform, seeded per session)
+//! before each, as a chat user reading the answer and typing the next question would (about a
+//! hundred turns a second, tens in flight at once).
 //!
-//! Figures: cold start to ready (stores opened, runtime built, socket bound), the latency a turn
-//! adds on top of the model's 200 ms (p50, p99, max, over every turn of every session, measured
-//! by an HTTP client in the same process), the busiest moment (turns in flight), and resident
-//! memory per idle session once every turn is over.
+//! Figures: cold start to ready (stores opened, runtime built, socket bound); resident memory
+//! per idle session (1,000 sessions with one turn each, run 20 at a time, before the load);
+//! the latency a turn adds on top of the model's 200 ms under the load (p50, p99, max, over
+//! every turn of every session, measured by an HTTP client in the same process), the busiest
+//! moment (turns in flight), and the resident memory per load session once the load is over
+//! (what the sessions hold plus what the allocator kept of the burst). Last, the same 1,000
+//! sessions with no pause at all (each sends its next message as soon as it has an answer):
+//! the turns per second the server sustains when saturated, client included.
 
 use std::{
     sync::{
@@ -43,7 +48,9 @@ const MODEL_LATENCY: Duration = Duration::from_millis(200);
 /// Sessions are created evenly over this long.
 const RAMP_UP: Duration = Duration::from_secs(1);
 /// A user waits between this and twice this before each message.
-const THINK_MIN: Duration = Duration::from_millis(500);
+const THINK_MIN: Duration = Duration::from_secs(5);
+/// Turns per session in the saturation run.
+const SATURATION_TURNS: usize = 2;
 
 /// A model that answers every request with a short text after a fixed delay, streaming it.
 struct SlowModel {
@@ -132,6 +139,28 @@ async fn measure(root: &std::path::Path) -> anyhow::Result<Figures> {
     }
     let baseline_kb = rss_kb()?;
 
+    // What an idle session costs: 1,000 sessions that had a turn each (the model's answer, an
+    // agent, the stored rows) and now wait for their user. Run 20 at a time so that the
+    // figure is the sessions, not the allocator's leftovers of a burst (reported below).
+    let idle = Arc::new(tokio::sync::Semaphore::new(20));
+    let mut handles = Vec::with_capacity(SESSIONS);
+    for n in 0..SESSIONS {
+        let idle = Arc::clone(&idle);
+        handles.push(tokio::spawn(async move {
+            let _turn = idle.acquire_owned().await?;
+            let mut client = Client::connect(addr).await.context("connecting")?;
+            let id = client.create_session(&format!("idle-{n}")).await?;
+            client.send(&id, "hello").await
+        }));
+    }
+    for handle in handles {
+        handle.await??;
+    }
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    let idle_kb = (rss_kb()? - baseline_kb) / SESSIONS as f64;
+    figures.push(("idle_session_kb".into(), idle_kb.max(0.0)));
+    let before_load_kb = rss_kb()?;
+
     // 1,000 sessions, each on its own connection, all open at once; each user thinks before
     // every message.
     let wall = Instant::now();
@@ -142,7 +171,7 @@ async fn measure(root: &std::path::Path) -> anyhow::Result<Figures> {
         let in_flight = Arc::clone(&in_flight);
         let peak_in_flight = Arc::clone(&peak_in_flight);
         let start = RAMP_UP.mul_f64(n as f64 / SESSIONS as f64);
-        let mut think = Rng(0x9E37_79B9_7F4A_7C15 ^ (n as u64 + 1));
+        let mut think = Rng::seeded(n as u64);
         handles.push(tokio::spawn(async move {
             tokio::time::sleep(start).await;
             let mut client = Client::connect(addr).await.context("connecting")?;
@@ -177,10 +206,30 @@ async fn measure(root: &std::path::Path) -> anyhow::Result<Figures> {
     figures
         .push(("peak_turns_in_flight_count".into(), peak_in_flight.load(Ordering::Relaxed) as f64));
 
-    // Every connection is closed and every turn over: what is left is idle sessions.
+    // Every connection is closed and every turn over: 1,000 more idle sessions, plus whatever
+    // the allocator kept of the burst.
     tokio::time::sleep(Duration::from_millis(200)).await;
-    let idle_kb = (rss_kb()? - baseline_kb) / SESSIONS as f64;
-    figures.push(("idle_session_kb".into(), idle_kb.max(0.0)));
+    let after_load_kb = (rss_kb()? - before_load_kb) / SESSIONS as f64;
+    figures.push(("after_load_rss_per_session_kb".into(), after_load_kb.max(0.0)));
+
+    // Saturation: every user sends again the moment an answer arrives.
+    let wall = Instant::now();
+    let mut handles = Vec::with_capacity(SESSIONS);
+    for n in 0..SESSIONS {
+        handles.push(tokio::spawn(async move {
+            let mut client = Client::connect(addr).await.context("connecting")?;
+            let id = format!("bench-{n}");
+            for turn in 0..SATURATION_TURNS {
+                client.send(&id, &format!("again {turn}")).await?;
+            }
+            anyhow::Ok(())
+        }));
+    }
+    for handle in handles {
+        handle.await??;
+    }
+    let turns = (SESSIONS * SATURATION_TURNS) as f64;
+    figures.push(("saturated_turns_per_s".into(), turns / wall.elapsed().as_secs_f64()));
 
     let _ = stop_tx.send(());
     server.await??;
@@ -191,6 +240,15 @@ async fn measure(root: &std::path::Path) -> anyhow::Result<Figures> {
 struct Rng(u64);
 
 impl Rng {
+    /// A generator for stream `n`, its seed spread by splitmix64 (nearby raw seeds would give
+    /// xorshift nearly the same first outputs, and every user the same think time).
+    fn seeded(n: u64) -> Rng {
+        let mut z = (n + 1).wrapping_mul(0x9E37_79B9_7F4A_7C15);
+        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+        Rng((z ^ (z >> 31)) | 1)
+    }
+
     /// A number in `[0, 1)`.
     fn unit(&mut self) -> f64 {
         self.0 ^= self.0 << 13;
