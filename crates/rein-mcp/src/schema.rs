@@ -14,6 +14,7 @@ const MAX_REF_DEPTH: usize = 8;
 /// - the top level is always an object schema with `properties` (`type` defaults to `object`);
 /// - `anyOf` / `oneOf` are collapsed to their first variant that has a type other than `null`
 ///   (else `{"type":"object"}`), keeping the property's own description, else the variant's;
+///   one that is not a list of variants is dropped;
 /// - a `type` list such as `["string","null"]` becomes its first non-null type;
 /// - local `$ref`s (`#/$defs/X`, `#/definitions/X`) are inlined and the definitions dropped;
 /// - `$schema`, `$id`, `$comment` and anchors are dropped;
@@ -81,6 +82,10 @@ fn clean(value: &Value, definitions: &JsonObject, depth: usize) -> Value {
     let mut out = JsonObject::new();
     for (key, child) in map {
         if DROPPED_KEYS.contains(&key.as_str()) || key == "$defs" || key == "definitions" {
+            continue;
+        }
+        // An `anyOf`/`oneOf` that is not a list of variants says nothing usable.
+        if key == "anyOf" || key == "oneOf" {
             continue;
         }
         let child = match key.as_str() {
