@@ -165,6 +165,10 @@ pub struct Limits {
     pub persona_max_calls: u32,
     /// Capacity of each session's live event channel (a slower subscriber skips ahead).
     pub event_channel_capacity: usize,
+    /// Sessions whose conversation stays in memory between turns (1,024). Beyond this the
+    /// least recently used idle ones are dropped and rebuilt from their transcript when next
+    /// used; a session paused at a checkpoint is never dropped (its checkpoint lives in memory).
+    pub live_sessions: usize,
 }
 
 impl Default for Limits {
@@ -180,6 +184,7 @@ impl Default for Limits {
             persona_max_steps: 8,
             persona_max_calls: 24,
             event_channel_capacity: 1024,
+            live_sessions: 1024,
         }
     }
 }

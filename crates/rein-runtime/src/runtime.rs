@@ -120,7 +120,10 @@ pub(crate) struct Inner {
     pub(crate) clock: Arc<dyn Clock>,
     /// This runtime's id, the owner of the turn leases it takes.
     pub(crate) instance: String,
-    slots: Mutex<HashMap<String, Arc<AsyncMutex<Slot>>>>,
+    /// Each session's in-memory state with the tick of its last use.
+    slots: Mutex<HashMap<String, (Arc<AsyncMutex<Slot>>, u64)>>,
+    /// Counts uses of slots, for least-recently-used eviction.
+    slot_ticks: std::sync::atomic::AtomicU64,
     turns: Mutex<HashMap<String, CancellationToken>>,
     pub(crate) task_tokens: Mutex<HashMap<String, CancellationToken>>,
     channels: Mutex<HashMap<String, Arc<Channel>>>,
@@ -207,7 +210,59 @@ impl Inner {
     }
 
     pub(crate) fn slot(&self, id: &str) -> Arc<AsyncMutex<Slot>> {
-        Arc::clone(lock(&self.slots).entry(id.to_owned()).or_default())
+        let tick = self.slot_ticks.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        let mut slots = lock(&self.slots);
+        let (slot, used) = slots.entry(id.to_owned()).or_default();
+        *used = tick;
+        Arc::clone(slot)
+    }
+
+    /// Drops the in-memory state of the least recently used idle sessions once more than
+    /// `limits.live_sessions` are held, down to nine tenths of it. Idle: nobody holds the
+    /// slot, and its agent is not paused at a checkpoint. The next use rebuilds the session
+    /// from its transcript.
+    fn evict_idle_sessions(&self) {
+        let limit = self.config.limits.live_sessions.max(1);
+        let evicted: Vec<String> = {
+            let mut slots = lock(&self.slots);
+            if slots.len() <= limit {
+                return;
+            }
+            let mut idle: Vec<(u64, String)> = slots
+                .iter()
+                .filter(|(_, (slot, _))| {
+                    // With the map locked, nobody else can pick this slot up meanwhile.
+                    Arc::strong_count(slot) == 1
+                        && slot
+                            .try_lock()
+                            .is_ok_and(|slot| !slot.agent.as_ref().is_some_and(Agent::is_suspended))
+                })
+                .map(|(id, (_, used))| (*used, id.clone()))
+                .collect();
+            idle.sort_unstable();
+            let excess = slots.len().saturating_sub(limit - limit / 10);
+            let evicted: Vec<String> = idle.into_iter().take(excess).map(|(_, id)| id).collect();
+            for id in &evicted {
+                slots.remove(id);
+            }
+            evicted
+        };
+        if evicted.is_empty() {
+            return;
+        }
+        tracing::debug!(count = evicted.len(), "dropped idle sessions from memory");
+        let mut views = lock(&self.views);
+        for id in &evicted {
+            views.remove(id);
+        }
+        drop(views);
+        let mut channels = lock(&self.channels);
+        for id in &evicted {
+            // A session someone listens to keeps its channel (the listener holds it anyway).
+            if channels.get(id).is_some_and(|channel| lock(&channel.sender).is_none()) {
+                channels.remove(id);
+            }
+        }
     }
 
     fn channel(&self, id: &str) -> Arc<Channel> {
@@ -409,6 +464,7 @@ impl Runtime {
                 clock: parts.clock,
                 instance: rein_store::new_id("runtime"),
                 slots: Mutex::default(),
+                slot_ticks: std::sync::atomic::AtomicU64::new(0),
                 turns: Mutex::default(),
                 task_tokens: Mutex::default(),
                 channels: Mutex::default(),
@@ -667,6 +723,12 @@ impl Runtime {
 
     // --- turns -----------------------------------------------------------------------------
 
+    /// How many sessions hold their conversation in memory (at most about
+    /// `limits.live_sessions`, plus those paused at a checkpoint or in use).
+    pub fn sessions_in_memory(&self) -> usize {
+        lock(&self.inner.slots).len()
+    }
+
     /// Runs one turn with the user's text and answers when it ends. Re-links the view context
     /// first when one is given. [`RuntimeError::TurnInFlight`] while another turn runs.
     pub async fn send_message(
@@ -877,6 +939,7 @@ impl Runtime {
         lease.summary = self.record_summary(id, &session, &mirror);
         drop(lease);
         drop(guard);
+        inner.evict_idle_sessions();
         let session_view = self.session(id).await?;
         Ok(TurnReport {
             session_id: id.to_owned(),

@@ -92,3 +92,37 @@ async fn a_restarted_runtime_picks_the_session_up_from_its_transcript() {
     assert_eq!(texts.last().map(String::as_str), Some("and now?"));
     rein_testkit::check_well_formed(&request.messages).unwrap();
 }
+
+#[tokio::test]
+async fn idle_sessions_leave_memory_but_not_a_paused_one_and_come_back_whole() {
+    let mut config = unlimited();
+    config.limits.live_sessions = 2;
+    let mut steps = lookups(0, 15);
+    steps.push(reply::text("Summary: paused.").into());
+    for n in 0..4 {
+        steps.push(reply::text(format!("answer {n}")).into());
+    }
+    steps.push(reply::text("Resumed.").into());
+    steps.push(reply::text("a again").into());
+    let h = harness_with(config, steps, |c| c);
+    for id in ["p", "a", "b", "c", "d"] {
+        h.rt.create_session(CreateSession::agent("assistant").id(id)).await.unwrap();
+    }
+    let paused = h.rt.send_message("p", "look everything up", None).await.unwrap();
+    assert_eq!(paused.ending, TurnEnding::Checkpoint);
+    for id in ["a", "b", "c", "d"] {
+        h.rt.send_message(id, &format!("hello from {id}"), None).await.unwrap();
+    }
+    // Five sessions, room for two: the paused one stays, with its checkpoint.
+    assert_eq!(h.rt.sessions_in_memory(), 2);
+    assert!(h.rt.has_checkpoint("p"));
+    assert_eq!(h.rt.continue_turn("p").await.unwrap().final_message, "Resumed.");
+
+    // `a` was dropped from memory long ago; its next turn is rebuilt from the transcript.
+    let report = h.rt.send_message("a", "again", None).await.unwrap();
+    assert_eq!(report.final_message, "a again");
+    let sent = h.model.requests().last().cloned().unwrap();
+    assert!(sent.messages.contains(&Message::user("hello from a")), "{:?}", sent.messages);
+    assert!(sent.messages.contains(&Message::assistant("answer 0")));
+    assert!(sent.messages.contains(&Message::user("again")));
+}
