@@ -107,6 +107,9 @@ pub(crate) struct Channel {
     sender: Mutex<Option<broadcast::Sender<SessionEvent>>>,
 }
 
+/// A session's in-memory state, locked for the length of a turn.
+pub(crate) type SharedSlot = Arc<AsyncMutex<Slot>>;
+
 /// A session's visible conversation and unfinished mark, as replayed from its transcript.
 type Replayed = (Vec<Message>, Option<TurnUnfinished>);
 
@@ -121,7 +124,7 @@ pub(crate) struct Inner {
     /// This runtime's id, the owner of the turn leases it takes.
     pub(crate) instance: String,
     /// Each session's in-memory state with the tick of its last use.
-    slots: Mutex<HashMap<String, (Arc<AsyncMutex<Slot>>, u64)>>,
+    slots: Mutex<HashMap<String, (SharedSlot, u64)>>,
     /// Counts uses of slots, for least-recently-used eviction.
     slot_ticks: std::sync::atomic::AtomicU64,
     turns: Mutex<HashMap<String, CancellationToken>>,
@@ -209,7 +212,7 @@ impl Inner {
         }
     }
 
-    pub(crate) fn slot(&self, id: &str) -> Arc<AsyncMutex<Slot>> {
+    pub(crate) fn slot(&self, id: &str) -> SharedSlot {
         let tick = self.slot_ticks.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
         let mut slots = lock(&self.slots);
         let (slot, used) = slots.entry(id.to_owned()).or_default();
