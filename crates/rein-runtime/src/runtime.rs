@@ -261,8 +261,11 @@ impl Inner {
         drop(views);
         let mut channels = lock(&self.channels);
         for id in &evicted {
-            // A session someone listens to keeps its channel (the listener holds it anyway).
-            if channels.get(id).is_some_and(|channel| lock(&channel.sender).is_none()) {
+            // A channel in use (someone listens, or an event is being published) stays: two
+            // channels of one session could reorder its events.
+            if channels.get(id).is_some_and(|channel| {
+                Arc::strong_count(channel) == 1 && lock(&channel.sender).is_none()
+            }) {
                 channels.remove(id);
             }
         }
