@@ -10,7 +10,7 @@ use std::{
 };
 
 use rusqlite::{
-    Connection, ErrorCode, OptionalExtension, TransactionBehavior, params, types::Value as SqlValue,
+    Connection, ErrorCode, OptionalExtension, params, types::Value as SqlValue,
 };
 use serde_json::Value;
 
@@ -238,6 +238,7 @@ impl SqliteSessionStore {
     fn open_reader(&self) -> Result<Connection> {
         let conn = Connection::open(&self.path).db()?;
         conn.busy_timeout(self.config.busy_timeout).db()?;
+        conn.set_prepared_statement_cache_capacity(STATEMENT_CACHE);
         conn.pragma_update(None, "query_only", true).db()?;
         conn.pragma_update(None, "cache_size", -256).db()?;
         Ok(conn)
@@ -245,6 +246,7 @@ impl SqliteSessionStore {
 
     fn configure(conn: &mut Connection, config: &SqliteConfig) -> Result<()> {
         conn.busy_timeout(config.busy_timeout).db()?;
+        conn.set_prepared_statement_cache_capacity(STATEMENT_CACHE);
         // The first statement that reads the file: a non-database fails here.
         let _mode: String =
             conn.query_row("PRAGMA journal_mode = WAL", [], |row| row.get(0)).db()?;
@@ -311,15 +313,49 @@ impl SqliteSessionStore {
         }
     }
 
-    fn tx<T>(&self, f: impl FnOnce(&rusqlite::Transaction<'_>) -> Result<T>) -> Result<T> {
+    /// Runs `f` in a `BEGIN IMMEDIATE` transaction, committed when it returns `Ok`, rolled back
+    /// otherwise (and on a panic). `BEGIN` and `COMMIT` go through the statement cache too.
+    fn tx<T>(&self, f: impl FnOnce(&Connection) -> Result<T>) -> Result<T> {
         self.with(|conn| {
-            let tx = conn.transaction_with_behavior(TransactionBehavior::Immediate).db()?;
-            let value = f(&tx)?;
-            tx.commit().db()?;
+            conn.run("BEGIN IMMEDIATE", []).db()?;
+            let mut open = OpenTransaction { conn, committed: false };
+            let value = f(conn)?;
+            conn.run("COMMIT", []).db()?;
+            open.committed = true;
             Ok(value)
         })
     }
 }
+
+/// Rolls back a transaction that was not committed, whichever way its scope was left.
+struct OpenTransaction<'c> {
+    conn: &'c Connection,
+    committed: bool,
+}
+
+impl Drop for OpenTransaction<'_> {
+    fn drop(&mut self) {
+        if !self.committed
+            && let Err(error) = self.conn.run("ROLLBACK", [])
+        {
+            tracing::warn!(%error, "could not roll back a failed transaction");
+        }
+    }
+}
+
+/// Statements through the connection's cache: each is parsed once per connection.
+trait CachedStatements {
+    fn run(&self, sql: &str, args: impl rusqlite::Params) -> rusqlite::Result<usize>;
+}
+
+impl CachedStatements for Connection {
+    fn run(&self, sql: &str, args: impl rusqlite::Params) -> rusqlite::Result<usize> {
+        self.prepare_cached(sql)?.execute(args)
+    }
+}
+
+/// Distinct statements a connection keeps parsed (the store uses about forty).
+const STATEMENT_CACHE: usize = 64;
 
 /// One optional row through the statement cache (statements are parsed once per connection).
 fn query_opt<T>(
@@ -411,7 +447,7 @@ impl SessionStore for SqliteSessionStore {
             if let Some(parent) = &new.parent_id {
                 require_session(tx, parent)?;
             }
-            tx.execute(
+            tx.run(
                 "INSERT INTO sessions (id, owner, agent_id, model, title, parent_id, hidden, created_at, \
                  updated_at, view_context_id, metadata) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?8, ?9, ?10)",
                 params![
@@ -493,7 +529,7 @@ impl SessionStore for SqliteSessionStore {
         values.push(SqlValue::Integer(self.now()));
         values.push(SqlValue::Text(id.to_owned()));
         self.tx(|tx| {
-            let changed = tx.execute(&sql, rusqlite::params_from_iter(values.iter())).db()?;
+            let changed = tx.run(&sql, rusqlite::params_from_iter(values.iter())).db()?;
             if changed == 0 {
                 return Err(StoreError::not_found("session", id));
             }
@@ -506,7 +542,7 @@ impl SessionStore for SqliteSessionStore {
         let now = self.now();
         self.tx(|tx| {
             let changed = tx
-                .execute(
+                .run(
                     "UPDATE sessions SET metadata = json_patch(metadata, ?1), updated_at = ?2 WHERE id = ?3",
                     params![patch, now, id],
                 )
@@ -522,7 +558,7 @@ impl SessionStore for SqliteSessionStore {
         let now = self.now();
         self.tx(|tx| {
             let changed = tx
-                .execute(
+                .run(
                     "UPDATE sessions SET turn_in_flight = 1, turn_owner = ?2, turn_expires_at = ?3, \
                      turn_unfinished = NULL, updated_at = ?4 \
                      WHERE id = ?1 AND (turn_in_flight = 0 OR turn_expires_at IS NULL \
@@ -543,7 +579,7 @@ impl SessionStore for SqliteSessionStore {
         let now = self.now();
         self.tx(|tx| {
             let changed = tx
-                .execute(
+                .run(
                     "UPDATE sessions SET turn_expires_at = ?3 \
                      WHERE id = ?1 AND turn_in_flight = 1 AND turn_owner = ?2",
                     params![id, owner, lease_until(now, lease)],
@@ -604,7 +640,7 @@ impl SessionStore for SqliteSessionStore {
             };
             // Children go with the parent through ON DELETE CASCADE, and with them their
             // tasks, approvals, checkpoints and stop requests.
-            tx.execute("DELETE FROM sessions WHERE id = ?1", [id]).db()?;
+            tx.run("DELETE FROM sessions WHERE id = ?1", [id]).db()?;
             Ok(ids)
         })
     }
@@ -614,7 +650,7 @@ impl SessionStore for SqliteSessionStore {
         let text = json_text("view context payload", payload)?;
         let now = self.now();
         self.tx(|tx| {
-            tx.execute(
+            tx.run(
                 "INSERT INTO view_contexts (id, payload, created_at, updated_at) VALUES (?1, ?2, ?3, ?3) \
                  ON CONFLICT(id) DO UPDATE SET payload = excluded.payload, updated_at = excluded.updated_at",
                 params![id, text, now],
@@ -650,7 +686,7 @@ impl SessionStore for SqliteSessionStore {
             if load_task(tx, &id)?.is_some() {
                 return Err(StoreError::AlreadyExists { kind: "task", id: id.clone() });
             }
-            tx.execute(
+            tx.run(
                 "INSERT INTO tasks (id, session_id, tool, args, status, restart_limit, origin_call_id, \
                  created_at, updated_at) VALUES (?1, ?2, ?3, ?4, 'queued', ?5, ?6, ?7, ?7)",
                 params![id, new.session_id, new.tool, args, new.restart_limit, new.origin_call_id, now],
@@ -709,7 +745,7 @@ impl SessionStore for SqliteSessionStore {
                     }
                     tracing::info!(task = %task.id, attempts = task.attempts, worker, "re-claiming a task whose lease ran out");
                 }
-                tx.execute(
+                tx.run(
                     "UPDATE tasks SET status = 'running', lease_owner = ?2, lease_expires_at = ?3, \
                      attempts = attempts + 1, started_at = COALESCE(started_at, ?4), updated_at = ?4 WHERE id = ?1",
                     params![task.id, worker, lease_until(now, lease), now],
@@ -730,7 +766,7 @@ impl SessionStore for SqliteSessionStore {
         let now = self.now();
         self.tx(|tx| {
             let changed = tx
-                .execute(
+                .run(
                     "UPDATE tasks SET lease_expires_at = ?3, stage = COALESCE(?4, stage), updated_at = ?5 \
                      WHERE id = ?1 AND status = 'running' AND lease_owner = ?2",
                     params![id, worker, lease_until(now, lease), stage, now],
@@ -770,7 +806,7 @@ impl SessionStore for SqliteSessionStore {
             if task.cancel_requested {
                 finish(tx, id, TaskStatus::Cancelled, None, Some("Task cancelled."), now)?;
             } else {
-                tx.execute(
+                tx.run(
                     "UPDATE tasks SET status = 'queued', lease_owner = NULL, lease_expires_at = NULL, \
                      attempts = MAX(attempts - 1, 0), updated_at = ?2 WHERE id = ?1",
                     params![id, now],
@@ -795,7 +831,7 @@ impl SessionStore for SqliteSessionStore {
                     now,
                 )?,
                 TaskStatus::Running if !task.cancel_requested => {
-                    tx.execute(
+                    tx.run(
                         "UPDATE tasks SET cancel_requested = 1, updated_at = ?2 WHERE id = ?1",
                         params![id, now],
                     )
@@ -832,7 +868,7 @@ impl SessionStore for SqliteSessionStore {
                 });
             }
             let changed = tx
-                .execute("UPDATE tasks SET delivered = 1 WHERE id = ?1 AND delivered = 0", [id])
+                .run("UPDATE tasks SET delivered = 1 WHERE id = ?1 AND delivered = 0", [id])
                 .db()?;
             Ok(changed == 1)
         })
@@ -847,7 +883,7 @@ impl SessionStore for SqliteSessionStore {
         let now = self.now();
         self.tx(|tx| {
             require_lease(tx, task_id, worker)?;
-            tx.execute(
+            tx.run(
                 "INSERT INTO task_checkpoints (task_id, payload, updated_at) VALUES (?1, ?2, ?3) \
                  ON CONFLICT(task_id) DO UPDATE SET payload = excluded.payload, updated_at = excluded.updated_at",
                 params![task_id, text, now],
@@ -887,7 +923,7 @@ impl SessionStore for SqliteSessionStore {
         let now = self.now();
         self.tx(|tx| {
             require_session(tx, &new.session_id)?;
-            tx.execute(
+            tx.run(
                 "INSERT INTO approvals (id, session_id, fingerprint, tool, args, status, scope, reason, \
                  created_at, updated_at) VALUES (?1, ?2, ?3, ?4, ?5, 'pending', 'once', ?6, ?7, ?7)",
                 params![id, new.session_id, new.fingerprint, new.tool, args, new.reason, now],
@@ -934,7 +970,7 @@ impl SessionStore for SqliteSessionStore {
                     action: "resolve it",
                 });
             }
-            tx.execute(
+            tx.run(
                 "UPDATE approvals SET status = ?2, scope = ?3, note = ?4, resolved_at = ?5, updated_at = ?5 \
                  WHERE id = ?1",
                 params![id, status.as_str(), scope.as_str(), note, now],
@@ -966,7 +1002,7 @@ impl SessionStore for SqliteSessionStore {
                 params![session_id, fingerprint, tool],
             )?;
             if let Some(approval) = once {
-                tx.execute(
+                tx.run(
                     "UPDATE approvals SET status = 'consumed', consumed_at = ?2, updated_at = ?2 WHERE id = ?1",
                     params![approval.id, now],
                 )
@@ -995,7 +1031,7 @@ impl SessionStore for SqliteSessionStore {
         let metadata = json_text("audit metadata", &entry.metadata)?;
         let now = self.now();
         self.tx(|tx| {
-            tx.execute(
+            tx.run(
                 "INSERT INTO audit_log (id, session_id, at, action, tool, outcome, reason, metadata) \
                  VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8)",
                 params![id, entry.session_id, now, entry.action, entry.tool, entry.outcome, entry.reason, metadata],
@@ -1029,7 +1065,7 @@ impl SessionStore for SqliteSessionStore {
         let now = self.now();
         self.tx(|tx| {
             require_session(tx, session_id)?;
-            tx.execute(
+            tx.run(
                 "INSERT INTO stop_requests (session_id, requested_at, reason) VALUES (?1, ?2, ?3) \
                  ON CONFLICT(session_id) DO UPDATE SET requested_at = excluded.requested_at, reason = excluded.reason",
                 params![session_id, now, reason],
@@ -1092,7 +1128,7 @@ fn finish(
     error: Option<&str>,
     now: i64,
 ) -> Result<()> {
-    tx.execute(
+    tx.run(
         "UPDATE tasks SET status = ?2, result = ?3, error = ?4, lease_expires_at = NULL, finished_at = ?5, \
          updated_at = ?5 WHERE id = ?1",
         params![id, status.as_str(), result, error, now],
