@@ -9,9 +9,7 @@ use std::{
     time::Duration,
 };
 
-use rusqlite::{
-    Connection, ErrorCode, OptionalExtension, params, types::Value as SqlValue,
-};
+use rusqlite::{Connection, ErrorCode, OptionalExtension, params, types::Value as SqlValue};
 use serde_json::Value;
 
 use rein_protocol::JsonObject;
