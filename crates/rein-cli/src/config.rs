@@ -186,9 +186,8 @@ pub(crate) struct AgentSection {
     /// Model requests per turn (TerraFin uses 8).
     #[serde(default)]
     pub(crate) max_steps: Option<u32>,
-    /// The agent's model; the selected model when absent. Accepted and type-checked, but
-    /// rein-runtime's `AgentDefinition` has no model field yet, so sessions use the selected one
-    /// and `config check` warns about it.
+    /// The model this agent's sessions start with (one of `llm_models`); the selected model
+    /// when absent. A session created with its own model keeps that one.
     #[serde(default)]
     pub(crate) model: Option<String>,
 }
@@ -435,13 +434,14 @@ fn check_merged(config: &Config) -> Vec<Problem> {
             ));
         }
         if let Some(model) = &agent.model {
-            problems.push(Problem {
-                warning: true,
-                ..error(
+            let known = config.models_or_default();
+            if !known.llm_models.iter().any(|m| &m.value == model) {
+                let names: Vec<&str> = known.llm_models.iter().map(|m| m.value.as_str()).collect();
+                problems.push(error(
                     &format!("agents[{index}].model"),
-                    format!("`{model}` is not applied yet: sessions of this agent use the selected model"),
-                )
-            });
+                    format!("no model named `{model}` (models: {})", names.join(", ")),
+                ));
+            }
         }
     }
     problems

@@ -137,6 +137,7 @@ fn agents(config: &Config) -> Vec<AgentDefinition> {
                     .unwrap_or_else(|| AgentDefinition::default().system_prompt),
             );
             agent.description = section.description.clone();
+            agent.model = section.model.clone();
             let mut policy = AgentPolicy::default();
             policy.allowed_tools = section.allowed_tools.clone();
             policy.require_approval_for_side_effects =

@@ -62,6 +62,9 @@ pub struct AgentDefinition {
     pub policy: AgentPolicy,
     /// Free-form metadata shown in listings.
     pub metadata: serde_json::Map<String, serde_json::Value>,
+    /// The model its sessions start with when the request names none (else the resolver's
+    /// default). Must be one the resolver knows.
+    pub model: Option<String>,
 }
 
 impl Default for AgentDefinition {
@@ -72,6 +75,7 @@ impl Default for AgentDefinition {
             system_prompt: "You are a helpful assistant. Use the tools when they help.".to_owned(),
             policy: AgentPolicy::default(),
             metadata: serde_json::Map::new(),
+            model: None,
         }
     }
 }
@@ -89,6 +93,12 @@ impl AgentDefinition {
     /// Replaces the policy.
     pub fn with_policy(mut self, policy: AgentPolicy) -> Self {
         self.policy = policy;
+        self
+    }
+
+    /// Sets the model its sessions start with.
+    pub fn with_model(mut self, model: impl Into<String>) -> Self {
+        self.model = Some(model.into());
         self
     }
 }

@@ -187,6 +187,8 @@ impl Inner {
                 system_prompt: persona.system_prompt.clone(),
                 policy,
                 metadata: JsonObject::new(),
+                // A persona's child session is created with its parent's model.
+                model: None,
             });
         }
         self.config.agents.iter().find(|agent| agent.name == agent_id).cloned()
@@ -452,6 +454,11 @@ impl Runtime {
                     agent.name
                 )));
             }
+            if let Some(model) = &agent.model
+                && parts.models.resolve(model).is_none()
+            {
+                return Err(RuntimeError::ModelNotFound(model.clone()));
+            }
         }
         let mut persona_names = std::collections::HashSet::new();
         for persona in &config.personas {
@@ -542,7 +549,11 @@ impl Runtime {
                 "session id {id:?} must be 1..=128 characters of [A-Za-z0-9:._-]"
             )));
         }
-        let model = request.model.clone().or_else(|| inner.models.default_model());
+        let model = request
+            .model
+            .clone()
+            .or_else(|| definition.model.clone())
+            .or_else(|| inner.models.default_model());
         if let Some(name) = &model
             && inner.models.resolve(name).is_none()
         {

@@ -231,3 +231,28 @@ async fn the_turn_lock_holds_across_processes_and_fails_open_when_its_holder_die
     let report = other.send_message("s", "fourth", None).await.unwrap();
     assert_eq!(report.final_message, "from the second process");
 }
+
+#[tokio::test]
+async fn an_agent_with_a_model_starts_its_sessions_on_it() {
+    let config = rein_runtime::RuntimeConfig::with_agents(vec![
+        rein_runtime::AgentDefinition::new("assistant", "You help."),
+        rein_runtime::AgentDefinition::new("analyst", "You analyse.").with_model("other"),
+    ])
+    .limits(crate::support::fast_limits());
+    let h = crate::support::harness_with(config.clone(), Vec::new(), |caps| caps);
+    let default = h.rt.create_session(CreateSession::agent("assistant").id("d")).await.unwrap();
+    assert_eq!(default.model.as_deref(), Some("scripted"));
+    let analyst = h.rt.create_session(CreateSession::agent("analyst").id("a")).await.unwrap();
+    assert_eq!(analyst.model.as_deref(), Some("other"));
+    let asked =
+        h.rt.create_session(CreateSession::agent("analyst").id("b").model("scripted"))
+            .await
+            .unwrap();
+    assert_eq!(asked.model.as_deref(), Some("scripted"), "the request's model wins");
+
+    // An agent pinned to a model nobody configured is refused when the runtime is built.
+    let mut broken = config;
+    broken.agents[1].model = Some("gpt-9".into());
+    let error = crate::support::try_harness_with(broken).unwrap_err();
+    assert!(matches!(error, RuntimeError::ModelNotFound(ref name) if name == "gpt-9"), "{error:?}");
+}

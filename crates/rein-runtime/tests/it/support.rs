@@ -10,7 +10,7 @@ use rein_agent::FnTool;
 use rein_protocol::{JsonObject, ToolOutput, ToolSpec};
 use rein_runtime::{
     AgentDefinition, AgentPolicy, Capabilities, Capability, Limits, Runtime, RuntimeConfig,
-    RuntimeParts, StaticModels,
+    RuntimeError, RuntimeParts, StaticModels,
 };
 use rein_store::{
     Durability, JsonlTranscriptStore, ManualClock, SqliteConfig, SqliteSessionStore, Timestamp,
@@ -150,4 +150,17 @@ pub(crate) async fn wait_until(what: &str, mut condition: impl FnMut() -> bool) 
         tokio::time::sleep(Duration::from_millis(5)).await;
     }
     panic!("timed out waiting until {what}");
+}
+
+/// Builds a runtime over throwaway stores and the harness's models, for configs that must be
+/// refused.
+pub(crate) fn try_harness_with(config: RuntimeConfig) -> Result<Runtime, RuntimeError> {
+    let dir = tempfile::tempdir().unwrap();
+    let store = Arc::new(SqliteSessionStore::open(&SqliteConfig::default()).unwrap());
+    let transcripts =
+        Arc::new(JsonlTranscriptStore::open(&TranscriptConfig::at(dir.path())).unwrap());
+    let models = StaticModels::new()
+        .with("scripted", Arc::new(ScriptedModel::new(Vec::<Step>::new())))
+        .with("other", Arc::new(ScriptedModel::new(Vec::<Step>::new())));
+    Runtime::new(RuntimeParts::new(store, transcripts, Arc::new(models)).config(config))
 }
