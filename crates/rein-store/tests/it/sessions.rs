@@ -56,6 +56,9 @@ fn duplicate_id_and_bad_input_are_typed_errors() {
         store.create_session(orphan),
         Err(StoreError::NotFound { kind: "session", .. })
     ));
+    // Each failed transaction was rolled back: the next write starts cleanly.
+    let after = NewSession { id: Some("after".into()), ..NewSession::new("a") };
+    assert_eq!(store.create_session(after).unwrap().id, "after");
 }
 
 #[test]
