@@ -8,23 +8,7 @@ use rein_context::{
 };
 use rein_protocol::{JsonObject, Message, ModelInfo, ToolCall, ToolSpec};
 
-use super::Figures;
-
-/// A deterministic pseudo-random source (xorshift), so every run measures the same sessions.
-struct Rng(u64);
-
-impl Rng {
-    fn next(&mut self) -> u64 {
-        self.0 ^= self.0 << 13;
-        self.0 ^= self.0 >> 7;
-        self.0 ^= self.0 << 17;
-        self.0
-    }
-
-    fn below(&mut self, n: u64) -> u64 {
-        self.next() % n
-    }
-}
+use super::{Figures, rng::Rng};
 
 const WORDS: &[&str] = &[
     "the",
@@ -62,7 +46,7 @@ const WORDS: &[&str] = &[
 fn prose(rng: &mut Rng, chars: usize) -> String {
     let mut text = String::with_capacity(chars + 16);
     while text.len() < chars {
-        text.push_str(WORDS[rng.below(WORDS.len() as u64) as usize]);
+        text.push_str(WORDS[rng.below(WORDS.len())]);
         text.push(if rng.below(12) == 0 { '\n' } else { ' ' });
     }
     text
@@ -70,7 +54,7 @@ fn prose(rng: &mut Rng, chars: usize) -> String {
 
 /// One exchange: a question, one to three steps of tool calls with results, an answer.
 fn exchange(rng: &mut Rng, turn: usize, out: &mut Vec<Message>) {
-    let size = 80 + rng.below(300) as usize;
+    let size = 80 + rng.below(300);
     out.push(Message::user(prose(rng, size)));
     for step in 0..rng.below(3) {
         let calls: Vec<ToolCall> = (0..1 + rng.below(2))
@@ -83,16 +67,16 @@ fn exchange(rng: &mut Rng, turn: usize, out: &mut Vec<Message>) {
         let ids: Vec<String> = calls.iter().map(|call| call.id.clone()).collect();
         out.push(Message::assistant_calls(None, calls));
         for id in ids {
-            let size = if rng.below(20) == 0 { 20_000 } else { 300 + rng.below(2_500) as usize };
+            let size = if rng.below(20) == 0 { 20_000 } else { 300 + rng.below(2_500) };
             out.push(Message::tool(id, prose(rng, size), false));
         }
     }
-    let size = 200 + rng.below(800) as usize;
+    let size = 200 + rng.below(800);
     out.push(Message::assistant(prose(rng, size)));
 }
 
 fn session(messages: usize, seed: u64) -> Vec<Message> {
-    let mut rng = Rng(seed);
+    let mut rng = Rng::new(seed);
     let mut out = Vec::with_capacity(messages + 16);
     let mut turn = 0;
     while out.len() < messages {
@@ -146,7 +130,7 @@ fn prepare_times(messages: usize, window: u64, rounds: usize) -> (f64, f64, Leve
     let cold = millis(start);
     std::hint::black_box(&prepared);
 
-    let mut rng = Rng(7);
+    let mut rng = Rng::new(7);
     let mut warm = Vec::with_capacity(rounds);
     let mut level = prepared.level;
     let mut estimated = prepared.estimated_tokens;

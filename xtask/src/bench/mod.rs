@@ -7,6 +7,8 @@ mod loop_bench;
 
 mod recover;
 
+mod rng;
+
 mod context;
 
 mod model;

@@ -8,29 +8,11 @@ use std::time::Instant;
 use rein_protocol::RawToolCall;
 use rein_recover::{RawReply, fuzz, recover};
 
-use super::Figures;
+use super::{Figures, rng::Rng};
 
 const TOOLS: &[&str] =
     &["query", "show_layer", "hide_layer", "list_datasets", "get_schema", "fly_to", "set_style"];
 const CORPUS_BYTES: usize = 10 * 1024 * 1024 + 64 * 1024;
-
-/// A small deterministic generator (xorshift), so the corpus is the same on every run.
-struct Rng(u64);
-
-impl Rng {
-    fn next(&mut self) -> u64 {
-        self.0 ^= self.0 << 13;
-        self.0 ^= self.0 >> 7;
-        self.0 ^= self.0 << 17;
-        self.0
-    }
-    fn below(&mut self, n: usize) -> usize {
-        (self.next() % n as u64) as usize
-    }
-    fn pick<'a>(&mut self, items: &[&'a str]) -> &'a str {
-        items[self.below(items.len())]
-    }
-}
 
 const WORDS: &[&str] = &[
     "the",
@@ -146,7 +128,7 @@ fn message(rng: &mut Rng) -> String {
 }
 
 fn corpus() -> Vec<String> {
-    let mut rng = Rng(0x5EED_CAFE_F00D_1234);
+    let mut rng = Rng::new(0x5EED_CAFE_F00D_1234);
     let mut messages = Vec::new();
     let mut total = 0;
     while total < CORPUS_BYTES {

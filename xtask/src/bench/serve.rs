@@ -40,7 +40,7 @@ use tokio::{
     net::TcpStream,
 };
 
-use super::Figures;
+use super::{Figures, rng::Rng};
 
 const SESSIONS: usize = 1_000;
 const TURNS: usize = 3;
@@ -171,7 +171,7 @@ async fn measure(root: &std::path::Path) -> anyhow::Result<Figures> {
         let in_flight = Arc::clone(&in_flight);
         let peak_in_flight = Arc::clone(&peak_in_flight);
         let start = RAMP_UP.mul_f64(n as f64 / SESSIONS as f64);
-        let mut think = Rng::seeded(n as u64);
+        let mut think = Rng::stream(n as u64);
         handles.push(tokio::spawn(async move {
             tokio::time::sleep(start).await;
             let mut client = Client::connect(addr).await.context("connecting")?;
@@ -234,28 +234,6 @@ async fn measure(root: &std::path::Path) -> anyhow::Result<Figures> {
     let _ = stop_tx.send(());
     server.await??;
     Ok(figures)
-}
-
-/// A small deterministic generator (xorshift) for think times.
-struct Rng(u64);
-
-impl Rng {
-    /// A generator for stream `n`, its seed spread by splitmix64 (nearby raw seeds would give
-    /// xorshift nearly the same first outputs, and every user the same think time).
-    fn seeded(n: u64) -> Rng {
-        let mut z = (n + 1).wrapping_mul(0x9E37_79B9_7F4A_7C15);
-        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
-        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
-        Rng((z ^ (z >> 31)) | 1)
-    }
-
-    /// A number in `[0, 1)`.
-    fn unit(&mut self) -> f64 {
-        self.0 ^= self.0 << 13;
-        self.0 ^= self.0 >> 7;
-        self.0 ^= self.0 << 17;
-        (self.0 >> 11) as f64 / (1u64 << 53) as f64
-    }
 }
 
 /// A minimal HTTP/1.1 keep-alive client: enough for JSON requests to the bench server.
