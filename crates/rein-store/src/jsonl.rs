@@ -12,7 +12,8 @@ use serde::Deserialize;
 
 use crate::{
     Clock, NewEvent, RecoveryReport, Result, StoreError, SystemClock, TranscriptEvent,
-    TranscriptStore,
+    TranscriptStore, private_fs,
+    session_id::{decode_session_id, encode_session_id},
 };
 
 /// When an append reaches the disk.
@@ -67,6 +68,9 @@ impl TranscriptConfig {
         TranscriptConfig { dir: dir.into(), ..TranscriptConfig::default() }
     }
 }
+
+/// Where deleted transcripts are moved, inside the store's directory.
+const DELETED_DIR: &str = "deleted";
 
 /// A sparse index entry is kept every this many events, so `read_since` seeks near its start.
 const INDEX_EVERY: u64 = 64;
@@ -195,52 +199,18 @@ fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
     mutex.lock().unwrap_or_else(PoisonError::into_inner)
 }
 
-/// The file name stem of a session id: `[A-Za-z0-9_-]` and inner dots kept, every other byte
-/// as `%XX`, so any id maps to one safe file name and back.
-pub(crate) fn encode_session_id(id: &str) -> Result<String> {
-    let mut out = String::with_capacity(id.len());
-    for (i, byte) in id.bytes().enumerate() {
-        if byte.is_ascii_alphanumeric() || byte == b'_' || byte == b'-' || (byte == b'.' && i > 0) {
-            out.push(char::from(byte));
-        } else {
-            out.push_str(&format!("%{byte:02X}"));
-        }
-    }
-    if id.is_empty() || out.len() > 200 {
-        return Err(StoreError::InvalidInput {
-            what: "session id",
-            detail: format!(
-                "must be non-empty and short enough for a file name, got {} bytes",
-                id.len()
-            ),
-        });
-    }
-    Ok(out)
-}
-
-/// The inverse of [`encode_session_id`]; `None` for a name it could not have made.
-pub(crate) fn decode_session_id(stem: &str) -> Option<String> {
-    let bytes = stem.as_bytes();
-    let mut out = Vec::with_capacity(bytes.len());
-    let mut i = 0;
-    while i < bytes.len() {
-        if bytes[i] == b'%' {
-            let hex = std::str::from_utf8(bytes.get(i + 1..i + 3)?).ok()?;
-            out.push(u8::from_str_radix(hex, 16).ok()?);
-            i += 3;
-        } else {
-            out.push(bytes[i]);
-            i += 1;
-        }
-    }
-    String::from_utf8(out).ok()
-}
-
 impl JsonlTranscriptStore {
     /// Opens the store, creating its directory when missing. Transcripts are opened lazily.
+    ///
+    /// On unix the directory, its `deleted/` directory and every transcript in them are made
+    /// private (0700 and 0600) if they are not, with a warning; new ones are created so.
     pub fn open(config: &TranscriptConfig) -> Result<Self> {
-        std::fs::create_dir_all(&config.dir)
-            .map_err(|e| StoreError::io("creating directory", &config.dir, e))?;
+        private_fs::create_dir_all(&config.dir)?;
+        private_fs::tighten_logged(&config.dir, "the transcript directory");
+        private_fs::tighten_files_in(&config.dir, ".jsonl", "transcripts")?;
+        let deleted = config.dir.join(DELETED_DIR);
+        private_fs::tighten_logged(&deleted, "the directory of deleted transcripts");
+        private_fs::tighten_files_in(&deleted, ".jsonl", "deleted transcripts")?;
         Ok(JsonlTranscriptStore {
             dir: config.dir.clone(),
             durability: config.durability,
@@ -257,12 +227,16 @@ impl JsonlTranscriptStore {
     }
 
     /// The file of a session's transcript (whether or not it exists).
+    /// [`StoreError::InvalidInput`] for an id [`check_session_id`](crate::check_session_id)
+    /// refuses, as every call of this store gives for one.
     pub fn path_of(&self, session_id: &str) -> Result<PathBuf> {
         Ok(self.dir.join(format!("{}.jsonl", encode_session_id(session_id)?)))
     }
 
-    fn slot(&self, session_id: &str) -> Arc<Mutex<Option<OpenLog>>> {
-        lock(&self.logs).entry(session_id.to_owned()).or_default().clone()
+    /// The session's slot; an id the rule refuses gets none (it is never kept in the map).
+    fn slot(&self, session_id: &str) -> Result<Arc<Mutex<Option<OpenLog>>>> {
+        crate::check_session_id(session_id)?;
+        Ok(lock(&self.logs).entry(session_id.to_owned()).or_default().clone())
     }
 
     /// Makes sure the slot holds a scanned log that matches the file on disk. With `create`,
@@ -295,7 +269,10 @@ impl JsonlTranscriptStore {
             match on_disk {
                 Some(_) => *slot = Some(scan(&path, session_id, self.durability)?),
                 None if create => {
-                    File::create_new(&path)
+                    private_fs::private_file()
+                        .write(true)
+                        .create_new(true)
+                        .open(&path)
                         .or_else(|e| {
                             if e.kind() == std::io::ErrorKind::AlreadyExists {
                                 File::open(&path)
@@ -435,7 +412,7 @@ impl TranscriptStore for JsonlTranscriptStore {
         if events.is_empty() {
             return Ok(Vec::new());
         }
-        let slot = self.slot(session_id);
+        let slot = self.slot(session_id)?;
         let mut slot = lock(&slot);
         let Some(log) = self.ensure_open(&mut slot, session_id, true)? else {
             return Err(StoreError::not_found("transcript", session_id));
@@ -494,7 +471,7 @@ impl TranscriptStore for JsonlTranscriptStore {
             return Ok(());
         }
         let (path, file, entry_pending) = {
-            let slot = self.slot(session_id);
+            let slot = self.slot(session_id)?;
             let mut slot = lock(&slot);
             let Some(log) = self.ensure_open(&mut slot, session_id, false)? else {
                 return Ok(());
@@ -513,7 +490,7 @@ impl TranscriptStore for JsonlTranscriptStore {
         if synced.is_err() || entry.is_err() {
             // Ask again next time: the file may be whole only in the page cache.
             if let Some(number) = entry_pending {
-                let slot = self.slot(session_id);
+                let slot = self.slot(session_id)?;
                 if let Some(log) = lock(&slot).as_mut() {
                     log.entry_pending.get_or_insert(number);
                 }
@@ -524,7 +501,7 @@ impl TranscriptStore for JsonlTranscriptStore {
 
     fn read_since(&self, session_id: &str, after_event_id: u64) -> Result<Vec<TranscriptEvent>> {
         let (path, start, end) = {
-            let slot = self.slot(session_id);
+            let slot = self.slot(session_id)?;
             let mut slot = lock(&slot);
             let Some(log) = self.ensure_open(&mut slot, session_id, false)? else {
                 return Ok(Vec::new());
@@ -544,13 +521,13 @@ impl TranscriptStore for JsonlTranscriptStore {
     }
 
     fn last_event_id(&self, session_id: &str) -> Result<u64> {
-        let slot = self.slot(session_id);
+        let slot = self.slot(session_id)?;
         let mut slot = lock(&slot);
         Ok(self.ensure_open(&mut slot, session_id, false)?.map_or(0, |log| log.last_id))
     }
 
     fn open(&self, session_id: &str) -> Result<RecoveryReport> {
-        let slot = self.slot(session_id);
+        let slot = self.slot(session_id)?;
         let mut slot = lock(&slot);
         Ok(self
             .ensure_open(&mut slot, session_id, false)?
@@ -559,16 +536,15 @@ impl TranscriptStore for JsonlTranscriptStore {
 
     fn delete(&self, session_id: &str) -> Result<bool> {
         let path = self.path_of(session_id)?;
-        let slot = self.slot(session_id);
+        let slot = self.slot(session_id)?;
         let mut slot = lock(&slot);
         *slot = None;
         lock(&self.handles).forget(session_id);
         if !path.exists() {
             return Ok(false);
         }
-        let deleted_dir = self.dir.join("deleted");
-        std::fs::create_dir_all(&deleted_dir)
-            .map_err(|e| StoreError::io("creating directory", &deleted_dir, e))?;
+        let deleted_dir = self.dir.join(DELETED_DIR);
+        private_fs::create_dir_all(&deleted_dir)?;
         let stem = encode_session_id(session_id)?;
         let stamp = self.clock.now().as_millis();
         let mut target = deleted_dir.join(format!("{stem}.{stamp}.jsonl"));

@@ -11,6 +11,8 @@
 //!
 //! Both are synchronous; async callers use `spawn_blocking`. [`resolve_paths`] finds where they
 //! live (config, then `REIN_SESSION_DB_PATH` / `REIN_TRANSCRIPT_DIR`, then the data directory).
+//! Both accept exactly the session ids [`check_session_id`] accepts, and on unix keep what they
+//! write private: directories they create 0700, files 0600, too-open ones tightened on open.
 //!
 //! ```
 //! use std::time::Duration;
@@ -50,7 +52,9 @@ mod error;
 mod ids;
 mod jsonl;
 mod paths;
+mod private_fs;
 mod records;
+mod session_id;
 mod session_store;
 mod sqlite;
 mod time;
@@ -64,9 +68,10 @@ pub use crate::{
     records::{
         Approval, ApprovalDecision, ApprovalMatch, ApprovalScope, ApprovalStatus, AuditEntry,
         DEFAULT_RESTART_LIMIT, NewApproval, NewAuditEntry, NewSession, NewTask, Session,
-        SessionFilter, SessionPatch, StopRequest, Task, TaskOutcome, TaskStatus, TurnUnfinished,
-        ViewContext,
+        SessionCursor, SessionFilter, SessionPatch, StopRequest, Task, TaskOutcome, TaskStatus,
+        TurnUnfinished, ViewContext,
     },
+    session_id::{SESSION_ID_MAX_ENCODED_LEN, check_session_id},
     session_store::SessionStore,
     sqlite::{SqliteConfig, SqliteSessionStore, Synchronous},
     time::{Clock, ManualClock, SystemClock, Timestamp},

@@ -76,11 +76,12 @@ pub fn resolve_paths(
     Ok(StorePaths { session_db, transcript_dir })
 }
 
-/// Creates the parent directory of a file path if it is missing.
+/// Creates the parent directory of a file path if it is missing (private, like every directory
+/// the stores create). An existing parent is left as it is: it may be shared (a database put in
+/// `/srv/shared` by `REIN_SESSION_DB_PATH`), and the files the store puts there are private.
 pub(crate) fn ensure_parent(path: &Path) -> Result<()> {
     match path.parent() {
-        Some(parent) if !parent.as_os_str().is_empty() => std::fs::create_dir_all(parent)
-            .map_err(|e| StoreError::io("creating directory", parent, e)),
+        Some(parent) if !parent.as_os_str().is_empty() => crate::private_fs::create_dir_all(parent),
         _ => Ok(()),
     }
 }

@@ -82,6 +82,25 @@ impl Session {
     pub fn turn_live(&self, now: Timestamp) -> bool {
         self.turn_in_flight && self.turn_expires_at.is_some_and(|at| at > now)
     }
+
+    /// Where this session stands in a session list: give it as [`SessionFilter::before`] to get
+    /// the sessions listed after it.
+    pub fn cursor(&self) -> SessionCursor {
+        SessionCursor { updated_at: self.updated_at, id: self.id.clone() }
+    }
+}
+
+/// A position in a session list, which is ordered by `updated_at` then `id`, both descending
+/// (see [`SessionStore::list_sessions`](crate::SessionStore::list_sessions)). Made by
+/// [`Session::cursor`] from the last session of a page; the pair is unique, so the next page
+/// starts exactly after it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct SessionCursor {
+    /// The `updated_at` of the session the page ended with.
+    pub updated_at: Timestamp,
+    /// Its id.
+    pub id: String,
 }
 
 /// What a new session is made of.
@@ -141,7 +160,7 @@ impl SessionPatch {
 }
 
 /// Which sessions [`SessionStore::list_sessions`](crate::SessionStore::list_sessions) returns,
-/// newest update first.
+/// newest update first (ties: greatest id first).
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct SessionFilter {
     /// Only this owner's sessions.
@@ -152,6 +171,9 @@ pub struct SessionFilter {
     pub include_hidden: bool,
     /// At most this many (all when `None`).
     pub limit: Option<usize>,
+    /// Only sessions that come strictly after this one in the list order: the next page after
+    /// a page that ended with the session this cursor was made from.
+    pub before: Option<SessionCursor>,
 }
 
 /// The status of a background task.

@@ -24,19 +24,40 @@ use crate::{
 /// - reads never write (in particular a session's pinned model is never changed by a read);
 /// - a task is claimed by one worker at a time, and only the lease holder can renew, checkpoint
 ///   or finish it;
-/// - the audit log is append-only.
+/// - the audit log is append-only;
+/// - a new session's id passes [`check_session_id`](crate::check_session_id), the rule the
+///   transcript store keeps too, before anything is written for it.
 pub trait SessionStore: Send + Sync {
     // --- sessions -------------------------------------------------------------------------
 
-    /// Creates a session. [`StoreError::AlreadyExists`](crate::StoreError::AlreadyExists) for a
-    /// taken id, [`NotFound`](crate::StoreError::NotFound) for a missing parent.
+    /// Creates a session. [`StoreError::InvalidInput`](crate::StoreError::InvalidInput) for an
+    /// id [`check_session_id`](crate::check_session_id) refuses, checked before anything is
+    /// written, so every session a store holds can have a transcript;
+    /// [`AlreadyExists`](crate::StoreError::AlreadyExists) for a taken id,
+    /// [`NotFound`](crate::StoreError::NotFound) for a missing parent.
     fn create_session(&self, new: NewSession) -> Result<Session>;
 
     /// Reads a session (hidden ones too; hiding them from the public is the caller's job).
     fn get_session(&self, id: &str) -> Result<Option<Session>>;
 
-    /// Lists sessions, most recently updated first.
+    /// Lists sessions, most recently updated first and, among equal `updated_at`, greatest id
+    /// first: a total order, so paging with [`SessionFilter::before`] set to the
+    /// [`Session::cursor`] of a page's last session returns exactly the sessions after it. While
+    /// no session changes, paging this way shows each once; a session updated between pages
+    /// moves to the front of the list (later pages do not show it again).
     fn list_sessions(&self, filter: &SessionFilter) -> Result<Vec<Session>>;
+
+    /// The number of sessions of `owner` (of everyone when `None`), hidden ones only with
+    /// `include_hidden`: as many as [`SessionStore::list_sessions`] returns for that owner and
+    /// hidden filter without a limit or cursor, counted without reading them (for quotas).
+    fn count_sessions(&self, owner: Option<&str>, include_hidden: bool) -> Result<usize> {
+        let filter = SessionFilter {
+            owner: owner.map(str::to_owned),
+            include_hidden,
+            ..SessionFilter::default()
+        };
+        Ok(self.list_sessions(&filter)?.len())
+    }
 
     /// Writes the columns named in the patch, and `updated_at`.
     fn update_session(&self, id: &str, patch: &SessionPatch) -> Result<Session>;

@@ -109,6 +109,15 @@ CREATE TABLE stop_requests (
     reason        TEXT
 );
 "#,
+    // 2: session lists page by `(updated_at, id)`, newest first, per owner and overall: both
+    // indexes end in `id`, so the order and a cursor `(updated_at, id) < (?, ?)` are read from the
+    // index, and a page costs its own rows, however deep. They replace the two that lacked `id`.
+    r#"
+DROP INDEX sessions_by_owner_updated;
+DROP INDEX sessions_by_updated;
+CREATE INDEX sessions_by_owner_page ON sessions(owner, updated_at, id);
+CREATE INDEX sessions_by_page ON sessions(updated_at, id);
+"#,
 ];
 
 /// The newest schema version this build knows.
@@ -146,4 +155,43 @@ pub(crate) fn migrate(conn: &mut Connection) -> Result<i64> {
 /// The schema version stored in the file (0 for a new file).
 pub(crate) fn current_version(conn: &Connection) -> Result<i64> {
     conn.query_row("PRAGMA user_version", [], |row| row.get(0)).map_err(super::db_error)
+}
+
+#[cfg(test)]
+mod tests {
+    use rusqlite::Connection;
+
+    use super::*;
+
+    fn indexes(conn: &Connection) -> Vec<String> {
+        let mut stmt = conn
+            .prepare(
+                "SELECT name FROM sqlite_master WHERE type = 'index' AND tbl_name = 'sessions' \
+                 AND sql IS NOT NULL ORDER BY name",
+            )
+            .expect("a query");
+        let names = stmt.query_map([], |row| row.get(0)).expect("rows");
+        names.collect::<rusqlite::Result<_>>().expect("names")
+    }
+
+    #[test]
+    fn a_version_1_database_migrates_to_the_paging_indexes_and_keeps_its_rows() {
+        let mut conn = Connection::open_in_memory().expect("a database");
+        conn.execute_batch(MIGRATIONS[0]).expect("version 1");
+        conn.pragma_update(None, "user_version", 1).expect("the version");
+        conn.execute(
+            "INSERT INTO sessions (id, agent_id, created_at, updated_at) VALUES ('kept', 'a', 1, 1)",
+            [],
+        )
+        .expect("a row");
+        assert_eq!(migrate(&mut conn).expect("a migration"), known_version());
+        assert_eq!(current_version(&conn).expect("a version"), known_version());
+        assert_eq!(
+            indexes(&conn),
+            ["sessions_by_owner_page", "sessions_by_page", "sessions_by_parent"]
+        );
+        let kept: String =
+            conn.query_row("SELECT id FROM sessions", [], |row| row.get(0)).expect("the row");
+        assert_eq!(kept, "kept");
+    }
 }

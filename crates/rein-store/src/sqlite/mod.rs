@@ -1,5 +1,6 @@
 //! `SqliteSessionStore`: the `SessionStore` on one SQLite file in WAL mode.
 
+mod checkpoint;
 mod migrations;
 mod rows;
 
@@ -14,6 +15,7 @@ use serde_json::Value;
 
 use rein_protocol::JsonObject;
 
+use self::checkpoint::{Checkpointer, WAL_SIZE_LIMIT, Wal};
 use self::rows::{
     APPROVAL_COLS, AUDIT_COLS, SESSION_COLS, TASK_COLS, approval_from_row, audit_from_row,
     session_from_row, task_from_row,
@@ -22,7 +24,7 @@ use crate::{
     Approval, ApprovalDecision, ApprovalMatch, ApprovalScope, ApprovalStatus, AuditEntry, Clock,
     NewApproval, NewAuditEntry, NewSession, NewTask, Result, Session, SessionFilter, SessionPatch,
     SessionStore, StopRequest, StoreError, SystemClock, Task, TaskOutcome, TaskStatus, Timestamp,
-    TurnUnfinished, ViewContext, ids::new_id, paths::ensure_parent,
+    TurnUnfinished, ViewContext, check_session_id, ids::new_id, paths::ensure_parent, private_fs,
 };
 
 pub(crate) use self::migrations::known_version;
@@ -81,7 +83,8 @@ impl SqliteConfig {
 #[derive(Debug)]
 pub struct SqliteSessionStore {
     conn: Mutex<Connection>,
-    /// Copies the WAL into the database in the background; `None` in memory.
+    /// Copies the WAL into the database in the background and keeps it bounded; `None` in
+    /// memory (and in tests that checkpoint by hand).
     _checkpointer: Option<Checkpointer>,
     /// Idle read-only connections; `None` for an in-memory database (one connection only).
     readers: Option<Mutex<Vec<Connection>>>,
@@ -93,61 +96,6 @@ pub struct SqliteSessionStore {
 /// Read connections kept open when idle (opening one costs a schema parse); a burst beyond
 /// this opens more and closes them after.
 const IDLE_READERS: usize = 16;
-
-/// How often the checkpointer copies the WAL into the database.
-const CHECKPOINT_EVERY: Duration = Duration::from_secs(1);
-
-/// A thread with its own connection that runs passive checkpoints (they never block a writer
-/// or a reader) every [`CHECKPOINT_EVERY`], and a last one when the store is dropped. The WAL
-/// is reused from its start once a checkpoint has caught up, so it stays small.
-#[derive(Debug)]
-struct Checkpointer {
-    stop: Option<std::sync::mpsc::Sender<()>>,
-    thread: Option<std::thread::JoinHandle<()>>,
-}
-
-impl Checkpointer {
-    fn start(path: &Path, busy_timeout: Duration) -> Result<Checkpointer> {
-        let conn = Connection::open(path).db()?;
-        conn.busy_timeout(busy_timeout).db()?;
-        let (stop, stopped) = std::sync::mpsc::channel::<()>();
-        let thread = std::thread::Builder::new()
-            .name("rein-sqlite-checkpoint".into())
-            .spawn(move || {
-                loop {
-                    let last = !matches!(
-                        stopped.recv_timeout(CHECKPOINT_EVERY),
-                        Err(std::sync::mpsc::RecvTimeoutError::Timeout)
-                    );
-                    let done: rusqlite::Result<(i64, i64, i64)> =
-                        conn.query_row("PRAGMA wal_checkpoint(PASSIVE)", [], |row| {
-                            Ok((row.get(0)?, row.get(1)?, row.get(2)?))
-                        });
-                    if let Err(error) = done {
-                        tracing::warn!(%error, "a WAL checkpoint failed; the next one retries");
-                    }
-                    if last {
-                        return;
-                    }
-                }
-            })
-            .map_err(|error| StoreError::Database {
-                detail: format!("cannot start the checkpoint thread: {error}"),
-            })?;
-        Ok(Checkpointer { stop: Some(stop), thread: Some(thread) })
-    }
-}
-
-impl Drop for Checkpointer {
-    fn drop(&mut self) {
-        drop(self.stop.take());
-        if let Some(thread) = self.thread.take()
-            && thread.join().is_err()
-        {
-            tracing::error!("the WAL checkpoint thread panicked");
-        }
-    }
-}
 
 /// Turns a rusqlite error into a store error (the path of a corrupt file is filled in later).
 pub(crate) fn db_error(error: rusqlite::Error) -> StoreError {
@@ -179,6 +127,27 @@ fn json_text(what: &'static str, value: &impl serde::Serialize) -> Result<String
     serde_json::to_string(value).map_err(|source| StoreError::Json { what, source })
 }
 
+/// A file SQLite keeps beside the database: `<db>-wal`, `<db>-shm`.
+fn sidecar(db: &Path, suffix: &str) -> PathBuf {
+    let mut name = db.as_os_str().to_owned();
+    name.push(suffix);
+    PathBuf::from(name)
+}
+
+/// Creates the database file private (0600 on unix) before SQLite opens it, since SQLite gives
+/// `-wal` and `-shm` the mode of the database; an existing one too open is tightened.
+fn create_private_db(file: &Path) -> Result<()> {
+    match private_fs::private_file().write(true).create_new(true).open(file) {
+        Ok(_) => Ok(()),
+        Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {
+            private_fs::tighten_logged(file, "the session database");
+            Ok(())
+        }
+        Err(e) => Err(StoreError::io("creating", file, e)),
+    }
+}
+
+/// The rule for ids of records other than sessions (those follow [`check_session_id`]).
 fn check_id(what: &'static str, id: &str) -> Result<()> {
     if id.is_empty() || id.len() > 512 || id.chars().any(char::is_control) {
         return Err(StoreError::InvalidInput {
@@ -194,7 +163,16 @@ impl SqliteSessionStore {
     ///
     /// A file that is not a SQLite database gives [`StoreError::Corrupt`]; a database from a
     /// newer rein gives [`StoreError::SchemaTooNew`].
+    ///
+    /// On unix the database, its `-wal` and `-shm`, and a directory created for them are private
+    /// (0600, 0700); existing files too open are tightened, with a warning.
     pub fn open(config: &SqliteConfig) -> Result<Self> {
+        Self::open_with(config, true)
+    }
+
+    /// [`SqliteSessionStore::open`], with or without the checkpoint thread (tests checkpoint by
+    /// hand).
+    fn open_with(config: &SqliteConfig, checkpoint_thread: bool) -> Result<Self> {
         let path = config.path.clone().unwrap_or_else(|| PathBuf::from(":memory:"));
         let fill = |error: StoreError| match error {
             StoreError::Corrupt { detail, .. } => {
@@ -205,6 +183,7 @@ impl SqliteSessionStore {
         let mut conn = match &config.path {
             Some(file) => {
                 ensure_parent(file)?;
+                create_private_db(file)?;
                 Connection::open(file)
             }
             None => Connection::open_in_memory(),
@@ -215,10 +194,21 @@ impl SqliteSessionStore {
         migrations::migrate(&mut conn).map_err(fill)?;
         let checkpointer = match &config.path {
             Some(file) => {
+                // Open now, so made by SQLite with the database's mode; older ones may not be.
+                private_fs::tighten_logged(&sidecar(file, "-wal"), "the session database's WAL");
+                private_fs::tighten_logged(
+                    &sidecar(file, "-shm"),
+                    "the session database's shared memory file",
+                );
                 // Commits no longer run checkpoints (an fsync of the database while every
                 // writer waits); the checkpointer's thread does, beside them.
                 conn.pragma_update(None, "wal_autocheckpoint", 0).db().map_err(fill)?;
-                Some(Checkpointer::start(file, config.busy_timeout).map_err(fill)?)
+                if checkpoint_thread {
+                    let wal = Wal::open(file, config.busy_timeout).map_err(fill)?;
+                    Some(Checkpointer::start(wal).map_err(fill)?)
+                } else {
+                    None
+                }
             }
             None => None,
         };
@@ -254,6 +244,12 @@ impl SqliteSessionStore {
             Synchronous::Full => "FULL",
         };
         conn.pragma_update(None, "synchronous", sync).db()?;
+        // A WAL that restarts from its start is cut back to this size (see `checkpoint.rs`).
+        let _limit: i64 = conn
+            .query_row(&format!("PRAGMA journal_size_limit = {WAL_SIZE_LIMIT}"), [], |row| {
+                row.get(0)
+            })
+            .db()?;
         Ok(())
     }
 
@@ -422,6 +418,25 @@ fn active_tasks_in_tree(conn: &Connection, id: &str) -> Result<usize> {
     Ok(usize::try_from(count).unwrap_or(0))
 }
 
+/// The statement of [`SessionStore::list_sessions`]: `?1` owner, `?2` parent, `?3` include
+/// hidden, `?4` limit, `?5`/`?6` the cursor. One statement per shape (each cached), so the owner
+/// and the cursor are index constraints on `sessions_by_owner_page` / `sessions_by_page` rather
+/// than an `?1 IS NULL OR ...` the planner cannot use; an unset one is still bound, as NULL.
+fn list_sessions_sql(by_owner: bool, after_cursor: bool) -> String {
+    let owner = if by_owner { "owner = ?1" } else { "?1 IS NULL" };
+    let before = if after_cursor {
+        // The row value means `updated_at < ?5 OR (updated_at = ?5 AND id < ?6)`, as one range.
+        "(updated_at, id) < (?5, ?6)"
+    } else {
+        "?5 IS NULL AND ?6 IS NULL"
+    };
+    format!(
+        "SELECT {SESSION_COLS} FROM sessions \
+         WHERE {owner} AND {before} AND (?2 IS NULL OR parent_id = ?2) AND (?3 OR hidden = 0) \
+         ORDER BY updated_at DESC, id DESC LIMIT ?4"
+    )
+}
+
 fn lease_until(now: i64, lease: Duration) -> i64 {
     Timestamp(now).plus(lease).as_millis()
 }
@@ -429,7 +444,9 @@ fn lease_until(now: i64, lease: Duration) -> i64 {
 impl SessionStore for SqliteSessionStore {
     fn create_session(&self, new: NewSession) -> Result<Session> {
         let id = new.id.clone().unwrap_or_else(|| new_id("session"));
-        check_id("session id", &id)?;
+        // Before anything is written: an id the transcript store refuses would leave a session
+        // that lists forever and can never hold a turn.
+        check_session_id(&id)?;
         if new.agent_id.trim().is_empty() {
             return Err(StoreError::InvalidInput {
                 what: "agent id",
@@ -472,18 +489,35 @@ impl SessionStore for SqliteSessionStore {
 
     fn list_sessions(&self, filter: &SessionFilter) -> Result<Vec<Session>> {
         let limit = filter.limit.map_or(-1, |n| i64::try_from(n).unwrap_or(i64::MAX));
+        let sql = list_sessions_sql(filter.owner.is_some(), filter.before.is_some());
+        let (before_at, before_id) =
+            filter.before.as_ref().map(|c| (c.updated_at.as_millis(), c.id.as_str())).unzip();
         self.read(|conn| {
-            let mut stmt = conn
-                .prepare_cached(&format!(
-                    "SELECT {SESSION_COLS} FROM sessions \
-                     WHERE (?1 IS NULL OR owner = ?1) AND (?2 IS NULL OR parent_id = ?2) AND (?3 OR hidden = 0) \
-                     ORDER BY updated_at DESC, rowid DESC LIMIT ?4"
-                ))
-                .db()?;
-            let rows = stmt
-                .query_map(params![filter.owner, filter.parent_id, filter.include_hidden, limit], session_from_row)
-                .db()?;
+            let mut stmt = conn.prepare_cached(&sql).db()?;
+            let args = params![
+                filter.owner,
+                filter.parent_id,
+                filter.include_hidden,
+                limit,
+                before_at,
+                before_id
+            ];
+            let rows = stmt.query_map(args, session_from_row).db()?;
             rows.collect::<rusqlite::Result<Vec<_>>>().db()
+        })
+    }
+
+    fn count_sessions(&self, owner: Option<&str>, include_hidden: bool) -> Result<usize> {
+        let by_owner = if owner.is_some() { "owner = ?1" } else { "?1 IS NULL" };
+        self.read(|conn| {
+            let count: i64 = conn
+                .prepare_cached(&format!(
+                    "SELECT count(*) FROM sessions WHERE {by_owner} AND (?2 OR hidden = 0)"
+                ))
+                .db()?
+                .query_row(params![owner, include_hidden], |row| row.get(0))
+                .db()?;
+            Ok(usize::try_from(count).unwrap_or(0))
         })
     }
 
@@ -1150,4 +1184,44 @@ fn newest_approval(
         args,
         approval_from_row,
     )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// `EXPLAIN QUERY PLAN` of a session list, as one line per step.
+    fn plan(by_owner: bool, after_cursor: bool) -> String {
+        let store = SqliteSessionStore::open(&SqliteConfig::default()).expect("a store");
+        store
+            .with(|conn| {
+                let sql =
+                    format!("EXPLAIN QUERY PLAN {}", list_sessions_sql(by_owner, after_cursor));
+                let mut stmt = conn.prepare(&sql).db()?;
+                let steps = stmt
+                    .query_map(params!["ann", None::<String>, false, 2, 5, "s"], |row| {
+                        row.get::<_, String>(3)
+                    })
+                    .db()?;
+                Ok(steps.collect::<rusqlite::Result<Vec<_>>>().db()?.join("\n"))
+            })
+            .expect("a plan")
+    }
+
+    #[test]
+    fn session_pages_are_read_in_order_from_an_index() {
+        for (by_owner, index) in [(true, "sessions_by_owner_page"), (false, "sessions_by_page")] {
+            for after_cursor in [false, true] {
+                let plan = plan(by_owner, after_cursor);
+                assert!(plan.contains(index), "{plan}");
+                assert!(!plan.contains("TEMP B-TREE"), "sorted without an index: {plan}");
+                if after_cursor {
+                    assert!(
+                        plan.contains("(updated_at,id)<(?,?)"),
+                        "the cursor is a range: {plan}"
+                    );
+                }
+            }
+        }
+    }
 }

@@ -4,13 +4,19 @@ mod approvals;
 mod concurrent;
 mod crash;
 mod paths;
+#[cfg(unix)]
+mod private_files;
 mod recovery_cases;
 mod schema;
+mod session_ids;
 mod sessions;
 mod tasks;
 mod transcript;
 
-use std::{sync::Arc, time::Duration};
+use std::{
+    sync::{Arc, Mutex},
+    time::Duration,
+};
 
 use rein_store::{ManualClock, SqliteConfig, SqliteSessionStore, Timestamp};
 
@@ -28,3 +34,36 @@ pub(crate) fn store() -> (tempfile::TempDir, SqliteSessionStore, Arc<ManualClock
 }
 
 pub(crate) const LEASE: Duration = Duration::from_secs(30);
+
+/// A minimal `tracing` subscriber that keeps the messages of WARN events.
+#[derive(Clone, Default)]
+pub(crate) struct Warnings(pub(crate) Arc<Mutex<Vec<String>>>);
+
+struct Message<'a>(&'a mut String);
+
+impl tracing::field::Visit for Message<'_> {
+    fn record_debug(&mut self, field: &tracing::field::Field, value: &dyn std::fmt::Debug) {
+        use std::fmt::Write as _;
+        let _ = write!(self.0, "{}={:?} ", field.name(), value);
+    }
+}
+
+impl tracing::Subscriber for Warnings {
+    fn enabled(&self, metadata: &tracing::Metadata<'_>) -> bool {
+        *metadata.level() <= tracing::Level::WARN
+    }
+    fn new_span(&self, _: &tracing::span::Attributes<'_>) -> tracing::span::Id {
+        tracing::span::Id::from_u64(1)
+    }
+    fn record(&self, _: &tracing::span::Id, _: &tracing::span::Record<'_>) {}
+    fn record_follows_from(&self, _: &tracing::span::Id, _: &tracing::span::Id) {}
+    fn event(&self, event: &tracing::Event<'_>) {
+        if *event.metadata().level() == tracing::Level::WARN {
+            let mut text = String::new();
+            event.record(&mut Message(&mut text));
+            self.0.lock().unwrap().push(text);
+        }
+    }
+    fn enter(&self, _: &tracing::span::Id) {}
+    fn exit(&self, _: &tracing::span::Id) {}
+}

@@ -2,14 +2,13 @@
 //! opened as a session's transcript and must load as `NAME.expect.json` says, with a warning
 //! logged whenever something was cut or skipped.
 
-use std::{
-    path::PathBuf,
-    sync::{Arc, Mutex},
-};
+use std::path::PathBuf;
 
 use rein_store::{JsonlTranscriptStore, TranscriptConfig, TranscriptStore};
 use serde::Deserialize;
 use serde_json::json;
+
+use crate::Warnings;
 
 #[derive(Deserialize)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
@@ -18,39 +17,6 @@ struct Expect {
     truncated_bytes: u64,
     skipped_lines: u64,
     next_event_id: u64,
-}
-
-/// A minimal `tracing` subscriber that keeps the messages of WARN events.
-#[derive(Clone, Default)]
-struct Warnings(Arc<Mutex<Vec<String>>>);
-
-struct Message<'a>(&'a mut String);
-
-impl tracing::field::Visit for Message<'_> {
-    fn record_debug(&mut self, field: &tracing::field::Field, value: &dyn std::fmt::Debug) {
-        use std::fmt::Write as _;
-        let _ = write!(self.0, "{}={:?} ", field.name(), value);
-    }
-}
-
-impl tracing::Subscriber for Warnings {
-    fn enabled(&self, metadata: &tracing::Metadata<'_>) -> bool {
-        *metadata.level() <= tracing::Level::WARN
-    }
-    fn new_span(&self, _: &tracing::span::Attributes<'_>) -> tracing::span::Id {
-        tracing::span::Id::from_u64(1)
-    }
-    fn record(&self, _: &tracing::span::Id, _: &tracing::span::Record<'_>) {}
-    fn record_follows_from(&self, _: &tracing::span::Id, _: &tracing::span::Id) {}
-    fn event(&self, event: &tracing::Event<'_>) {
-        if *event.metadata().level() == tracing::Level::WARN {
-            let mut text = String::new();
-            event.record(&mut Message(&mut text));
-            self.0.lock().unwrap().push(text);
-        }
-    }
-    fn enter(&self, _: &tracing::span::Id) {}
-    fn exit(&self, _: &tracing::span::Id) {}
 }
 
 fn check(name: &str, bytes: &[u8], expect: &Expect) {

@@ -185,6 +185,106 @@ fn list_filters_owner_hidden_and_parent() {
 }
 
 #[test]
+fn pages_of_two_visit_every_session_once_in_order() {
+    // Inserted so that insertion order and id order disagree within each instant: the old
+    // `rowid DESC` tie-break would list `a` before `b` and `d` before `e`.
+    let (_dir, store, clock) = store();
+    let create = |id: &str, owner: &str| {
+        let new =
+            NewSession { id: Some(id.into()), owner: Some(owner.into()), ..NewSession::new("x") };
+        store.create_session(new).unwrap();
+    };
+    create("b", "ann");
+    create("a", "ann");
+    clock.advance(Duration::from_secs(1));
+    create("c", "ann");
+    create("bob-1", "bob");
+    clock.advance(Duration::from_secs(1));
+    create("e", "ann");
+    create("d", "ann");
+
+    let page_through = |owner: Option<&str>| -> Vec<Vec<String>> {
+        let mut pages = Vec::new();
+        let mut before = None;
+        loop {
+            let filter = SessionFilter {
+                owner: owner.map(str::to_owned),
+                limit: Some(2),
+                before: before.take(),
+                ..SessionFilter::default()
+            };
+            let page = store.list_sessions(&filter).unwrap();
+            let Some(last) = page.last() else { break };
+            before = Some(last.cursor());
+            pages.push(page.into_iter().map(|s| s.id).collect::<Vec<_>>());
+            assert!(pages.len() <= 10, "paging does not end: {pages:?}");
+        }
+        pages
+    };
+    assert_eq!(page_through(Some("ann")), [vec!["e", "d"], vec!["c", "b"], vec!["a"]]);
+    assert_eq!(page_through(None), [vec!["e", "d"], vec!["c", "bob-1"], vec!["b", "a"]]);
+    let all: Vec<String> =
+        store.list_sessions(&SessionFilter::default()).unwrap().into_iter().map(|s| s.id).collect();
+    assert_eq!(all, ["e", "d", "c", "bob-1", "b", "a"], "one page is the same order");
+
+    // A cursor is plain data: it survives the wire, and one for a row that is gone still works.
+    let cursor = rein_store::SessionCursor { updated_at: T0, id: "b".into() };
+    let wire = serde_json::to_value(&cursor).unwrap();
+    assert_eq!(wire, json!({"updatedAt": T0.as_millis(), "id": "b"}));
+    assert_eq!(serde_json::from_value::<rein_store::SessionCursor>(wire).unwrap(), cursor);
+    store.delete_session("b").unwrap();
+    let after_b = SessionFilter { before: Some(cursor), ..SessionFilter::default() };
+    let rest: Vec<String> =
+        store.list_sessions(&after_b).unwrap().into_iter().map(|s| s.id).collect();
+    assert_eq!(rest, ["a"]);
+}
+
+#[test]
+fn counts_follow_the_owner_and_hidden_filters() {
+    let (_dir, store, _clock) = store();
+    let sessions = [
+        ("a1", Some("ann"), false),
+        ("a2", Some("ann"), false),
+        ("a3", Some("ann"), true),
+        ("b1", Some("bob"), false),
+        ("n1", None, false),
+    ];
+    for (id, owner, hidden) in sessions {
+        store
+            .create_session(NewSession {
+                id: Some(id.into()),
+                owner: owner.map(str::to_owned),
+                hidden,
+                ..NewSession::new("x")
+            })
+            .unwrap();
+    }
+    let cases = [
+        (None, false, 4),
+        (None, true, 5),
+        (Some("ann"), false, 2),
+        (Some("ann"), true, 3),
+        (Some("bob"), true, 1),
+        (Some("carol"), true, 0),
+    ];
+    for (owner, include_hidden, expect) in cases {
+        assert_eq!(
+            store.count_sessions(owner, include_hidden).unwrap(),
+            expect,
+            "{owner:?} {include_hidden}"
+        );
+        let filter = SessionFilter {
+            owner: owner.map(str::to_owned),
+            include_hidden,
+            ..SessionFilter::default()
+        };
+        assert_eq!(store.list_sessions(&filter).unwrap().len(), expect, "the count is what lists");
+    }
+    store.delete_session("a1").unwrap();
+    assert_eq!(store.count_sessions(Some("ann"), true).unwrap(), 2);
+}
+
+#[test]
 fn turn_lease_refuses_a_second_turn_until_it_ends_or_expires() {
     let (_dir, store, clock) = store();
     store.create_session(NewSession { id: Some("s".into()), ..NewSession::new("a") }).unwrap();
