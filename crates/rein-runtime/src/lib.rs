@@ -27,6 +27,7 @@ mod config;
 mod error;
 mod fingerprint;
 mod models;
+mod owner;
 mod persona;
 mod runtime;
 mod sink;
@@ -43,6 +44,9 @@ pub use crate::{
     error::{Result, RuntimeError},
     fingerprint::{call_fingerprint, canonical_json},
     models::{ModelResolver, StaticModels},
+    owner::{
+        LOCAL_OWNER, MAX_CLIENT_ID_CHARS, check_client_id, fresh_session_id, scoped_id, unscoped_id,
+    },
     persona::{MEMO_RETRY_PROMPT, SUBMIT_MEMO, validate_memo},
     runtime::{EventStream, Runtime, RuntimeParts},
     tasks::{Dispatcher, TaskContext},
@@ -55,6 +59,6 @@ pub use crate::{
 
 /// Store records the runtime hands out, re-exported so hosts need not depend on `rein-store`.
 pub use rein_store::{
-    Approval, ApprovalScope, ApprovalStatus, AuditEntry, Task, TaskStatus, Timestamp,
-    TurnUnfinished, ViewContext,
+    Approval, ApprovalScope, ApprovalStatus, AuditEntry, SessionCursor, Task, TaskStatus,
+    Timestamp, TurnUnfinished, ViewContext, check_session_id,
 };

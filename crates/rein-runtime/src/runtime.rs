@@ -10,8 +10,8 @@ use rein_agent::{Agent, AgentConfig, StopMode, TaskCompletion, TurnInput};
 use rein_protocol::{AgentEvent, CancellationToken, JsonObject, Message, Model, ToolSpec};
 use rein_store::{
     Approval, ApprovalDecision, ApprovalScope, AuditEntry, Clock, NewAuditEntry, NewSession,
-    Session, SessionFilter, SessionPatch, SessionStore, SystemClock, Task, TaskStatus,
-    TranscriptStore, TurnUnfinished, ViewContext,
+    Session, SessionCursor, SessionFilter, SessionPatch, SessionStore, SystemClock, Task,
+    TaskStatus, TranscriptStore, TurnUnfinished, ViewContext,
 };
 use serde_json::{Value, json};
 use tokio::sync::{Mutex as AsyncMutex, broadcast};
@@ -160,12 +160,6 @@ impl std::fmt::Debug for Runtime {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Runtime").field("instance", &self.inner.instance).finish_non_exhaustive()
     }
-}
-
-fn valid_session_id(id: &str) -> bool {
-    !id.is_empty()
-        && id.len() <= 128
-        && id.chars().all(|c| c.is_ascii_alphanumeric() || matches!(c, ':' | '.' | '_' | '-'))
 }
 
 impl Inner {
@@ -542,12 +536,9 @@ impl Runtime {
         else {
             return Err(RuntimeError::AgentNotFound(agent_name));
         };
-        if let Some(id) = &request.session_id
-            && !valid_session_id(id)
-        {
-            return Err(RuntimeError::Invalid(format!(
-                "session id {id:?} must be 1..=128 characters of [A-Za-z0-9:._-]"
-            )));
+        // The store's one rule, checked before anything is written (the store checks again).
+        if let Some(id) = &request.session_id {
+            rein_store::check_session_id(id).rt()?;
         }
         let model = request
             .model
@@ -602,6 +593,38 @@ impl Runtime {
         let filter = SessionFilter { owner: owner.map(str::to_owned), ..SessionFilter::default() };
         let sessions = self.inner.store.list_sessions(&filter).rt()?;
         sessions.into_iter().filter(|s| !s.hidden).map(|session| self.summary(session)).collect()
+    }
+
+    /// One page of the public sessions, newest first: at most `limit` after `before` (from the
+    /// start when `None`), and the cursor of the next page when there is one. `owner` narrows
+    /// to one principal's. Light: no transcript is read.
+    pub async fn list_sessions_page(
+        &self,
+        owner: Option<&str>,
+        limit: usize,
+        before: Option<SessionCursor>,
+    ) -> Result<(Vec<SessionSummary>, Option<SessionCursor>)> {
+        let filter = SessionFilter {
+            owner: owner.map(str::to_owned),
+            limit: Some(limit.saturating_add(1)),
+            before,
+            ..SessionFilter::default()
+        };
+        let mut sessions = self.inner.store.list_sessions(&filter).rt()?;
+        let next = if sessions.len() > limit {
+            sessions.truncate(limit);
+            sessions.last().map(Session::cursor)
+        } else {
+            None
+        };
+        let summaries =
+            sessions.into_iter().map(|session| self.summary(session)).collect::<Result<_>>()?;
+        Ok((summaries, next))
+    }
+
+    /// How many public sessions `owner` has (every owner's when `None`).
+    pub fn count_sessions(&self, owner: Option<&str>) -> Result<usize> {
+        self.inner.store.count_sessions(owner, false).rt()
     }
 
     /// One public session's light record (no transcript is read).

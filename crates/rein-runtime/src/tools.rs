@@ -20,6 +20,7 @@ use crate::{
     capability::{Capability, task_tool_name},
     config::AgentDefinition,
     fingerprint::call_fingerprint,
+    owner::{check_client_id, scoped_id, unscoped_id},
     persona,
     runtime::{Inner, lock},
 };
@@ -367,10 +368,20 @@ pub(crate) fn read_view_context(
         inner.store.get_session(parent).ok().flatten()?.view_context_id
     });
     let linked = linked_id.is_some();
-    let Some(id) = requested.map(str::to_owned).or(linked_id) else {
+    // The model names a view context the way the page did; it is looked up in the session
+    // owner's namespace only, never another principal's (a persona child has its parent's
+    // owner).
+    let owner = session.owner.as_deref();
+    let Some(id) = requested.map(|id| scoped_id(owner, id)).or(linked_id) else {
         return json!({"available": false, "linked": false, "reason": "No view context is linked to this session."});
     };
-    match inner.store.get_view_context(&id) {
+    let shown = unscoped_id(owner, &id).to_owned();
+    let found = if requested.is_some_and(|id| check_client_id("viewContextId", id).is_err()) {
+        Ok(None)
+    } else {
+        inner.store.get_view_context(&id)
+    };
+    match found {
         Ok(Some(context)) => {
             let field = |key: &str| context.payload.get(key).cloned().unwrap_or(Value::Null);
             let or_empty =
@@ -378,7 +389,7 @@ pub(crate) fn read_view_context(
             json!({
                 "available": true,
                 "linked": linked,
-                "contextId": context.id,
+                "contextId": shown,
                 "createdAt": context.created_at.to_rfc3339(),
                 "updatedAt": context.updated_at.to_rfc3339(),
                 "route": field("route"),
@@ -391,10 +402,10 @@ pub(crate) fn read_view_context(
             })
         }
         Ok(None) => {
-            json!({"available": false, "linked": linked, "contextId": id, "reason": "The view context was not found."})
+            json!({"available": false, "linked": linked, "contextId": shown, "reason": "The view context was not found."})
         }
         Err(error) => {
-            json!({"available": false, "linked": linked, "contextId": id, "reason": error.to_string()})
+            json!({"available": false, "linked": linked, "contextId": shown, "reason": error.to_string()})
         }
     }
 }

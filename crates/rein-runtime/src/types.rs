@@ -12,7 +12,7 @@ use serde::{Deserialize, Serialize};
 pub struct CreateSession {
     /// The agent (the runtime's first agent when `None`).
     pub agent_name: Option<String>,
-    /// An id of the client's choosing (`[A-Za-z0-9:._-]`, at most 128 characters).
+    /// An id of the caller's choosing, by the store's rule ([`rein_store::check_session_id`]).
     pub session_id: Option<String>,
     /// The owning principal, if any.
     pub owner: Option<String>,
