@@ -82,10 +82,12 @@ pub struct ModelList {
 pub struct CreateSession {
     /// The agent to talk to.
     pub agent_name: String,
-    /// A session id of the client's choosing (`[A-Za-z0-9:._-]`, at most 128 characters).
+    /// A session id of the client's choosing (`[A-Za-z0-9:._-]`, at most 128 characters, not
+    /// `.` or `..`), in the caller's own namespace.
     #[serde(default)]
     pub session_id: Option<String>,
-    /// A system prompt replacing the agent's.
+    /// A system prompt replacing the agent's (refused with `403 hosted_agent_policy_denied`
+    /// unless the operator allows it: `allow_client_system_prompt`).
     #[serde(default)]
     pub system_prompt: Option<String>,
     /// The model to pin the session to (one of `GET /models`).
@@ -267,11 +269,15 @@ pub struct SessionSummary {
     pub pending_task_count: u64,
 }
 
-/// `GET /sessions`.
+/// `GET /sessions?limit=&cursor=`: one page.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
 pub struct SessionList {
     /// The caller's sessions, newest first.
     pub sessions: Vec<SessionSummary>,
+    /// Pass as `cursor` for the next page; `null` on the last page.
+    #[serde(default)]
+    pub next_cursor: Option<String>,
 }
 
 /// `DELETE /sessions/{id}`.

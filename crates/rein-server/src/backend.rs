@@ -6,7 +6,7 @@ use futures::stream::BoxStream;
 use crate::{
     api::{
         Agent, Approval, CreateSession, DeletedSession, Interrupted, ModelList, RunResponse,
-        SendMessage, Session, SessionEvent, SessionSettings, SessionSummary, Task, ViewContext,
+        SendMessage, Session, SessionEvent, SessionList, SessionSettings, Task, ViewContext,
         ViewContextInput,
     },
     auth::Principal,
@@ -30,8 +30,14 @@ pub trait Backend: Send + Sync + 'static {
         owner: &Principal,
         request: CreateSession,
     ) -> Result<Session, BackendError>;
-    /// The owner's sessions, newest first.
-    async fn list_sessions(&self, owner: &Principal) -> Result<Vec<SessionSummary>, BackendError>;
+    /// One page of the owner's sessions, newest first, with the cursor of the next page.
+    async fn list_sessions(
+        &self,
+        owner: &Principal,
+        page: SessionPage,
+    ) -> Result<SessionList, BackendError>;
+    /// How many sessions the owner has (for `max_sessions_per_principal`).
+    async fn session_count(&self, owner: &Principal) -> Result<usize, BackendError>;
     /// One session with its conversation.
     async fn session(&self, owner: &Principal, session_id: &str) -> Result<Session, BackendError>;
     /// Changes a session's settings.
@@ -122,6 +128,15 @@ pub trait Backend: Send + Sync + 'static {
         session_id: &str,
         after: Option<u64>,
     ) -> Result<EventStream, BackendError>;
+}
+
+/// Which page of a session list to answer.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SessionPage {
+    /// At most this many sessions.
+    pub limit: usize,
+    /// After this cursor (a `nextCursor` this server gave), from the newest when `None`.
+    pub cursor: Option<String>,
 }
 
 /// Why a runtime call failed. The server maps each kind to one status and code.

@@ -2,23 +2,29 @@
 //!
 //! The runtime knows owners but not HTTP principals' rules: every call here first checks that
 //! the session (or the task's or approval's session) belongs to the caller, and reports another
-//! principal's record as not found. View contexts are namespaced by principal when tokens are
-//! in use, so one principal can never read or overwrite another's page state.
+//! principal's record as not found. Session and view-context ids are namespaced by principal
+//! (`rein_runtime::scoped_id`) when tokens are in use, so one principal can never read,
+//! overwrite, detect or squat another's: bob's `s1` and alice's `s1` are two sessions, and
+//! every id leaves as the principal chose it. Sessions stored before namespaces existed are
+//! still found by their bare id, for their owner only.
 
 use async_trait::async_trait;
 use futures::StreamExt as _;
 use rein_protocol::ToolSpec;
-use rein_runtime::{Decision, Runtime, RuntimeError, SessionView};
+use rein_runtime::{
+    Decision, Runtime, RuntimeError, SessionCursor, SessionView, Timestamp, check_client_id,
+    check_session_id, fresh_session_id, scoped_id, unscoped_id,
+};
 use serde_json::Value;
 
 use crate::{
     api::{
         Agent, AgentTool, Approval, CreateSession, DeletedSession, Interrupted, ModelEntry,
-        ModelList, PendingCheckpoint, RunResponse, SendMessage, Session, SessionEvent,
+        ModelList, PendingCheckpoint, RunResponse, SendMessage, Session, SessionEvent, SessionList,
         SessionSettings, SessionSummary, Task, ToolResultEntry, ViewContext, ViewContextInput,
     },
     auth::Principal,
-    backend::{Backend, BackendError, EventStream},
+    backend::{Backend, BackendError, EventStream, SessionPage},
 };
 
 impl From<RuntimeError> for BackendError {
@@ -44,19 +50,81 @@ impl From<RuntimeError> for BackendError {
     }
 }
 
-/// The stored id of a principal's view context. In local single-user mode ids are kept as the
-/// page chose them; otherwise they are prefixed with the principal (`/` never occurs in a
-/// client-chosen id, so two principals' ids cannot meet).
+/// The stored id of a principal's session or view context.
 fn view_key(owner: &Principal, id: &str) -> String {
-    if owner.as_str() == Principal::LOCAL { id.to_owned() } else { format!("{owner}/{id}") }
+    scoped_id(Some(owner.as_str()), id)
 }
 
-/// The page's id of a stored view context.
+/// The principal's id of a stored session or view context.
 fn view_id<'a>(owner: &Principal, key: &'a str) -> &'a str {
-    if owner.as_str() == Principal::LOCAL {
-        key
-    } else {
-        key.strip_prefix(owner.as_str()).and_then(|rest| rest.strip_prefix('/')).unwrap_or(key)
+    unscoped_id(Some(owner.as_str()), key)
+}
+
+/// An error whose ids are the stored ones, with the ids the principal knows instead.
+fn wire_error(owner: &Principal, error: RuntimeError) -> BackendError {
+    let id = |stored: String| view_id(owner, &stored).to_owned();
+    match BackendError::from(error) {
+        BackendError::SessionNotFound(stored) => BackendError::SessionNotFound(id(stored)),
+        BackendError::TurnInFlight(stored) => BackendError::TurnInFlight(id(stored)),
+        BackendError::ActiveTasks(stored) => BackendError::ActiveTasks(id(stored)),
+        BackendError::NoCheckpoint(stored) => BackendError::NoCheckpoint(id(stored)),
+        BackendError::SessionExists(stored) => BackendError::SessionExists(id(stored)),
+        other => other,
+    }
+}
+
+/// The stored id of `owner`'s session `id`: in the owner's namespace, else (a session stored
+/// before namespaces) the bare id when `owner` owns it. Anything else is not found, whoever
+/// owns it.
+fn resolve(runtime: &Runtime, owner: &Principal, id: &str) -> Result<String, BackendError> {
+    let not_found = || BackendError::SessionNotFound(id.to_owned());
+    if check_client_id("session id", id).is_err() {
+        return Err(not_found());
+    }
+    let scoped = view_key(owner, id);
+    let owned = |stored: &str| match runtime.owner_of(stored) {
+        Ok(Some(found)) => Ok(found == owner.as_str()),
+        Ok(None) | Err(RuntimeError::SessionNotFound(_)) => Ok(false),
+        Err(other) => Err(BackendError::from(other)),
+    };
+    if owned(&scoped)? {
+        return Ok(scoped);
+    }
+    if scoped != id && owned(id)? {
+        return Ok(id.to_owned());
+    }
+    Err(not_found())
+}
+
+/// A list cursor as the client carries it: `<updated-at millis>.<id as hex>`.
+fn encode_cursor(cursor: &SessionCursor) -> String {
+    let hex: String = cursor.id.bytes().map(|b| format!("{b:02x}")).collect();
+    format!("{}.{hex}", cursor.updated_at.as_millis())
+}
+
+/// The inverse of [`encode_cursor`]; `None` for text it could not have made.
+fn decode_cursor(text: &str) -> Option<SessionCursor> {
+    let (millis, hex) = text.split_once('.')?;
+    let updated_at = Timestamp(millis.parse().ok()?);
+    if hex.len() % 2 != 0 || !hex.is_ascii() {
+        return None;
+    }
+    let bytes = (0..hex.len())
+        .step_by(2)
+        .map(|i| u8::from_str_radix(&hex[i..i + 2], 16).ok())
+        .collect::<Option<Vec<u8>>>()?;
+    Some(SessionCursor { updated_at, id: String::from_utf8(bytes).ok()? })
+}
+
+/// Checks that the stored session `session_id` is a public session of `owner` (tasks and
+/// approvals name their session by its stored id).
+fn owns(runtime: &Runtime, owner: &Principal, session_id: &str) -> Result<(), BackendError> {
+    match runtime.owner_of(session_id) {
+        Ok(Some(found)) if found == owner.as_str() => Ok(()),
+        Ok(_) | Err(RuntimeError::SessionNotFound(_)) => {
+            Err(BackendError::SessionNotFound(session_id.to_owned()))
+        }
+        Err(other) => Err(other.into()),
     }
 }
 
@@ -72,17 +140,6 @@ fn now() -> String {
         .map(|d| i64::try_from(d.as_millis()).unwrap_or(i64::MAX))
         .unwrap_or_default();
     rein_runtime::Timestamp(millis).to_rfc3339()
-}
-
-/// Checks that `session_id` is a public session of `owner`.
-fn check_owner(runtime: &Runtime, owner: &Principal, session_id: &str) -> Result<(), BackendError> {
-    match runtime.owner_of(session_id) {
-        Ok(Some(found)) if found == owner.as_str() => Ok(()),
-        Ok(_) | Err(RuntimeError::SessionNotFound(_)) => {
-            Err(BackendError::SessionNotFound(session_id.to_owned()))
-        }
-        Err(other) => Err(other.into()),
-    }
 }
 
 fn tool(spec: &ToolSpec) -> AgentTool {
@@ -105,7 +162,7 @@ fn session(owner: &Principal, view: SessionView) -> Session {
         _ => serde_json::Map::new(),
     };
     Session {
-        session_id: view.id,
+        session_id: view_id(owner, &view.id).to_owned(),
         agent_name: view.agent_name,
         created_at: view.created_at.to_rfc3339(),
         updated_at: view.updated_at.to_rfc3339(),
@@ -128,14 +185,14 @@ async fn full_session(
 ) -> Result<Session, BackendError> {
     let id = view.id.clone();
     let mut wire = session(owner, view);
-    wire.tasks = runtime.tasks(&id).await?.iter().map(task).collect();
+    wire.tasks = runtime.tasks(&id).await?.iter().map(|t| task(owner, t)).collect();
     let agent = wire.agent_name.clone();
     wire.approvals =
-        runtime.approvals(&id).await?.iter().map(|a| approval(runtime, &agent, a)).collect();
+        runtime.approvals(&id).await?.iter().map(|a| approval(runtime, owner, &agent, a)).collect();
     Ok(wire)
 }
 
-fn task(task: &rein_runtime::Task) -> Task {
+fn task(owner: &Principal, task: &rein_runtime::Task) -> Task {
     let status = match task.status.as_str() {
         "queued" => "pending",
         other => other,
@@ -150,7 +207,7 @@ fn task(task: &rein_runtime::Task) -> Task {
         capability_name: task.tool.clone(),
         status: status.to_owned(),
         description: format!("Background `{}`", task.tool),
-        session_id: task.session_id.clone(),
+        session_id: view_id(owner, &task.session_id).to_owned(),
         created_at: task.created_at.to_rfc3339(),
         started_at: task.started_at.map(|t| t.to_rfc3339()),
         completed_at: task.finished_at.map(|t| t.to_rfc3339()),
@@ -161,7 +218,12 @@ fn task(task: &rein_runtime::Task) -> Task {
     }
 }
 
-fn approval(runtime: &Runtime, agent_name: &str, approval: &rein_runtime::Approval) -> Approval {
+fn approval(
+    runtime: &Runtime,
+    owner: &Principal,
+    agent_name: &str,
+    approval: &rein_runtime::Approval,
+) -> Approval {
     let side_effecting = runtime
         .agent_tools(agent_name)
         .ok()
@@ -182,7 +244,7 @@ fn approval(runtime: &Runtime, agent_name: &str, approval: &rein_runtime::Approv
         created_at: approval.created_at.to_rfc3339(),
         updated_at: approval.updated_at.to_rfc3339(),
         resolved_at: approval.resolved_at.map(|t| t.to_rfc3339()),
-        session_id: approval.session_id.clone(),
+        session_id: view_id(owner, &approval.session_id).to_owned(),
         agent_name: agent_name.to_owned(),
         action: action.to_owned(),
         capability_name: approval.tool.clone(),
@@ -234,7 +296,7 @@ async fn run_response(
         })
         .collect();
     Ok(RunResponse {
-        session_id: report.session_id,
+        session_id: view_id(owner, &report.session_id).to_owned(),
         agent_name: report.agent_name,
         steps: report.steps,
         final_message: report.final_message,
@@ -293,23 +355,55 @@ impl Backend for Runtime {
         let mut metadata = request.metadata;
         let view_context =
             metadata.remove("viewContextId").and_then(|v| v.as_str().map(|id| view_key(owner, id)));
+        let namespaced = view_key(owner, "x") != "x";
+        let stored = match &request.session_id {
+            Some(id) => {
+                check_client_id("`sessionId`", id).map_err(BackendError::from)?;
+                // A session this owner made before namespaces existed keeps its bare id.
+                if namespaced
+                    && matches!(self.owner_of(id), Ok(Some(found)) if found == owner.as_str())
+                {
+                    return Err(BackendError::SessionExists(id.clone()));
+                }
+                Some(view_key(owner, id))
+            }
+            None if namespaced => Some(view_key(owner, &fresh_session_id())),
+            None => None,
+        };
+        if let Some(stored) = &stored {
+            // One rule, the store's, checked before anything is written.
+            check_session_id(stored).map_err(|error| {
+                BackendError::Invalid(format!("`sessionId` cannot be stored: {error}"))
+            })?;
+        }
         let mut create =
             rein_runtime::CreateSession::agent(request.agent_name).owner(owner.as_str());
-        create.session_id = request.session_id;
+        create.session_id = stored;
         create.model = request.runtime_model;
         create.system_prompt = request.system_prompt;
         create.view_context_id = view_context;
         create.metadata = metadata;
-        let view = Runtime::create_session(self, create).await?;
+        let view = Runtime::create_session(self, create).await.map_err(|e| wire_error(owner, e))?;
         full_session(self, owner, view).await
     }
 
-    async fn list_sessions(&self, owner: &Principal) -> Result<Vec<SessionSummary>, BackendError> {
-        Ok(Runtime::list_sessions(self, Some(owner.as_str()))
-            .await?
+    async fn list_sessions(
+        &self,
+        owner: &Principal,
+        page: SessionPage,
+    ) -> Result<SessionList, BackendError> {
+        let before = match page.cursor.as_deref() {
+            None => None,
+            Some(text) => Some(decode_cursor(text).ok_or_else(|| {
+                BackendError::Invalid(format!("`cursor` '{text}' is not one this server gave"))
+            })?),
+        };
+        let (summaries, next) =
+            Runtime::list_sessions_page(self, Some(owner.as_str()), page.limit, before).await?;
+        let sessions = summaries
             .into_iter()
             .map(|summary| SessionSummary {
-                session_id: summary.id,
+                session_id: view_id(owner, &summary.id).to_owned(),
                 agent_name: summary.agent_name,
                 created_at: summary.created_at.to_rfc3339(),
                 updated_at: summary.updated_at.to_rfc3339(),
@@ -321,11 +415,16 @@ impl Backend for Runtime {
                 message_count: summary.message_count,
                 pending_task_count: summary.active_task_count,
             })
-            .collect())
+            .collect();
+        Ok(SessionList { sessions, next_cursor: next.as_ref().map(encode_cursor) })
+    }
+
+    async fn session_count(&self, owner: &Principal) -> Result<usize, BackendError> {
+        Ok(Runtime::count_sessions(self, Some(owner.as_str()))?)
     }
 
     async fn session(&self, owner: &Principal, id: &str) -> Result<Session, BackendError> {
-        check_owner(self, owner, id)?;
+        let id = &resolve(self, owner, id)?;
         let view = Runtime::session(self, id).await?;
         full_session(self, owner, view).await
     }
@@ -339,12 +438,13 @@ impl Backend for Runtime {
         id: &str,
         settings: SessionSettings,
     ) -> Result<Session, BackendError> {
-        check_owner(self, owner, id)?;
+        let id = &resolve(self, owner, id)?;
         let mut change = rein_runtime::SessionSettings::default();
         change.model = settings.runtime_model;
         change.auto_approve = settings.auto_approve;
         change.reasoning = settings.reasoning;
-        let view = Runtime::update_session(self, id, change).await?;
+        let view =
+            Runtime::update_session(self, id, change).await.map_err(|e| wire_error(owner, e))?;
         full_session(self, owner, view).await
     }
 
@@ -353,8 +453,8 @@ impl Backend for Runtime {
         owner: &Principal,
         id: &str,
     ) -> Result<DeletedSession, BackendError> {
-        check_owner(self, owner, id)?;
-        Runtime::delete_session(self, id).await?;
+        let stored = resolve(self, owner, id)?;
+        Runtime::delete_session(self, &stored).await.map_err(|e| wire_error(owner, e))?;
         Ok(DeletedSession { session_id: id.to_owned(), deleted_at: now() })
     }
 
@@ -364,9 +464,11 @@ impl Backend for Runtime {
         id: &str,
         message: SendMessage,
     ) -> Result<RunResponse, BackendError> {
-        check_owner(self, owner, id)?;
+        let id = &resolve(self, owner, id)?;
         let view = message.view_context_id.as_deref().map(|view| view_key(owner, view));
-        let report = Runtime::send_message(self, id, &message.content, view.as_deref()).await?;
+        let report = Runtime::send_message(self, id, &message.content, view.as_deref())
+            .await
+            .map_err(|e| wire_error(owner, e))?;
         run_response(self, owner, report).await
     }
 
@@ -375,8 +477,8 @@ impl Backend for Runtime {
         owner: &Principal,
         id: &str,
     ) -> Result<RunResponse, BackendError> {
-        check_owner(self, owner, id)?;
-        let report = Runtime::continue_turn(self, id).await?;
+        let id = &resolve(self, owner, id)?;
+        let report = Runtime::continue_turn(self, id).await.map_err(|e| wire_error(owner, e))?;
         run_response(self, owner, report).await
     }
 
@@ -385,24 +487,24 @@ impl Backend for Runtime {
         owner: &Principal,
         id: &str,
     ) -> Result<Session, BackendError> {
-        check_owner(self, owner, id)?;
-        let view = Runtime::discard_checkpoint(self, id).await?;
+        let id = &resolve(self, owner, id)?;
+        let view = Runtime::discard_checkpoint(self, id).await.map_err(|e| wire_error(owner, e))?;
         full_session(self, owner, view).await
     }
 
     async fn interrupt(&self, owner: &Principal, id: &str) -> Result<Interrupted, BackendError> {
-        check_owner(self, owner, id)?;
-        let report = Runtime::interrupt(self, id).await?;
+        let id = &resolve(self, owner, id)?;
+        let report = Runtime::interrupt(self, id).await.map_err(|e| wire_error(owner, e))?;
         Ok(Interrupted {
-            session_id: report.session_id,
+            session_id: view_id(owner, &report.session_id).to_owned(),
             turn_in_flight: report.turn_in_flight,
             requested_at: report.requested_at.to_rfc3339(),
         })
     }
 
     async fn session_tasks(&self, owner: &Principal, id: &str) -> Result<Vec<Task>, BackendError> {
-        check_owner(self, owner, id)?;
-        Ok(Runtime::tasks(self, id).await?.iter().map(task).collect())
+        let id = &resolve(self, owner, id)?;
+        Ok(Runtime::tasks(self, id).await?.iter().map(|t| task(owner, t)).collect())
     }
 
     async fn session_approvals(
@@ -410,21 +512,25 @@ impl Backend for Runtime {
         owner: &Principal,
         id: &str,
     ) -> Result<Vec<Approval>, BackendError> {
-        check_owner(self, owner, id)?;
+        let id = &resolve(self, owner, id)?;
         let agent = agent_of(self, id).await?;
-        Ok(Runtime::approvals(self, id).await?.iter().map(|a| approval(self, &agent, a)).collect())
+        Ok(Runtime::approvals(self, id)
+            .await?
+            .iter()
+            .map(|a| approval(self, owner, &agent, a))
+            .collect())
     }
 
     async fn task(&self, owner: &Principal, task_id: &str) -> Result<Task, BackendError> {
         let found = Runtime::task(self, task_id).await?;
-        check_owner(self, owner, &found.session_id)
+        owns(self, owner, &found.session_id)
             .map_err(|_| BackendError::TaskNotFound(task_id.to_owned()))?;
-        Ok(task(&found))
+        Ok(task(owner, &found))
     }
 
     async fn cancel_task(&self, owner: &Principal, task_id: &str) -> Result<Task, BackendError> {
         Backend::task(self, owner, task_id).await?;
-        Ok(task(&Runtime::cancel_task(self, task_id).await?))
+        Ok(task(owner, &Runtime::cancel_task(self, task_id).await?))
     }
 
     async fn approval(
@@ -433,9 +539,9 @@ impl Backend for Runtime {
         approval_id: &str,
     ) -> Result<Approval, BackendError> {
         let found = Runtime::approval(self, approval_id).await?;
-        check_owner(self, owner, &found.session_id)
+        owns(self, owner, &found.session_id)
             .map_err(|_| BackendError::ApprovalNotFound(approval_id.to_owned()))?;
-        Ok(approval(self, &agent_of(self, &found.session_id).await?, &found))
+        Ok(approval(self, owner, &agent_of(self, &found.session_id).await?, &found))
     }
 
     async fn decide_approval(
@@ -449,7 +555,7 @@ impl Backend for Runtime {
         let decision = if approve { Decision::Approve } else { Decision::Deny };
         let decided =
             Runtime::decide_approval(self, approval_id, decision, note.as_deref()).await?;
-        Ok(approval(self, &found.agent_name, &decided))
+        Ok(approval(self, owner, &found.agent_name, &decided))
     }
 
     async fn put_view_context(
@@ -483,7 +589,7 @@ impl Backend for Runtime {
         id: &str,
         after: Option<u64>,
     ) -> Result<EventStream, BackendError> {
-        check_owner(self, owner, id)?;
+        let id = &resolve(self, owner, id)?;
         let stream = Runtime::subscribe(self, id, after).await?;
         Ok(stream.map(|event| SessionEvent { id: event.id, event: event.event }).boxed())
     }

@@ -19,6 +19,7 @@ mod assets;
 mod auth;
 mod backend;
 mod config;
+mod edge;
 mod error;
 mod hosted;
 mod openapi;
@@ -35,15 +36,17 @@ pub use crate::{
         ViewContextInput,
     },
     auth::Principal,
-    backend::{Backend, BackendError, EventStream},
+    backend::{Backend, BackendError, EventStream, SessionPage},
     config::ServerConfig,
     error::ApiError,
 };
 
 /// The whole HTTP surface over a backend, to mount in a host's axum application or to drive
 /// with `tower::ServiceExt::oneshot` in tests. [`serve`] runs it on its own listener.
+///
+/// The `Host` checks of local mode take `config.addr` as the address served.
 pub fn router(config: &ServerConfig, backend: Arc<dyn Backend>) -> axum::Router {
-    routes::router(config, backend, rein_protocol::CancellationToken::new())
+    routes::router(config, backend, rein_protocol::CancellationToken::new(), config.addr)
 }
 
 /// The OpenAPI 3.1 document of the API (also served at `/agent/api/openapi.json`).
@@ -63,12 +66,22 @@ pub enum ServeError {
         /// Why.
         source: std::io::Error,
     },
+    /// A non-loopback address without tokens, and `insecure_no_auth` not set.
+    #[error(
+        "refusing to serve {addr} without tokens: anyone who can reach it would get the whole API. \
+         Configure `server.tokens`, bind 127.0.0.1, or pass --insecure-no-auth if this network is trusted"
+    )]
+    Unauthenticated {
+        /// The address.
+        addr: SocketAddr,
+    },
     /// The listener failed while serving.
     #[error("server failed: {0}")]
     Io(#[from] std::io::Error),
 }
 
-/// Binds `config.addr`, calls `ready` with the bound address (the port is real even when
+/// Binds `config.addr` (refused with [`ServeError::Unauthenticated`] for a non-loopback address
+/// without tokens, unless `config.insecure_no_auth`), calls `ready` with the bound address (the port is real even when
 /// `config.addr` asked for port 0), and serves until the returned future is dropped.
 /// Prints nothing.
 pub async fn serve(
@@ -86,17 +99,22 @@ pub async fn serve_until(
     ready: impl FnOnce(SocketAddr),
     shutdown: impl Future<Output = ()> + Send + 'static,
 ) -> Result<(), ServeError> {
+    if config.tokens.is_empty() && !config.addr.ip().is_loopback() && !config.insecure_no_auth {
+        return Err(ServeError::Unauthenticated { addr: config.addr });
+    }
     let listener =
         listen(config.addr).map_err(|source| ServeError::Bind { addr: config.addr, source })?;
     let addr = listener.local_addr()?;
     let streams = rein_protocol::CancellationToken::new();
-    let app = routes::router(&config, backend, streams.clone());
+    let app = routes::router(&config, backend, streams.clone(), addr);
     ready(addr);
     let shutdown = async move {
         shutdown.await;
         streams.cancel();
     };
-    axum::serve(listener, app).with_graceful_shutdown(shutdown).await?;
+    axum::serve(listener, app.into_make_service_with_connect_info::<SocketAddr>())
+        .with_graceful_shutdown(shutdown)
+        .await?;
     Ok(())
 }
 

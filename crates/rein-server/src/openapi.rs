@@ -47,6 +47,10 @@ fn operation(
         "401".into(),
         error("Missing or unknown bearer token (only when tokens are configured)."),
     );
+    responses.insert(
+        "403".into(),
+        error("A `Host` this server does not answer to (`host_not_allowed`, local mode), or a state-changing request from another origin (`origin_not_allowed`)."),
+    );
     for (status, description) in errors {
         responses.insert((*status).to_owned(), error(description));
     }
@@ -87,10 +91,16 @@ pub(crate) fn document() -> Value {
             "post": operation("createSession", "Creates a session owned by the caller.", None, Some(("CreateSession", true)),
                 ("201", ok("The new session.", "Session")),
                 &[("404", "No such public agent (`hosted_agent_not_found`)."),
-                  ("403", "Policy refused the session (`hosted_agent_policy_denied`)."),
+                  ("403", "Policy refused the session: a `systemPrompt` the operator does not allow (`hosted_agent_policy_denied`), or the caller's session quota is used up (`hosted_session_quota_exceeded`)."),
                   ("503", "No model is configured (`hosted_agent_not_configured`).")]),
-            "get": operation("listSessions", "The caller's sessions, newest first.", None, None,
-                ("200", ok("The sessions.", "SessionList")), &[]),
+            "get": operation("listSessions", "One page of the caller's sessions, newest first.", Some(json!([
+                    { "name": "limit", "in": "query", "required": false, "description": "At most this many (100 when absent).",
+                      "schema": { "type": "integer", "minimum": 1, "maximum": 500 } },
+                    { "name": "cursor", "in": "query", "required": false, "description": "The `nextCursor` of the page before.",
+                      "schema": { "type": "string" } }
+                ])), None,
+                ("200", ok("The sessions.", "SessionList")),
+                &[("422", "`limit` out of range or a `cursor` this server did not give (`validation_error`).")]),
         },
         "/agent/api/runtime/sessions/{id}": {
             "get": operation("getSession", "A session with its conversation.", session_id(), None,
@@ -255,7 +265,7 @@ fn schemas() -> Value {
             "lastMessagePreview": nullable("string"), "lastMessageAt": nullable("string"),
             "messageCount": { "type": "integer" }, "pendingTaskCount": { "type": "integer" },
         }), &["sessionId", "agentName"]),
-        "SessionList": object(json!({ "sessions": array_of("SessionSummary") }), &["sessions"]),
+        "SessionList": object(json!({ "sessions": array_of("SessionSummary"), "nextCursor": { "type": ["string", "null"] } }), &["sessions"]),
         "DeletedSession": object(json!({ "sessionId": string(), "deletedAt": string() }), &["sessionId", "deletedAt"]),
         "SendMessage": closed(json!({
             "content": { "type": "string", "minLength": 1, "pattern": "\\S" },

@@ -32,9 +32,10 @@ use crate::{
         SessionList, SessionSettings, TaskList, ViewContextInput,
     },
     assets,
-    auth::{Auth, Principal},
-    backend::{Backend, BackendError},
+    auth::{Auth, Principal, query_value},
+    backend::{Backend, BackendError, SessionPage},
     config::ServerConfig,
+    edge::{Authenticated, Edge, edge},
     error::{ApiError, REQUEST_ID, payload_too_large},
     openapi,
 };
@@ -43,24 +44,22 @@ use crate::{
 #[derive(Clone)]
 pub(crate) struct AppState {
     backend: Arc<dyn Backend>,
-    auth: Arc<Auth>,
     config: Arc<ServerConfig>,
     /// Fires when the server shuts down; open event streams end then.
     shutdown: CancellationToken,
 }
 
-/// The whole HTTP surface over a backend, as an axum router with its middleware.
+/// The whole HTTP surface over a backend, as an axum router with its middleware. `bound` is
+/// the address the server listens on (its `Host` checks name it).
 pub(crate) fn router(
     config: &ServerConfig,
     backend: Arc<dyn Backend>,
     shutdown: CancellationToken,
+    bound: std::net::SocketAddr,
 ) -> Router {
-    let state = AppState {
-        backend,
-        auth: Arc::new(Auth::new(&config.tokens)),
-        config: Arc::new(config.clone()),
-        shutdown,
-    };
+    let auth = Arc::new(Auth::new(&config.tokens));
+    let edge_state = Arc::new(Edge::new(config, auth, bound));
+    let state = AppState { backend, config: Arc::new(config.clone()), shutdown };
     let runtime = Router::new()
         .route("/agents", get(agents))
         .route("/models", get(models))
@@ -92,7 +91,8 @@ pub(crate) fn router(
     if let Some(cors) = cors_layer(&config.cors_origins) {
         app = app.layer(cors);
     }
-    app.layer(middleware::from_fn(request_id))
+    app.layer(middleware::from_fn_with_state(edge_state, edge))
+        .layer(middleware::from_fn(request_id))
 }
 
 fn cors_layer(origins: &[String]) -> Option<CorsLayer> {
@@ -141,14 +141,18 @@ async fn request_id(request: Request, next: Next) -> Response {
     response
 }
 
-/// The calling principal, from the bearer token (or `local` without configured tokens).
+/// The calling principal, as the edge found it (from the bearer token, or `local` without
+/// configured tokens); `401 unauthorized` without one.
 struct Caller(Principal);
 
-impl FromRequestParts<AppState> for Caller {
+impl<S: Send + Sync> FromRequestParts<S> for Caller {
     type Rejection = ApiError;
 
-    async fn from_request_parts(parts: &mut Parts, state: &AppState) -> Result<Self, ApiError> {
-        state.auth.principal(&parts.headers, parts.uri.query()).map(Caller)
+    async fn from_request_parts(parts: &mut Parts, _state: &S) -> Result<Self, ApiError> {
+        match parts.extensions.get::<Authenticated>() {
+            Some(Authenticated(Ok(principal))) => Ok(Caller(principal.clone())),
+            _ => Err(ApiError::unauthorized()),
+        }
     }
 }
 
@@ -306,11 +310,10 @@ async fn models(State(s): State<AppState>, Caller(_): Caller) -> ApiResult<crate
     Ok(Json(s.backend.models().await?))
 }
 
-/// Ids a client may choose: short, and only characters that need no escaping anywhere.
-fn valid_client_id(id: &str) -> bool {
-    !id.is_empty()
-        && id.len() <= 128
-        && id.chars().all(|c| c.is_ascii_alphanumeric() || matches!(c, ':' | '.' | '_' | '-'))
+/// `422 validation_error` unless `id` is one a client may choose (`rein_runtime::check_client_id`).
+fn client_id(what: &str, field_name: &str, id: &str) -> Result<(), ApiError> {
+    rein_runtime::check_client_id(what, id)
+        .map_err(|error| ApiError::validation(format!("{error}.")).with_details(field(field_name)))
 }
 
 async fn create_session(
@@ -324,12 +327,25 @@ async fn create_session(
         );
     }
     if let Some(id) = &request.session_id {
-        if !valid_client_id(id) {
-            return Err(ApiError::validation(
-                "`sessionId` must be 1 to 128 characters from A-Z, a-z, 0-9, ':', '.', '_' and '-'.",
-            )
-            .with_details(field("sessionId")));
-        }
+        client_id("`sessionId`", "sessionId", id)?;
+    }
+    if request.system_prompt.is_some() && !s.config.client_system_prompt_allowed() {
+        return Err(ApiError::new(
+            StatusCode::FORBIDDEN,
+            "hosted_agent_policy_denied",
+            "This server does not let clients set the system prompt (`allow_client_system_prompt`).",
+        )
+        .with_details(field("systemPrompt")));
+    }
+    if let Some(limit) = s.config.max_sessions_per_principal
+        && s.backend.session_count(&owner).await? >= limit
+    {
+        return Err(ApiError::new(
+            StatusCode::FORBIDDEN,
+            "hosted_session_quota_exceeded",
+            format!("You have {limit} sessions, the most this server keeps for one caller; delete one first."),
+        )
+        .with_details(serde_json::json!({ "limit": limit })));
     }
     let session = s.backend.create_session(&owner, request).await?;
     Ok((StatusCode::CREATED, Json(session)))
@@ -339,8 +355,31 @@ fn field(name: &str) -> serde_json::Value {
     serde_json::json!({ "field": name })
 }
 
-async fn list_sessions(State(s): State<AppState>, Caller(owner): Caller) -> ApiResult<SessionList> {
-    Ok(Json(SessionList { sessions: s.backend.list_sessions(&owner).await? }))
+/// A session list page holds this many when `limit` is not given.
+pub(crate) const DEFAULT_PAGE: usize = 100;
+/// The largest `limit` a session list page accepts.
+pub(crate) const MAX_PAGE: usize = 500;
+
+/// `GET /sessions?limit=&cursor=`.
+async fn list_sessions(
+    State(s): State<AppState>,
+    Caller(owner): Caller,
+    RawQuery(query): RawQuery,
+) -> ApiResult<SessionList> {
+    let query = query.unwrap_or_default();
+    let limit = match query_value(&query, "limit") {
+        None => DEFAULT_PAGE,
+        Some(text) => {
+            text.parse::<usize>().ok().filter(|n| (1..=MAX_PAGE).contains(n)).ok_or_else(|| {
+                ApiError::validation(format!(
+                    "`limit` must be a whole number from 1 to {MAX_PAGE}, not '{text}'."
+                ))
+                .with_details(field("limit"))
+            })?
+        }
+    };
+    let cursor = query_value(&query, "cursor").filter(|cursor| !cursor.is_empty());
+    Ok(Json(s.backend.list_sessions(&owner, SessionPage { limit, cursor }).await?))
 }
 
 async fn get_session(
@@ -498,11 +537,7 @@ async fn put_view_context(
     Id(id): Id,
     Body(context): Body<ViewContextInput>,
 ) -> ApiResult<crate::api::ViewContext> {
-    if !valid_client_id(&id) {
-        return Err(ApiError::validation(
-            "A view context id must be 1 to 128 characters from A-Z, a-z, 0-9, ':', '.', '_' and '-'.",
-        ));
-    }
+    client_id("A view context id", "id", &id)?;
     if context.route.trim().is_empty() || context.page_type.trim().is_empty() {
         return Err(ApiError::validation("`route` and `pageType` must not be empty."));
     }

@@ -16,8 +16,8 @@ use rein_protocol::{AgentEvent, Message, ToolCall, ToolOutput, TurnEnding, Usage
 use rein_server::{
     Agent, AgentTool, Approval, Backend, BackendError, CreateSession, DeletedSession, EventStream,
     Interrupted, ModelEntry, ModelList, PendingCheckpoint, Principal, RunResponse, SendMessage,
-    Session, SessionEvent, SessionSettings, SessionSummary, Task, ToolResultEntry, ViewContext,
-    ViewContextInput,
+    Session, SessionEvent, SessionList, SessionPage, SessionSettings, SessionSummary, Task,
+    ToolResultEntry, ViewContext, ViewContextInput,
 };
 use tokio::sync::{Notify, broadcast};
 
@@ -262,12 +262,17 @@ impl Backend for Fake {
         Self::view(&mut inner, owner, &id)
     }
 
-    async fn list_sessions(&self, owner: &Principal) -> Result<Vec<SessionSummary>, BackendError> {
+    async fn list_sessions(
+        &self,
+        owner: &Principal,
+        page: SessionPage,
+    ) -> Result<SessionList, BackendError> {
         let inner = self.inner.lock().unwrap();
-        Ok(inner
+        let sessions = inner
             .sessions
             .iter()
             .filter(|(_, s)| s.owner == owner.as_str())
+            .take(page.limit)
             .map(|(id, s)| SessionSummary {
                 session_id: id.clone(),
                 agent_name: s.agent.clone(),
@@ -275,7 +280,13 @@ impl Backend for Fake {
                 title: s.messages.first().map(|m| m.text().chars().take(72).collect()),
                 ..SessionSummary::default()
             })
-            .collect())
+            .collect();
+        Ok(SessionList { sessions, next_cursor: None })
+    }
+
+    async fn session_count(&self, owner: &Principal) -> Result<usize, BackendError> {
+        let inner = self.inner.lock().unwrap();
+        Ok(inner.sessions.values().filter(|s| s.owner == owner.as_str()).count())
     }
 
     async fn session(&self, owner: &Principal, id: &str) -> Result<Session, BackendError> {

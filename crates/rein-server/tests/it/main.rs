@@ -8,6 +8,7 @@ mod hosted;
 mod openapi;
 mod routes;
 mod scripted;
+mod security;
 mod stream;
 
 use std::sync::Arc;
