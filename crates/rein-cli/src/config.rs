@@ -20,6 +20,37 @@ use rein_model::ModelsConfig;
 use serde::Deserialize;
 use serde_json::{Map, Value};
 
+/// The shortest bearer token `rein config check` and `rein serve` accept.
+pub(crate) const MIN_TOKEN_CHARS: usize = 16;
+
+/// Whether `name` may name a principal: it prefixes the principal's stored ids.
+pub(crate) fn valid_principal(name: &str) -> bool {
+    !name.is_empty()
+        && name.len() <= 64
+        && name != "."
+        && name != ".."
+        && name.chars().all(|c| c.is_ascii_alphanumeric() || matches!(c, '.' | '_' | '-'))
+}
+
+/// The problem with serving `addr` under `config`: a non-loopback address without
+/// `server.tokens`. `rein config check` reports it as an error, and `rein serve` refuses it
+/// unless given `--insecure-no-auth`; `rein chat` and `rein run`, which serve nothing, ignore it.
+pub(crate) fn unauthenticated_exposure(config: &Config, addr: SocketAddr) -> Option<Problem> {
+    if addr.ip().is_loopback() || !config.server.tokens.is_empty() {
+        return None;
+    }
+    Some(Problem {
+        file: None,
+        key: "server.addr".to_owned(),
+        message: format!(
+            "`{addr}` is reachable from other machines, and without `server.tokens` anyone who \
+             reaches it gets the whole API; add tokens, bind 127.0.0.1, or run \
+             `rein serve --insecure-no-auth` on a network you trust"
+        ),
+        warning: false,
+    })
+}
+
 /// The address `rein serve` binds when nothing says otherwise.
 pub(crate) const DEFAULT_ADDR: &str = "127.0.0.1:8080";
 
@@ -90,6 +121,10 @@ pub(crate) struct Config {
     /// The system prompt of the default agent.
     #[serde(default)]
     pub(crate) system_prompt: Option<String>,
+    /// Whether API clients may set a session's system prompt (true without `server.tokens`,
+    /// false with them).
+    #[serde(default)]
+    pub(crate) allow_client_system_prompt: Option<bool>,
     /// MCP servers (`mcpServers`), plus GLEN's single `mcp_server_url` as the server `default`.
     #[serde(default, rename = "mcpServers")]
     pub(crate) mcp_servers: Option<McpServers>,
@@ -146,9 +181,15 @@ pub(crate) struct ServerSection {
     /// Bearer token → principal. Without tokens the server is single-user and local.
     #[serde(default)]
     pub(crate) tokens: BTreeMap<String, String>,
-    /// Origins allowed by CORS.
+    /// Origins allowed by CORS (and to send state-changing requests).
     #[serde(default)]
     pub(crate) cors_origins: Vec<String>,
+    /// Host names, besides `localhost` and IP addresses, a local-mode server answers to.
+    #[serde(default)]
+    pub(crate) allowed_hosts: Vec<String>,
+    /// The most sessions one principal may own (no limit when absent).
+    #[serde(default)]
+    pub(crate) max_sessions_per_principal: Option<usize>,
     /// When transcript events reach the disk.
     #[serde(default)]
     pub(crate) durability: DurabilityKey,
@@ -214,6 +255,7 @@ const KNOWN_KEYS: &[&str] = &[
     "max_steps",
     "max_parallel_tool_calls",
     "system_prompt",
+    "allow_client_system_prompt",
     "mcpServers",
     "mcp_server_url",
     "mcp_auth_token",
@@ -412,6 +454,29 @@ fn check_merged(config: &Config) -> Vec<Problem> {
             problems.push(error(
                 "server.addr",
                 format!("`{addr}` is not HOST:PORT with an IP address"),
+            ));
+        }
+    }
+    // The key path names the table, not the token: a problem report must not print a secret.
+    for (token, principal) in &config.server.tokens {
+        let key = "server.tokens";
+        if token.chars().count() < MIN_TOKEN_CHARS {
+            problems.push(error(
+                key,
+                format!(
+                    "the token of principal `{principal}` has {} characters; use at least \
+                     {MIN_TOKEN_CHARS} random ones (e.g. `openssl rand -hex 24`)",
+                    token.chars().count()
+                ),
+            ));
+        }
+        if !valid_principal(principal) {
+            problems.push(error(
+                key,
+                format!(
+                    "principal `{principal}` must be 1 to 64 characters from A-Z, a-z, 0-9, \
+                     '.', '_' and '-' (it names the principal's namespace of sessions)"
+                ),
             ));
         }
     }

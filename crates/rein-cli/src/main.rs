@@ -90,8 +90,13 @@ fn with_runtime(
 fn init_logging() {
     let filter = tracing_subscriber::EnvFilter::try_from_env("REIN_LOG")
         .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("warn"));
-    let _ =
-        tracing_subscriber::fmt().with_env_filter(filter).with_writer(std::io::stderr).try_init();
+    // Colour only on a terminal: a log file or a collector gets plain `key=value` lines.
+    let ansi = std::io::IsTerminal::is_terminal(&std::io::stderr());
+    let _ = tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_writer(std::io::stderr)
+        .with_ansi(ansi)
+        .try_init();
 }
 
 /// Loads the config files of `common`, printing warnings; errors stop.
@@ -111,7 +116,13 @@ pub(crate) fn load_config(common: &CommonArgs) -> anyhow::Result<config::Config>
 fn config_check(common: &CommonArgs) -> anyhow::Result<ExitCode> {
     let env = |name: &str| std::env::var(name).ok();
     let problems = match config::load(&common.configs, &env) {
-        Ok(loaded) => loaded.warnings,
+        Ok(loaded) => {
+            let mut problems = loaded.warnings;
+            if let Ok(addr) = loaded.config.addr().parse() {
+                problems.extend(config::unauthenticated_exposure(&loaded.config, addr));
+            }
+            problems
+        }
         Err(config::ConfigErrors(problems)) => problems,
     };
     for problem in &problems {

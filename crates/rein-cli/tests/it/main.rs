@@ -4,6 +4,7 @@ mod chat;
 mod config_check;
 mod recover;
 mod run;
+mod security;
 mod serve;
 mod support;
 
