@@ -239,13 +239,16 @@ async fn measure(root: &std::path::Path) -> anyhow::Result<Figures> {
 /// A minimal HTTP/1.1 keep-alive client: enough for JSON requests to the bench server.
 struct Client {
     stream: BufReader<TcpStream>,
+    /// The `Host` every request names: the server's own address, as a browser would send it
+    /// (a local-mode server refuses any other name).
+    host: String,
 }
 
 impl Client {
     async fn connect(addr: std::net::SocketAddr) -> anyhow::Result<Self> {
         let stream = TcpStream::connect(addr).await?;
         stream.set_nodelay(true)?;
-        Ok(Client { stream: BufReader::new(stream) })
+        Ok(Client { stream: BufReader::new(stream), host: addr.to_string() })
     }
 
     async fn create_session(&mut self, id: &str) -> anyhow::Result<String> {
@@ -270,7 +273,8 @@ impl Client {
         body: &str,
     ) -> anyhow::Result<(u16, String)> {
         let head = format!(
-            "{method} {path} HTTP/1.1\r\nhost: bench\r\ncontent-type: application/json\r\ncontent-length: {}\r\n\r\n",
+            "{method} {path} HTTP/1.1\r\nhost: {}\r\ncontent-type: application/json\r\ncontent-length: {}\r\n\r\n",
+            self.host,
             body.len()
         );
         self.stream.get_mut().write_all(head.as_bytes()).await?;
