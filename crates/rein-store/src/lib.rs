@@ -9,7 +9,8 @@
 //!   implemented by [`JsonlTranscriptStore`] (one JSONL file per session, fsync per append by
 //!   default, a torn last line cut on open, deletion as a move into `deleted/`).
 //!
-//! Both are synchronous; async callers use `spawn_blocking`. [`resolve_paths`] finds where they
+//! Both are synchronous and short: the runtime calls them inline on its async workers, and hands
+//! the thread over (`block_in_place`) only for a transcript write that waits for the disk. [`resolve_paths`] finds where they
 //! live (config, then `REIN_SESSION_DB_PATH` / `REIN_TRANSCRIPT_DIR`, then the data directory).
 //! Both accept exactly the session ids [`check_session_id`] accepts, and on unix keep what they
 //! write private: directories they create 0700, files 0600, too-open ones tightened on open.

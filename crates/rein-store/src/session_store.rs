@@ -15,8 +15,9 @@ use crate::{
 /// Sessions, background tasks, approvals, the audit log, view contexts, task checkpoints and
 /// stop requests.
 ///
-/// The API is synchronous and every method is one short transaction; async callers run it on
-/// a blocking thread (`tokio::task::spawn_blocking`). Implementations are `Send + Sync` and are
+/// The API is synchronous and every method is one short transaction, short enough that async
+/// callers may call it inline (the runtime does); a caller with long work of its own around it
+/// would use `spawn_blocking`. Implementations are `Send + Sync` and are
 /// shared as `Arc<dyn SessionStore>`.
 ///
 /// Rules every implementation keeps:
