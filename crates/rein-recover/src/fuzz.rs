@@ -72,7 +72,7 @@ pub fn work_units(content: &str, known_tools: &[&str]) -> u64 {
     crate::recover_counting(&RawReply { content, ..RawReply::default() }, known_tools).1
 }
 
-/// The adversarial input shapes of glen §9.3 and more, by name (see [`adversarial`]).
+/// The adversarial input shapes of glen's performance anchor and more, by name (see [`adversarial`]).
 pub const ADVERSARIAL_SHAPES: &[&str] = &[
     "open_braces",
     "open_brackets",

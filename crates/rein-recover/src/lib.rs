@@ -11,7 +11,7 @@
 //! and what it could not read is reported in [`Recovered::attempted_unparsed`].
 //!
 //! Policy decisions (each documented where it is made):
-//! - Calls written in the text are taken only when the reply has no native calls (glen §7.2);
+//! - Calls written in the text are taken only when the reply has no native calls (glen's `parseEmbeddedToolCalls`);
 //!   with native calls, call text is still removed from the visible text, but not run.
 //! - A bare JSON object is a call only when it names an offered tool; inside a wrapper
 //!   (`<tool_call>`, `<tool_code>`, `<function_calls>`) or in the `<function=…>` / `<invoke>`
