@@ -2,6 +2,7 @@
 
 use std::{collections::BTreeMap, path::PathBuf, time::Duration};
 
+use rein_protocol::{REDACTED, Redactor, is_secret_name};
 use serde::{Deserialize, Serialize, Serializer, ser::SerializeMap};
 use serde_json::Value;
 
@@ -41,7 +42,9 @@ pub enum ServerTransport {
 }
 
 /// A server run as a child process.
-#[derive(Debug, Clone, Default, PartialEq, Serialize)]
+///
+/// Its `Debug` hides the values of variables whose name looks secret ([`is_secret_name`]).
+#[derive(Clone, Default, PartialEq, Serialize)]
 pub struct StdioServer {
     /// The program to run (looked up on `PATH`).
     pub command: String,
@@ -72,7 +75,9 @@ impl StdioServer {
 }
 
 /// A server reached over Streamable HTTP.
-#[derive(Debug, Clone, Default, PartialEq, Serialize)]
+///
+/// Its `Debug` hides every header value and credentials in the URL.
+#[derive(Clone, Default, PartialEq, Serialize)]
 pub struct HttpServer {
     /// The endpoint, for example `http://127.0.0.1:8000/mcp`.
     pub url: String,
@@ -85,6 +90,35 @@ impl HttpServer {
     /// A server at `url` with no extra headers.
     pub fn new(url: impl Into<String>) -> Self {
         HttpServer { url: url.into(), headers: BTreeMap::new() }
+    }
+}
+
+impl std::fmt::Debug for StdioServer {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let env: BTreeMap<&str, &str> = self
+            .env
+            .iter()
+            .map(|(key, value)| {
+                (key.as_str(), if is_secret_name(key) { REDACTED } else { value.as_str() })
+            })
+            .collect();
+        f.debug_struct("StdioServer")
+            .field("command", &self.command)
+            .field("args", &self.args)
+            .field("env", &env)
+            .field("cwd", &self.cwd)
+            .finish()
+    }
+}
+
+impl std::fmt::Debug for HttpServer {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let headers: BTreeMap<&str, &str> =
+            self.headers.keys().map(|name| (name.as_str(), REDACTED)).collect();
+        f.debug_struct("HttpServer")
+            .field("url", &Redactor::default().redact(&self.url))
+            .field("headers", &headers)
+            .finish()
     }
 }
 
@@ -222,6 +256,7 @@ fn parse_entry(name: &str, entry: &Value) -> Result<McpServerConfig, McpError> {
     } else {
         let url = string_at(name, entry, "url")?.unwrap_or_default();
         if !(url.starts_with("http://") || url.starts_with("https://")) {
+            let url = Redactor::default().redact(&url).into_owned();
             return Err(err(format!("key `url`: `{url}` is not an http:// or https:// URL")));
         }
         let headers = string_map_at(name, entry, "headers")?;

@@ -1,4 +1,9 @@
 //! Opening one rmcp client session over each transport; rmcp's errors become [`McpError`]s here.
+//!
+//! Each transport knows its exact secrets (`McpTransport::redactor`); the log lines written
+//! here with upstream words in them (a child's stderr, a failed tool-list refresh) go through
+//! that redactor, and so does the stderr tail quoted in connect errors. The errors themselves
+//! are redacted where they leave the source (`source.rs`).
 
 use std::{
     collections::{HashMap, VecDeque},
@@ -7,7 +12,7 @@ use std::{
     time::Duration,
 };
 
-use rein_protocol::{ToolSource, ToolSpec};
+use rein_protocol::{Redactor, ToolSource, ToolSpec, is_secret_name};
 use rmcp::{
     ClientHandler, RoleClient, ServiceError, ServiceExt as _,
     model::{ClientCapabilities, ClientConfig, Implementation, ProtocolVersion},
@@ -68,6 +73,60 @@ impl std::fmt::Debug for McpTransport {
             }
         }
     }
+}
+
+impl McpTransport {
+    /// A redactor that knows this transport's secrets: every configured header value of an
+    /// HTTP server (an `Authorization: Bearer` token also alone) and the values of its URL's
+    /// credential-named query parameters and user-info password; the values of a stdio
+    /// server's variables whose name looks secret ([`is_secret_name`]). An in-process server
+    /// has none. Credential shapes are scrubbed in every case.
+    pub(crate) fn redactor(&self) -> Redactor {
+        let mut redactor = Redactor::default();
+        match self {
+            McpTransport::Http(http) => {
+                for value in http.headers.values() {
+                    redactor.add_secret(value);
+                }
+                for secret in url_secrets(&http.url) {
+                    redactor.add_secret(secret);
+                }
+            }
+            McpTransport::Stdio(stdio) => {
+                for (key, value) in &stdio.env {
+                    if is_secret_name(key) {
+                        redactor.add_secret(value);
+                    }
+                }
+            }
+            McpTransport::InProcess(_) => {}
+        }
+        redactor
+    }
+}
+
+/// The credentials written into a URL: the user-info password and the values of query
+/// parameters named like a secret (`?token=`, `?api_key=`, `?key=`).
+fn url_secrets(url: &str) -> Vec<&str> {
+    let mut secrets = Vec::new();
+    let rest = url.split_once("://").map_or(url, |(_, rest)| rest);
+    let authority = rest.split(['/', '?', '#']).next().unwrap_or("");
+    if let Some((userinfo, _)) = authority.rsplit_once('@')
+        && let Some((_, password)) = userinfo.split_once(':')
+    {
+        secrets.push(password);
+    }
+    if let Some((_, query)) = rest.split_once('?') {
+        let query = query.split('#').next().unwrap_or("");
+        for pair in query.split('&') {
+            if let Some((name, value)) = pair.split_once('=')
+                && (is_secret_name(name) || name.eq_ignore_ascii_case("key"))
+            {
+                secrets.push(value);
+            }
+        }
+    }
+    secrets
 }
 
 impl From<StdioServer> for McpTransport {
@@ -142,16 +201,22 @@ pub(crate) struct ClientSide {
     server: Arc<str>,
     info: ClientConfig,
     cache: Arc<ToolCache>,
+    redactor: Redactor,
 }
 
 impl ClientSide {
-    pub(crate) fn new(server: Arc<str>, options: &ClientOptions, cache: Arc<ToolCache>) -> Self {
+    pub(crate) fn new(
+        server: Arc<str>,
+        options: &ClientOptions,
+        cache: Arc<ToolCache>,
+        redactor: Redactor,
+    ) -> Self {
         let info = ClientConfig::new(
             ClientCapabilities::default(),
             Implementation::new(options.client_name.clone(), options.client_version.clone()),
         )
         .with_protocol_version(ProtocolVersion::LATEST_WITH_INITIALIZE);
-        ClientSide { server, info, cache }
+        ClientSide { server, info, cache, redactor }
     }
 }
 
@@ -166,10 +231,13 @@ impl ClientHandler for ClientSide {
         let (generation, _) = self.cache.get();
         let cache = self.cache.clone();
         let server = self.server.clone();
+        let redactor = self.redactor.clone();
         tokio::spawn(async move {
             match context.peer.list_all_tools().await {
                 Ok(tools) => cache.store(generation, specs_of(&tools)),
                 Err(error) => {
+                    let error = error.to_string();
+                    let error = redactor.redact(&error);
                     tracing::debug!(server = %server, %error, "refreshing the tool list failed")
                 }
             }
@@ -225,6 +293,7 @@ pub(crate) async fn open(
     options: &ClientOptions,
     handler: ClientSide,
 ) -> Result<Session, McpError> {
+    let redactor = handler.redactor.clone();
     let timeout = options.connect_timeout;
     let timed_out = || McpError::Timeout {
         server: server.to_string(),
@@ -251,8 +320,8 @@ pub(crate) async fn open(
                 .max_json_response_size(options.max_message_bytes)
                 .max_sse_event_size(options.max_message_bytes)
                 .reinit_on_expired_session(true);
-            let transport =
-                StreamableHttpClientTransport::with_client(SessionAwareClient::default(), config);
+            let client = SessionAwareClient::new(redactor.clone());
+            let transport = StreamableHttpClientTransport::with_client(client, config);
             let service = tokio::time::timeout(timeout, handler.serve(transport))
                 .await
                 .map_err(|_| timed_out())?
@@ -283,9 +352,11 @@ pub(crate) async fn open(
             if let Some(stderr) = stderr {
                 let tail = tail.clone();
                 let server = server.clone();
+                let redactor = redactor.clone();
                 tokio::spawn(async move {
                     let mut lines = BufReader::new(stderr).lines();
-                    while let Ok(Some(line)) = lines.next_line().await {
+                    while let Ok(Some(mut line)) = lines.next_line().await {
+                        redactor.redact_string(&mut line);
                         tracing::info!(target: "rein_mcp::server_stderr", server = %server, "{line}");
                         tail.push(line);
                     }

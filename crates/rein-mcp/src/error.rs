@@ -2,7 +2,7 @@
 
 use std::time::Duration;
 
-use rein_protocol::ToolError;
+use rein_protocol::{Redactor, ToolError};
 
 /// What went wrong talking to an MCP server.
 #[derive(Debug, thiserror::Error)]
@@ -85,6 +85,21 @@ impl McpError {
     /// Whether reconnecting might help (the connection, not the request, was the problem).
     pub fn is_connection_error(&self) -> bool {
         matches!(self, McpError::Connect { .. } | McpError::Disconnected { .. })
+    }
+
+    /// This error with every text that may carry upstream words run through `redactor`.
+    pub(crate) fn redacted(mut self, redactor: &Redactor) -> Self {
+        match &mut self {
+            McpError::Config { message, .. }
+            | McpError::Connect { message, .. }
+            | McpError::Disconnected { message, .. }
+            | McpError::Protocol { message, .. } => redactor.redact_string(message),
+            // Names, counts and durations only.
+            McpError::Unavailable { .. }
+            | McpError::Timeout { .. }
+            | McpError::Cancelled { .. } => {}
+        }
+        self
     }
 }
 

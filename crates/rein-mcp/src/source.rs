@@ -1,4 +1,9 @@
 //! `McpToolSource`: one MCP server as a rein `ToolSource`, with lazy connect and reconnect.
+//!
+//! Redaction: every failure passes through two places on its way out, `connection` (opening a
+//! session) and `with_retry` (a request on it), where its text is scrubbed with the server's
+//! redactor before it is logged or returned; a tool result is scrubbed in `call`: an error
+//! result of secrets and credential shapes, a successful one of the configured secrets only.
 
 use std::{
     sync::{
@@ -10,7 +15,8 @@ use std::{
 
 use async_trait::async_trait;
 use rein_protocol::{
-    CancellationToken, JsonObject, ToolContext, ToolError, ToolOutput, ToolSource, ToolSpec,
+    CancellationToken, JsonObject, Redactor, ToolContext, ToolError, ToolOutput, ToolSource,
+    ToolSpec,
 };
 use serde_json::Value;
 
@@ -30,6 +36,10 @@ use crate::{
 /// ([`ClientOptions::call_timeout`]) and stops when the call's cancellation token fires. The tool
 /// list is cached and refreshed when the server sends `notifications/tools/list_changed` or the
 /// connection is replaced. Cheap to clone; clones share the connection.
+///
+/// What the server says is redacted on the way out (see [`McpToolSource::redactor`]): error
+/// texts and error results lose the configured secrets and every credential shape, successful
+/// results lose the configured secrets.
 #[derive(Clone)]
 pub struct McpToolSource {
     inner: Arc<Inner>,
@@ -42,6 +52,7 @@ struct Inner {
     cache: Arc<ToolCache>,
     state: tokio::sync::Mutex<ConnState>,
     next_id: AtomicU64,
+    redactor: Redactor,
 }
 
 #[derive(Default)]
@@ -75,14 +86,17 @@ impl McpToolSource {
         options: ClientOptions,
     ) -> Self {
         let name: Arc<str> = Arc::from(name.into());
+        let transport = transport.into();
+        let redactor = transport.redactor();
         McpToolSource {
             inner: Arc::new(Inner {
                 name,
-                transport: transport.into(),
+                transport,
                 options,
                 cache: Arc::new(ToolCache::new()),
                 state: tokio::sync::Mutex::new(ConnState::default()),
                 next_id: AtomicU64::new(1),
+                redactor,
             }),
         }
     }
@@ -106,6 +120,14 @@ impl McpToolSource {
     /// The server's name.
     pub fn server_name(&self) -> &str {
         &self.inner.name
+    }
+
+    /// The redactor applied to what this server says. It knows the configured header values
+    /// (an `Authorization: Bearer` token also alone) and URL credentials of an HTTP server, and
+    /// the values of a stdio server's variables whose name contains `KEY`, `TOKEN`, `SECRET`,
+    /// `PASSWORD` (see [`rein_protocol::is_secret_name`]).
+    pub fn redactor(&self) -> &Redactor {
+        &self.inner.redactor
     }
 
     /// Connects now instead of on first use (a no-op when connected).
@@ -196,7 +218,9 @@ impl McpToolSource {
                             })
                         })?
                         .map_err(|error| request_error(server, tool, error))?;
-                Ok(call_result_to_output(&serde_json::to_value(&result).unwrap_or(Value::Null)))
+                let output =
+                    call_result_to_output(&serde_json::to_value(&result).unwrap_or(Value::Null));
+                Ok(self.redact_output(output))
             }
         });
         tokio::select! {
@@ -211,13 +235,46 @@ impl McpToolSource {
         }
     }
 
+    /// A tool result as it may leave: an error result without secrets or credential shapes, a
+    /// successful one without the configured secrets (shapes there may be the tool's content).
+    fn redact_output(&self, mut output: ToolOutput) -> ToolOutput {
+        let redactor = &self.inner.redactor;
+        if output.is_error {
+            redactor.redact_string(&mut output.text);
+            if let Some(structured) = &mut output.structured {
+                redactor.redact_value(structured);
+            }
+        } else if redactor.secret_count() > 0 {
+            redactor.redact_string_secrets(&mut output.text);
+            if let Some(structured) = &mut output.structured {
+                redactor.redact_value_secrets(structured);
+            }
+        }
+        output
+    }
+
+    /// A failed request's text without secrets, before anything logs or returns it.
+    fn redact_failure(&self, failure: RequestFailure) -> RequestFailure {
+        let redactor = &self.inner.redactor;
+        match failure {
+            RequestFailure::Rpc { code, message } => {
+                RequestFailure::Rpc { code, message: redactor.redact(&message).into_owned() }
+            }
+            RequestFailure::Error(error) => RequestFailure::Error(error.redacted(redactor)),
+        }
+    }
+
     /// Runs `request` on a live connection; when it failed because the connection was lost, it
-    /// reconnects (with backoff) and runs it once more.
+    /// reconnects (with backoff) and runs it once more. Failures come back redacted.
     async fn with_retry<T, F, Fut>(&self, request: F) -> Result<T, RequestFailure>
     where
         F: Fn(Arc<Connection>) -> Fut,
         Fut: std::future::Future<Output = Result<T, RequestFailure>>,
     {
+        let request = |connection| {
+            let attempt = request(connection);
+            async move { attempt.await.map_err(|failure| self.redact_failure(failure)) }
+        };
         let connection = self.connection().await.map_err(RequestFailure::Error)?;
         let result = match request(connection.clone()).await {
             Err(RequestFailure::Error(error)) if error.is_connection_error() => {
@@ -234,7 +291,8 @@ impl McpToolSource {
         result
     }
 
-    /// The live connection, opened (or re-opened with backoff) when there is none.
+    /// The live connection, opened (or re-opened with backoff) when there is none. A failure
+    /// comes back redacted.
     async fn connection(&self) -> Result<Arc<Connection>, McpError> {
         let inner = &self.inner;
         let mut state = inner.state.lock().await;
@@ -267,8 +325,15 @@ impl McpToolSource {
             inner.cache.invalidate();
         }
         state.tried = true;
-        let handler = ClientSide::new(inner.name.clone(), &inner.options, inner.cache.clone());
-        let session = open(&inner.name, &inner.transport, &inner.options, handler).await?;
+        let handler = ClientSide::new(
+            inner.name.clone(),
+            &inner.options,
+            inner.cache.clone(),
+            inner.redactor.clone(),
+        );
+        let session = open(&inner.name, &inner.transport, &inner.options, handler)
+            .await
+            .map_err(|error| error.redacted(&inner.redactor))?;
         let connection =
             Arc::new(Connection { id: inner.next_id.fetch_add(1, Ordering::Relaxed), session });
         state.connection = Some(connection.clone());

@@ -115,8 +115,8 @@ fn present<'de, D: Deserializer<'de>, T: Deserialize<'de>>(
     T::deserialize(deserializer).map(Some)
 }
 
-/// One entry of `llm_models`.
-#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+/// One entry of `llm_models`. Its `Debug` shows whether a key is set, never the key.
+#[derive(Clone, Default, PartialEq, Serialize, Deserialize)]
 #[non_exhaustive]
 pub struct ModelEntry {
     /// The model string sent to the provider, and the name it is selected by.
@@ -148,6 +148,24 @@ pub struct ModelEntry {
     /// Per-model request shaping.
     #[serde(flatten)]
     pub settings: ModelSettings,
+}
+
+impl std::fmt::Debug for ModelEntry {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let redactor = rein_protocol::Redactor::default();
+        f.debug_struct("ModelEntry")
+            .field("value", &self.value)
+            .field("label", &self.label)
+            .field("provider", &self.provider)
+            .field("endpoint", &self.endpoint.as_deref().map(|endpoint| redactor.redact(endpoint)))
+            .field("api_key", &self.api_key.as_ref().map(|_| "<set>"))
+            .field("api_key_env", &self.api_key_env)
+            .field("context_window", &self.context_window)
+            .field("max_output_tokens", &self.max_output_tokens)
+            .field("tokenizer", &self.tokenizer)
+            .field("settings", &self.settings)
+            .finish()
+    }
 }
 
 impl ModelEntry {
@@ -281,5 +299,19 @@ mod tests {
         assert!(host_is_trusted("llm-proxy.NRP-nautilus.io", &hosts));
         assert!(!host_is_trusted("evilnrp-nautilus.io", &hosts));
         assert!(!host_is_trusted("nrp-nautilus.io.evil.com", &hosts));
+    }
+
+    #[test]
+    fn an_entrys_debug_hides_its_key() {
+        let mut entry = ModelEntry::new(
+            "m",
+            ProviderKind::OpenAi,
+            Some("http://user:endpoint-password@127.0.0.1/v1".into()),
+        );
+        entry.api_key = Some("sk-live-0123456789abcdefghij".into());
+        let debug = format!("{entry:?}");
+        assert!(debug.contains(r#"api_key: Some("<set>")"#), "{debug}");
+        assert!(!debug.contains("0123456789abcdefghij"), "{debug}");
+        assert!(!debug.contains("endpoint-password"), "{debug}");
     }
 }

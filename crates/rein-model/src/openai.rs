@@ -10,7 +10,7 @@ use crate::error::{from_error_value, malformed};
 use crate::sse::SseEvent;
 use crate::wire::{Assembler, Body, Prepared, Target, body_bytes, count, join_url};
 
-/// Builds the Chat Completions request (GLEN §3.1 key order, then the streaming keys).
+/// Builds the Chat Completions request (glen's body key order, then the streaming keys).
 pub(crate) fn prepare(target: &Target<'_>, request: &ModelRequest) -> Prepared {
     let shaping = target.shaping;
     let mut body = Body::new();

@@ -1,4 +1,11 @@
-//! `ProviderModel`: one configured model behind HTTP, with the timeout and retry rules.
+//! `ProviderModel`: one configured model behind HTTP, with the timeout, retry and redaction rules.
+//!
+//! Redaction happens at one place, [`Model::complete`], the only way out of this crate for
+//! what a provider sent: every `ModelError` (from a status and body, an error object in a 200
+//! or a stream, a transport error that names the URL, a reply that could not be read) has its
+//! message scrubbed of the model's configured secrets and of credential shapes; every streamed
+//! delta and the assembled reply have the configured secrets (only) taken out. Provider data
+//! is left as it is: it must go back to the provider byte for byte.
 
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
@@ -6,7 +13,8 @@ use std::time::Duration;
 use async_trait::async_trait;
 use futures::StreamExt as _;
 use rein_protocol::{
-    DeltaSink, Model, ModelError, ModelErrorKind, ModelInfo, ModelReply, ModelRequest, ReplyDelta,
+    DeltaSink, Model, ModelError, ModelErrorKind, ModelInfo, ModelReply, ModelRequest, Redactor,
+    ReplyDelta,
 };
 
 use crate::config::{ProviderKind, RETRY_TIMEOUT_CAP, Shaping};
@@ -20,6 +28,7 @@ use crate::{anthropic, gemini, openai};
 /// Built by [`ModelRegistry`](crate::ModelRegistry). Each call sends one request (streamed
 /// unless `stream` is off), with a per-attempt timeout; a timeout, a network error, a 5xx or a
 /// 200 without choices is retried once, unless part of the reply was already streamed out.
+/// What comes back is redacted: see [`ProviderModel::redactor`].
 pub struct ProviderModel {
     pub(crate) info: ModelInfo,
     pub(crate) kind: ProviderKind,
@@ -30,6 +39,8 @@ pub struct ProviderModel {
     pub(crate) shaping: Shaping,
     pub(crate) http: reqwest::Client,
     pub(crate) signatures: SignatureCache,
+    /// Knows the key (and the endpoint's user-info password), and scrubs what leaves.
+    pub(crate) redactor: Redactor,
 }
 
 impl std::fmt::Debug for ProviderModel {
@@ -38,7 +49,7 @@ impl std::fmt::Debug for ProviderModel {
             .field("name", &self.info.name)
             .field("provider", &self.kind)
             .field("model", &self.model)
-            .field("endpoint", &self.endpoint)
+            .field("endpoint", &self.redactor.redact(&self.endpoint))
             .field("api_key", &self.api_key.as_ref().map(|_| "<set>"))
             .field("client_header", &self.client_header)
             .finish_non_exhaustive()
@@ -74,6 +85,13 @@ impl ProviderModel {
     /// Whether replies are streamed.
     pub fn streams(&self) -> bool {
         self.shaping.stream
+    }
+
+    /// The redactor applied to everything this model returns: error messages lose the
+    /// configured key, the endpoint's user-info password and every credential shape; streamed
+    /// deltas and replies lose the configured secrets.
+    pub fn redactor(&self) -> &Redactor {
+        &self.redactor
     }
 
     /// The exact request body this model would send for `request`, as JSON (for inspection
@@ -243,6 +261,28 @@ impl Model for ProviderModel {
         request: &ModelRequest,
         deltas: DeltaSink<'_>,
     ) -> Result<ModelReply, ModelError> {
+        let redactor = &self.redactor;
+        let sink = |delta: ReplyDelta| deltas(redact_delta(redactor, delta));
+        match self.complete_unredacted(request, &sink).await {
+            Ok(mut reply) => {
+                redact_reply(redactor, &mut reply);
+                Ok(reply)
+            }
+            Err(mut error) => {
+                redactor.redact_string(&mut error.message);
+                Err(error)
+            }
+        }
+    }
+}
+
+impl ProviderModel {
+    /// The call with its retry, before redaction.
+    async fn complete_unredacted(
+        &self,
+        request: &ModelRequest,
+        deltas: DeltaSink<'_>,
+    ) -> Result<ModelReply, ModelError> {
         let prepared = self.prepare(request);
         let streamed = AtomicBool::new(false);
         let sink = |delta: ReplyDelta| {
@@ -265,5 +305,40 @@ impl Model for ProviderModel {
         };
         self.remember(&reply);
         Ok(reply)
+    }
+}
+
+/// A streamed delta without the configured secrets. (A secret split across two deltas is not
+/// seen here; the assembled reply is scrubbed whole.)
+fn redact_delta(redactor: &Redactor, mut delta: ReplyDelta) -> ReplyDelta {
+    match &mut delta {
+        ReplyDelta::Text { text } | ReplyDelta::Reasoning { text } => {
+            redactor.redact_string_secrets(text)
+        }
+        ReplyDelta::ToolCallStarted { id, name, .. } => {
+            redactor.redact_string_secrets(id);
+            redactor.redact_string_secrets(name);
+        }
+        _ => {}
+    }
+    delta
+}
+
+/// The reply's text, reasoning, tool calls and model name without the configured secrets.
+fn redact_reply(redactor: &Redactor, reply: &mut ModelReply) {
+    if redactor.secret_count() == 0 {
+        return;
+    }
+    redactor.redact_string_secrets(&mut reply.content);
+    if let Some(reasoning) = &mut reply.reasoning {
+        redactor.redact_string_secrets(reasoning);
+    }
+    for call in &mut reply.tool_calls {
+        redactor.redact_string_secrets(&mut call.id);
+        redactor.redact_string_secrets(&mut call.function.name);
+        redactor.redact_string_secrets(&mut call.function.arguments);
+    }
+    if let Some(model) = &mut reply.model {
+        redactor.redact_string_secrets(model);
     }
 }

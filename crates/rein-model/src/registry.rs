@@ -2,7 +2,7 @@
 
 use std::sync::Arc;
 
-use rein_protocol::ModelInfo;
+use rein_protocol::{ModelInfo, Redactor};
 
 use crate::config::{
     DEFAULT_CLIENT_HEADER_HOSTS, ModelEntry, ModelsConfig, ProviderKind, Shaping, host_is_trusted,
@@ -113,9 +113,10 @@ impl ModelRegistry {
     fn build(&self, entry: &ModelEntry, model: &str) -> Result<ProviderModel, ConfigError> {
         let endpoint =
             entry.endpoint.clone().unwrap_or_else(|| entry.provider.default_endpoint().to_owned());
+        let redactor = model_redactor(entry.api_key.as_deref(), &endpoint);
         let host = endpoint_host(&endpoint).map_err(|reason| ConfigError::InvalidEndpoint {
             model: entry.value.clone(),
-            endpoint: endpoint.clone(),
+            endpoint: redactor.redact(&endpoint).into_owned(),
             reason,
         })?;
         let hosts: Vec<String> = match &self.config.client_header_hosts {
@@ -140,6 +141,7 @@ impl ModelRegistry {
             shaping: Shaping::resolve(&entry.settings, &self.config.settings),
             http: self.http.clone(),
             signatures: SignatureCache::default(),
+            redactor,
         })
     }
 
@@ -201,6 +203,27 @@ fn resolve_key(entry: &ModelEntry, env: &impl Fn(&str) -> Option<String>) -> Opt
     if official { non_empty(env(entry.provider.default_key_env())) } else { None }
 }
 
+/// The redactor of one model: its key, and the password of its endpoint's user info, are the
+/// exact secrets (on top of the credential shapes every redactor knows).
+fn model_redactor(api_key: Option<&str>, endpoint: &str) -> Redactor {
+    let mut redactor = Redactor::default();
+    if let Some(key) = api_key {
+        redactor.add_secret(key);
+    }
+    if let Some(password) = endpoint_password(endpoint) {
+        redactor.add_secret(password);
+    }
+    redactor
+}
+
+/// The password in a URL's user info (`https://user:password@host/...`), if any.
+fn endpoint_password(endpoint: &str) -> Option<&str> {
+    let rest = endpoint.split_once("://")?.1;
+    let authority = rest.split(['/', '?', '#']).next()?;
+    let userinfo = authority.rsplit_once('@')?.0;
+    userinfo.split_once(':').map(|(_, password)| password).filter(|password| !password.is_empty())
+}
+
 /// The host of an http(s) URL, or why it is not one.
 fn endpoint_host(endpoint: &str) -> Result<String, String> {
     let rest = endpoint
@@ -249,5 +272,28 @@ mod tests {
         assert_eq!(endpoint_host("http://[::1]:80").as_deref(), Ok("::1"));
         assert!(endpoint_host("ftp://x").is_err());
         assert!(endpoint_host("https:///v1").is_err());
+    }
+
+    #[test]
+    fn endpoint_passwords() {
+        assert_eq!(endpoint_password("http://user:pw-secret@127.0.0.1:8080/v1"), Some("pw-secret"));
+        assert_eq!(endpoint_password("http://user@host/v1"), None);
+        assert_eq!(endpoint_password("http://host/v1?a=b@c:d"), None);
+        assert_eq!(endpoint_password("no scheme"), None);
+        let redactor = model_redactor(Some("sk-configured-key"), "http://u:pw-secret-1@h/v1");
+        assert_eq!(redactor.secret_count(), 2);
+    }
+
+    #[test]
+    fn an_invalid_endpoint_error_does_not_show_its_credentials() {
+        let mut entry =
+            ModelEntry::new("m", ProviderKind::OpenAi, Some("ftp://u:pw-secret-1@h".into()));
+        entry.api_key = Some("configured-key-1".into());
+        let config = ModelsConfig { llm_models: vec![entry], ..ModelsConfig::default() };
+        let error =
+            ModelRegistry::from_config_with_env(&config, &RegistryOptions::default(), |_| None)
+                .unwrap_err();
+        assert!(matches!(error, ConfigError::InvalidEndpoint { .. }), "{error}");
+        assert!(!error.to_string().contains("pw-secret-1"), "{error}");
     }
 }

@@ -6,6 +6,11 @@
 //! the port traits [`Model`], [`Tool`] and [`ToolSource`], so that the loop never names a
 //! provider, a transport or a database.
 //!
+//! [`Redactor`] scrubs configured secrets and common credential shapes (`sk-…` keys,
+//! `Authorization: Bearer …`, JWTs, `api_key=…`) out of text, so that the edge crates can
+//! clean upstream error text before it reaches an error, a log, the event stream or a
+//! transcript.
+//!
 //! Serde forms match the OpenAI Chat Completions wire JSON wherever they name the same thing
 //! (roles, `tool_calls`, `tool_call_id`, `finish_reason` values, usage fields).
 //!
@@ -17,6 +22,7 @@
 mod event;
 mod message;
 mod model;
+mod redact;
 mod tool;
 
 pub use crate::{
@@ -26,6 +32,7 @@ pub use crate::{
         DeltaSink, Model, ModelError, ModelErrorKind, ModelInfo, ModelReply, ModelRequest,
         RawFunction, RawToolCall, ReplyDelta, Sampling, StopReason, ToolChoice, Usage,
     },
+    redact::{MIN_SECRET_LEN, REDACTED, Redactor, is_secret_name},
     tool::{Tool, ToolContext, ToolError, ToolOutput, ToolSource, ToolSpec},
 };
 

@@ -7,5 +7,6 @@ mod everything;
 mod faults;
 mod in_process;
 mod python;
+mod redaction;
 mod support;
 mod time_server;

@@ -7,6 +7,7 @@ mod fuzz;
 mod gemini;
 mod llama;
 mod openai;
+mod redaction;
 mod registry;
 mod retry;
 mod server;

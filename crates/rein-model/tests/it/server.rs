@@ -28,6 +28,11 @@ pub(crate) enum Reply {
     Chunks { content_type: &'static str, pieces: Vec<Vec<u8>> },
     /// Waits, then answers.
     Delayed(Duration, Box<Reply>),
+    /// A status whose body is `template` with the request filled in: `{authorization}`,
+    /// `{x-api-key}`, `{x-goog-api-key}` (those headers), `{bearer}` (the Authorization value
+    /// without its scheme), `{uri}` (path and query) and `{headers}` (every header, one
+    /// `name: value` line each) — a server that echoes what it was sent.
+    Echo { status: u16, content_type: &'static str, template: String },
 }
 
 impl Reply {
@@ -66,6 +71,10 @@ impl Reply {
 
     pub(crate) fn sse_pieces(pieces: Vec<Vec<u8>>) -> Reply {
         Reply::Chunks { content_type: "text/event-stream", pieces }
+    }
+
+    pub(crate) fn echo(status: u16, content_type: &'static str, template: &str) -> Reply {
+        Reply::Echo { status, content_type, template: template.to_owned() }
     }
 
     pub(crate) fn delayed(self, delay: Duration) -> Reply {
@@ -181,13 +190,37 @@ async fn handle(
         headers: snapshot_headers,
         body: serde_json::from_slice(&body).unwrap_or(Value::Null),
         raw_body: body.to_vec(),
-        all_headers,
+        all_headers: all_headers.clone(),
     });
     let reply = shared.script.lock().unwrap().pop_front();
     let Some(reply) = reply else {
         return Response::builder().status(599).body(Body::from("script exhausted")).unwrap();
     };
+    let reply = match reply {
+        Reply::Echo { status, content_type, template } => Reply::Body {
+            status,
+            content_type,
+            body: echo(&template, &all_headers, &uri).into_bytes(),
+            headers: vec![],
+        },
+        other => other,
+    };
     respond(reply).await
+}
+
+/// Fills an echo template from the request.
+fn echo(template: &str, headers: &BTreeMap<String, String>, uri: &Uri) -> String {
+    let header = |name: &str| headers.get(name).cloned().unwrap_or_default();
+    let authorization = header("authorization");
+    let bearer = authorization.strip_prefix("Bearer ").unwrap_or(&authorization).to_owned();
+    let all: String = headers.iter().map(|(name, value)| format!("{name}: {value}\n")).collect();
+    template
+        .replace("{authorization}", &authorization)
+        .replace("{x-api-key}", &header("x-api-key"))
+        .replace("{x-goog-api-key}", &header("x-goog-api-key"))
+        .replace("{bearer}", &bearer)
+        .replace("{uri}", &uri.to_string())
+        .replace("{headers}", &all)
 }
 
 async fn respond(mut reply: Reply) -> Response {
@@ -215,6 +248,7 @@ async fn respond(mut reply: Reply) -> Response {
                 .unwrap()
         }
         Reply::Delayed(..) => unreachable!("delays are unwrapped above"),
+        Reply::Echo { .. } => unreachable!("echoes are filled in by `handle`"),
     }
 }
 

@@ -1,4 +1,4 @@
-//! Request shaping: one test per rule of GLEN §3 and the seed, on the OpenAI-compatible wire.
+//! Request shaping: one test per rule of glen's request shaping, on the OpenAI-compatible wire.
 
 use std::time::Duration;
 
