@@ -9,10 +9,13 @@ mod conformance;
 mod fuzz;
 mod llama;
 mod peers;
+mod project;
 mod test;
 mod tidy;
 
-use std::path::PathBuf;
+// Every task reads the root; it lives in its own module so that the tasks, which this file
+// dispatches to, do not import this file back.
+pub(crate) use project::project_root;
 
 fn main() -> anyhow::Result<()> {
     let args: Vec<String> = std::env::args().skip(1).collect();
@@ -46,12 +49,6 @@ fn print_help() {
          conformance [S...]    run the MCP conformance suite's client scenarios against rein's client
          peers                 install the real test peers and print `export` lines for them
          test [ARGS]           install test peers, run every test (nextest + doctests)
-         tidy                  check repository policy (crate docs, file docs, layering)"
+         tidy                  check repository policy (crate docs, file docs, layering, module cycles)"
     );
-}
-
-/// The repository root (the parent of `xtask/`).
-pub(crate) fn project_root() -> PathBuf {
-    let manifest_dir = PathBuf::from(env!("CARGO_MANIFEST_DIR"));
-    manifest_dir.parent().map(PathBuf::from).unwrap_or(manifest_dir)
 }

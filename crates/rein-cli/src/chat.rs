@@ -18,7 +18,7 @@ use rein_protocol::{AgentEvent, TurnEnding};
 use rein_runtime::{CreateSession, Decision, Runtime, SessionSettings, TurnReport};
 use tokio::sync::mpsc;
 
-use crate::{CommonArgs, export};
+use crate::{args::CommonArgs, export};
 
 /// Arguments of `rein chat`.
 #[derive(Debug, clap::Args)]

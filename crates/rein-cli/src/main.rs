@@ -3,6 +3,7 @@
 //! This crate owns argument parsing, configuration loading and terminal output. It holds no
 //! harness logic of its own: every behaviour lives in a library crate it calls.
 
+mod args;
 mod chat;
 mod config;
 mod export;
@@ -11,9 +12,11 @@ mod run;
 mod serve;
 mod wire;
 
-use std::{path::PathBuf, process::ExitCode};
+use std::process::ExitCode;
 
-use clap::{Args, Parser, Subcommand};
+use clap::{Parser, Subcommand};
+
+use crate::args::CommonArgs;
 
 /// rein: an agent harness, the loop between a language model and tools.
 #[derive(Debug, Parser)]
@@ -21,21 +24,6 @@ use clap::{Args, Parser, Subcommand};
 struct Cli {
     #[command(subcommand)]
     command: Command,
-}
-
-/// Options shared by the commands that run the agent.
-#[derive(Debug, Clone, Args)]
-pub(crate) struct CommonArgs {
-    /// A config file (rein TOML/JSON, GLEN config.json or mcpServers JSON); may be repeated,
-    /// later files add to and override earlier ones.
-    #[arg(long = "config", value_name = "FILE")]
-    pub(crate) configs: Vec<PathBuf>,
-    /// The model to use, by its name (`value` in GLEN's config).
-    #[arg(long, value_name = "NAME")]
-    pub(crate) model: Option<String>,
-    /// Where sessions and transcripts are stored (default: $XDG_DATA_HOME/rein).
-    #[arg(long, value_name = "DIR")]
-    pub(crate) data_dir: Option<PathBuf>,
 }
 
 #[derive(Debug, Subcommand)]
@@ -99,20 +87,6 @@ fn init_logging() {
         .try_init();
 }
 
-/// Loads the config files of `common`, printing warnings; errors stop.
-pub(crate) fn load_config(common: &CommonArgs) -> anyhow::Result<config::Config> {
-    let env = |name: &str| std::env::var(name).ok();
-    match config::load(&common.configs, &env) {
-        Ok(loaded) => {
-            for warning in &loaded.warnings {
-                eprintln!("rein: {warning}");
-            }
-            Ok(loaded.config)
-        }
-        Err(errors) => Err(errors.into()),
-    }
-}
-
 fn config_check(common: &CommonArgs) -> anyhow::Result<ExitCode> {
     let env = |name: &str| std::env::var(name).ok();
     let problems = match config::load(&common.configs, &env) {
@@ -135,21 +109,5 @@ fn config_check(common: &CommonArgs) -> anyhow::Result<ExitCode> {
     } else {
         println!("{errors} error(s)");
         Ok(ExitCode::FAILURE)
-    }
-}
-
-impl CommonArgs {
-    /// Loads the config and builds the runtime.
-    pub(crate) async fn wire(&self) -> anyhow::Result<(config::Config, wire::Wired)> {
-        let config = load_config(self)?;
-        let overrides =
-            wire::Overrides { model: self.model.clone(), data_dir: self.data_dir.clone() };
-        let wired = wire::wire(&config, &overrides).await?;
-        for (server, error) in &wired.unreachable {
-            eprintln!(
-                "rein: warning: MCP server `{server}` is not reachable, its tools are left out: {error}"
-            );
-        }
-        Ok((config, wired))
     }
 }

@@ -7,7 +7,7 @@ use futures::StreamExt as _;
 use rein_protocol::{AgentEvent, TurnEnding};
 use rein_runtime::CreateSession;
 
-use crate::CommonArgs;
+use crate::args::CommonArgs;
 
 /// Arguments of `rein run`.
 #[derive(Debug, clap::Args)]

@@ -6,7 +6,7 @@ use rein_protocol::{Content, ContentPart, Message, ModelInfo, ToolSpec, Usage};
 use rustc_hash::FxHasher;
 
 use crate::{
-    Level, LevelLimits, Provider, Tokenizer,
+    Level, LevelLimits, Provider, Tokenizer, cut,
     normalize::{self, Item, PLACEHOLDER_TEXT, Planner, Shaped, Sources, Src, UNRESOLVED_TEXT},
     tokens::MESSAGE_OVERHEAD,
 };
@@ -241,7 +241,7 @@ fn tool_tokens(message: &Message, tokenizer: Tokenizer, chars: usize) -> u64 {
         Message::Tool { tool_call_id, content, .. } => {
             MESSAGE_OVERHEAD
                 + tokenizer.count(tool_call_id)
-                + tokenizer.count_content(&normalize::cut_content(content, chars, tool_call_id))
+                + tokenizer.count_content(&cut::cut_content(content, chars, tool_call_id))
         }
         other => tokenizer.count_message(other),
     }

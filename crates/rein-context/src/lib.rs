@@ -14,6 +14,7 @@
 #![warn(missing_docs, unreachable_pub)]
 
 mod budget;
+mod cut;
 mod error;
 mod level;
 mod normalize;

@@ -12,7 +12,7 @@ use std::{
 use rein_protocol::{Content, ContentPart, Message, Role};
 use rustc_hash::{FxHashMap, FxHashSet, FxHasher};
 
-use crate::{ContextError, Malformation};
+use crate::{ContextError, Malformation, cut::cut_content};
 
 /// The error code of the synthetic result given to a call that has none.
 pub const UNRESOLVED_CODE: &str = "tool_call_unresolved";
@@ -480,26 +480,6 @@ pub(crate) fn note_text(dropped: usize) -> String {
         "[{dropped} earlier messages of this conversation are not shown to fit the context window. \
          Call tools again if you need details from them.]"
     )
-}
-
-/// Content with its text cut to `max_chars` characters and a `read_tool_result` pointer.
-pub(crate) fn cut_content(content: &Content, max_chars: usize, call_id: &str) -> Content {
-    match content {
-        Content::Text(text) => match crate::slice::cut(text, max_chars, call_id) {
-            Some(cut) => Content::Text(cut),
-            None => content.clone(),
-        },
-        Content::Parts(parts) => match crate::slice::cut(&content.text(), max_chars, call_id) {
-            Some(cut) => {
-                let mut kept = vec![ContentPart::Text { text: cut }];
-                kept.extend(
-                    parts.iter().filter(|part| !matches!(part, ContentPart::Text { .. })).cloned(),
-                );
-                Content::Parts(kept)
-            }
-            None => content.clone(),
-        },
-    }
 }
 
 /// Merges `next` into `last` when both are user or both assistant messages; otherwise gives

@@ -1,11 +1,15 @@
-//! Tool-result cutting with a `read_tool_result` pointer, and exact slicing by character offset.
+//! The `read_tool_result` tool: exact slices of a stored tool result by character offset.
 
 use rein_protocol::{JsonObject, Message, ToolSpec};
 
-use crate::ContextError;
+use crate::{
+    ContextError,
+    cut::{byte_index, pointer},
+};
 
-/// The name of the tool that reads a stored tool result in slices.
-pub const READ_TOOL_RESULT: &str = "read_tool_result";
+// The tool's name is defined in `cut.rs`, beside the pointer that names it, so that cutting
+// (which the normalizer uses) does not depend on slicing (which uses the normalizer).
+pub use crate::cut::READ_TOOL_RESULT;
 
 /// A slice of a stored tool result. Offsets and lengths count characters (Unicode scalar
 /// values), never bytes, so a slice always starts and ends on a character boundary.
@@ -142,46 +146,4 @@ pub fn read_tool_result_spec() -> ToolSpec {
         schema,
     )
     .read_only(true)
-}
-
-/// The pointer that ends a cut tool result.
-pub(crate) fn pointer(call_id: &str, more: usize, offset: usize, limit: usize) -> String {
-    let id = serde_json::Value::String(call_id.to_owned());
-    format!("\n[... {more} more characters: {READ_TOOL_RESULT}({id}, {offset}, {limit})]")
-}
-
-/// `text` cut to `max_chars` characters plus a pointer, or `None` when it is not longer.
-/// The pointer suggests reading on in slices of `max_chars`.
-pub(crate) fn cut(text: &str, max_chars: usize, call_id: &str) -> Option<String> {
-    // A text of at most `max_chars` bytes has at most that many characters.
-    if text.len() <= max_chars {
-        return None;
-    }
-    let end = byte_index(text, max_chars);
-    if end == text.len() {
-        return None;
-    }
-    let more = text[end..].chars().count();
-    let mut out = String::with_capacity(end + 80);
-    out.push_str(&text[..end]);
-    out.push_str(&pointer(call_id, more, max_chars, max_chars.max(1)));
-    Some(out)
-}
-
-/// The byte index of character `chars` of `text` (its length when it has fewer).
-fn byte_index(text: &str, chars: usize) -> usize {
-    text.char_indices().nth(chars).map_or(text.len(), |(index, _)| index)
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn cut_on_a_character_boundary() {
-        let text = "héllo wörld";
-        let cut = cut(text, 4, "c1").expect("longer than 4");
-        assert!(cut.starts_with("héll\n[... 7 more characters: read_tool_result(\"c1\", 4, 4)]"));
-        assert_eq!(super::cut("short", 5, "c1"), None);
-    }
 }

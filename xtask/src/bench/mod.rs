@@ -1,7 +1,5 @@
 //! `cargo xtask bench NAME`: benchmarks that print figures and write `target/bench/NAME.json`.
 
-use std::fmt::Write as _;
-
 #[path = "loop.rs"]
 mod loop_bench;
 
@@ -11,6 +9,8 @@ mod rng;
 
 mod context;
 
+mod figures;
+
 mod model;
 
 mod mcp;
@@ -18,6 +18,10 @@ mod mcp;
 mod serve;
 
 mod store;
+
+// What the benchmarks share lives in `figures.rs`, so that they do not import this file, which
+// dispatches to them.
+use self::figures::{Figures, write_figures};
 
 /// Runs the named benchmark.
 pub(crate) fn run(args: &[String]) -> anyhow::Result<()> {
@@ -50,23 +54,3 @@ pub(crate) fn run(args: &[String]) -> anyhow::Result<()> {
 }
 
 const NAMES: &[&str] = &["loop", "recover", "context", "store", "model", "mcp", "serve"];
-
-/// Named figures of one benchmark, `<what>_<unit>` → value.
-pub(crate) type Figures = Vec<(String, f64)>;
-
-/// Writes `{"bench": NAME, "figures": {...}}` to `target/bench/NAME.json` and prints it.
-pub(crate) fn write_figures(name: &str, figures: &Figures) -> anyhow::Result<()> {
-    let mut map = serde_json::Map::new();
-    let mut table = String::new();
-    for (what, value) in figures {
-        map.insert(what.clone(), serde_json::json!(value));
-        let _ = writeln!(table, "  {what:<40} {value:>14.3}");
-    }
-    let document = serde_json::json!({ "bench": name, "figures": map });
-    let dir = crate::project_root().join("target").join("bench");
-    std::fs::create_dir_all(&dir)?;
-    let path = dir.join(format!("{name}.json"));
-    std::fs::write(&path, serde_json::to_string_pretty(&document)? + "\n")?;
-    println!("bench {name}:\n{table}written to {}", path.display());
-    Ok(())
-}

@@ -1,6 +1,7 @@
 //! `SqliteSessionStore`: the `SessionStore` on one SQLite file in WAL mode.
 
 mod checkpoint;
+mod db;
 mod migrations;
 mod rows;
 
@@ -10,12 +11,13 @@ use std::{
     time::Duration,
 };
 
-use rusqlite::{Connection, ErrorCode, OptionalExtension, params, types::Value as SqlValue};
+use rusqlite::{Connection, OptionalExtension, params, types::Value as SqlValue};
 use serde_json::Value;
 
 use rein_protocol::JsonObject;
 
 use self::checkpoint::{Checkpointer, WAL_SIZE_LIMIT, Wal};
+use self::db::{DbResult, db_error, sidecar};
 use self::rows::{
     APPROVAL_COLS, AUDIT_COLS, SESSION_COLS, TASK_COLS, approval_from_row, audit_from_row,
     session_from_row, task_from_row,
@@ -97,41 +99,12 @@ pub struct SqliteSessionStore {
 /// this opens more and closes them after.
 const IDLE_READERS: usize = 16;
 
-/// Turns a rusqlite error into a store error (the path of a corrupt file is filled in later).
-pub(crate) fn db_error(error: rusqlite::Error) -> StoreError {
-    let detail = error.to_string();
-    match error.sqlite_error_code() {
-        Some(ErrorCode::DatabaseBusy | ErrorCode::DatabaseLocked) => StoreError::Busy { detail },
-        Some(ErrorCode::NotADatabase | ErrorCode::DatabaseCorrupt) => {
-            StoreError::Corrupt { path: PathBuf::new(), detail }
-        }
-        _ => StoreError::Database { detail },
-    }
-}
-
-trait DbResult<T> {
-    fn db(self) -> Result<T>;
-}
-
-impl<T> DbResult<T> for rusqlite::Result<T> {
-    fn db(self) -> Result<T> {
-        self.map_err(db_error)
-    }
-}
-
 fn millis(at: Timestamp) -> i64 {
     at.as_millis()
 }
 
 fn json_text(what: &'static str, value: &impl serde::Serialize) -> Result<String> {
     serde_json::to_string(value).map_err(|source| StoreError::Json { what, source })
-}
-
-/// A file SQLite keeps beside the database: `<db>-wal`, `<db>-shm`.
-fn sidecar(db: &Path, suffix: &str) -> PathBuf {
-    let mut name = db.as_os_str().to_owned();
-    name.push(suffix);
-    PathBuf::from(name)
 }
 
 /// Creates the database file private (0600 on unix) before SQLite opens it, since SQLite gives

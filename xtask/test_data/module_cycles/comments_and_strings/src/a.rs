@@ -1,0 +1,5 @@
+//! Uses `b`.
+
+pub fn alpha() -> crate::b::Beta {
+    crate::b::Beta
+}

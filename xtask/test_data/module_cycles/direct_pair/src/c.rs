@@ -1,0 +1,3 @@
+//! Used by `a`, uses nothing.
+
+pub struct Gamma;

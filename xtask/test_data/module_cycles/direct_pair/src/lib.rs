@@ -1,0 +1,5 @@
+//! Two siblings that import each other.
+
+mod a;
+mod b;
+mod c;

@@ -1,0 +1,3 @@
+//! Has a child in `a/b.rs`.
+
+mod b;

@@ -1,0 +1,5 @@
+//! Uses the hub.
+
+pub(crate) fn go() -> crate::hub::Shared {
+    crate::hub::Shared
+}

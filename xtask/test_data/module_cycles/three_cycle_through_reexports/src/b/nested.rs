@@ -1,0 +1,3 @@
+//! Part of `b`'s directory, not of the cycle.
+
+pub struct Deep;
