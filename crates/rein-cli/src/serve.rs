@@ -1,11 +1,11 @@
 //! `rein serve`: the HTTP API and the web chat over the hosted runtime.
 
-use std::{net::SocketAddr, process::ExitCode, sync::Arc};
+use std::{net::SocketAddr, process::ExitCode};
 
 use anyhow::Context as _;
-use rein_server::{Backend, ServerConfig};
+use rein_server::ServerConfig;
 
-use crate::CommonArgs;
+use crate::args::CommonArgs;
 
 /// Arguments of `rein serve`.
 #[derive(Debug, clap::Args)]
@@ -48,7 +48,6 @@ pub(crate) async fn run(args: ServeArgs) -> anyhow::Result<ExitCode> {
     server.max_sessions_per_principal = config.server.max_sessions_per_principal;
     server.insecure_no_auth = args.insecure_no_auth;
     let dispatcher = wired.runtime.start_dispatcher();
-    let backend: Arc<dyn Backend> = Arc::new(wired.runtime.clone());
     let model = wired.default_model.clone();
     let data = wired.paths.session_db.parent().map(|p| p.display().to_string()).unwrap_or_default();
     let shutdown = async {
@@ -56,7 +55,7 @@ pub(crate) async fn run(args: ServeArgs) -> anyhow::Result<ExitCode> {
     };
     rein_server::serve_until(
         server,
-        backend,
+        wired.runtime.clone(),
         |bound| {
             println!(
                 "rein is serving the web chat at http://{bound}/ (model {model}, data in {data})"

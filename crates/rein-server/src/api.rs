@@ -1,16 +1,24 @@
 //! The wire types of `/agent/api/runtime/*`: requests and responses with TerraFin's camelCase names.
 //!
 //! Requests reject unknown fields (a typo is a 422, never silently ignored). Timestamps are
-//! RFC 3339 strings in UTC.
+//! RFC 3339 strings in UTC. Each type derives its JSON Schema, from which the OpenAPI
+//! document's `components.schemas` are generated (`openapi.rs`); `#[schemars(...)]` attributes
+//! say what serde cannot (lengths, patterns, the closed sets of status strings), and the types of
+//! `rein-protocol`, which has no schemars, are described here by hand (`MessageSchema`,
+//! `UsageSchema`, `TurnEndingSchema`). The route tests validate every JSON answer against
+//! the document, so a description that drifts from what serde writes fails them.
+
+use std::borrow::Cow;
 
 use rein_protocol::{AgentEvent, Message, TurnEnding, Usage};
+use schemars::{JsonSchema, Schema, SchemaGenerator, json_schema};
 use serde::{Deserialize, Serialize};
 
 /// A JSON object, for free-form metadata.
 pub type JsonObject = serde_json::Map<String, serde_json::Value>;
 
 /// A tool as an agent offers it.
-#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct AgentTool {
     /// The name the model calls it by.
@@ -26,7 +34,7 @@ pub struct AgentTool {
 }
 
 /// An agent a session can be created for.
-#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct Agent {
     /// Its name (`agentName` when creating a session).
@@ -48,14 +56,14 @@ pub struct Agent {
 }
 
 /// `GET /agents`.
-#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
 pub struct AgentList {
     /// The public agents.
     pub agents: Vec<Agent>,
 }
 
 /// A model a session can be pinned to.
-#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct ModelEntry {
     /// The name sessions select it by (`runtimeModel`).
@@ -67,7 +75,7 @@ pub struct ModelEntry {
 }
 
 /// `GET /models`.
-#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct ModelList {
     /// Every configured model.
@@ -77,14 +85,16 @@ pub struct ModelList {
 }
 
 /// `POST /sessions`.
-#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct CreateSession {
     /// The agent to talk to.
+    #[schemars(length(min = 1))]
     pub agent_name: String,
     /// A session id of the client's choosing (`[A-Za-z0-9:._-]`, at most 128 characters, not
     /// `.` or `..`), in the caller's own namespace.
     #[serde(default)]
+    #[schemars(regex(pattern = r"^[A-Za-z0-9:._-]{1,128}$"))]
     pub session_id: Option<String>,
     /// A system prompt replacing the agent's (refused with `403 hosted_agent_policy_denied`
     /// unless the operator allows it: `allow_client_system_prompt`).
@@ -100,7 +110,7 @@ pub struct CreateSession {
 }
 
 /// `PATCH /sessions/{id}`: the settings the chat's footer changes.
-#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct SessionSettings {
     /// Pin the session to this model.
@@ -115,7 +125,7 @@ pub struct SessionSettings {
 }
 
 /// Why a session's last turn did not finish, read from its transcript.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "kebab-case")]
 #[non_exhaustive]
 pub enum TurnUnfinished {
@@ -128,7 +138,7 @@ pub enum TurnUnfinished {
 }
 
 /// A paused turn waiting to be continued or discarded.
-#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct PendingCheckpoint {
     /// The model's summary of its progress so far.
@@ -136,7 +146,7 @@ pub struct PendingCheckpoint {
 }
 
 /// A background task.
-#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct Task {
     /// Its id (`task:<hex>`).
@@ -144,6 +154,7 @@ pub struct Task {
     /// The capability (tool) it runs.
     pub capability_name: String,
     /// `pending`, `running`, `completed`, `failed` or `cancelled`.
+    #[schemars(extend("enum" = ["pending", "running", "completed", "failed", "cancelled"]))]
     pub status: String,
     /// A human description.
     pub description: String,
@@ -166,7 +177,7 @@ pub struct Task {
 }
 
 /// An approval request for a tool call with side effects.
-#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct Approval {
     /// Its id (`approval:<hex>`).
@@ -182,6 +193,7 @@ pub struct Approval {
     /// The session's agent.
     pub agent_name: String,
     /// `invoke` or `task`.
+    #[schemars(extend("enum" = ["invoke", "task"]))]
     pub action: String,
     /// The capability.
     pub capability_name: String,
@@ -190,6 +202,7 @@ pub struct Approval {
     /// Whether the call has side effects.
     pub side_effecting: bool,
     /// `pending`, `approved`, `denied` or `consumed`.
+    #[schemars(extend("enum" = ["pending", "approved", "denied", "consumed"]))]
     pub status: String,
     /// Why approval is needed.
     pub reason: String,
@@ -202,7 +215,7 @@ pub struct Approval {
 }
 
 /// `POST /approvals/{id}/approve` and `/deny`.
-#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct ApprovalDecision {
     /// A note kept with the decision.
@@ -211,7 +224,7 @@ pub struct ApprovalDecision {
 }
 
 /// A session with its conversation: `SessionResponse`.
-#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct Session {
     /// Its id.
@@ -224,6 +237,7 @@ pub struct Session {
     pub updated_at: String,
     /// Session metadata; always holds `turnInFlight` (bool) and `turnUnfinished`
     /// (`mid-tool`, `mid-turn`, `no-answer` or null).
+    #[schemars(schema_with = "session_metadata")]
     pub metadata: JsonObject,
     /// The model the session is pinned to.
     pub runtime_model: Option<String>,
@@ -238,11 +252,12 @@ pub struct Session {
     /// The tools its agent offers.
     pub tools: Vec<AgentTool>,
     /// The conversation (internal messages left out), in the OpenAI message shape.
+    #[schemars(with = "Vec<MessageSchema>")]
     pub messages: Vec<Message>,
 }
 
 /// One row of `GET /sessions`.
-#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct SessionSummary {
     /// Its id.
@@ -270,7 +285,7 @@ pub struct SessionSummary {
 }
 
 /// `GET /sessions?limit=&cursor=`: one page.
-#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct SessionList {
     /// The caller's sessions, newest first.
@@ -281,7 +296,7 @@ pub struct SessionList {
 }
 
 /// `DELETE /sessions/{id}`.
-#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct DeletedSession {
     /// The deleted session.
@@ -291,10 +306,11 @@ pub struct DeletedSession {
 }
 
 /// `POST /sessions/{id}/messages`.
-#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct SendMessage {
     /// The user's text (not empty).
+    #[schemars(length(min = 1), regex(pattern = r"\S"))]
     pub content: String,
     /// The view context to link before the turn.
     #[serde(default)]
@@ -302,7 +318,7 @@ pub struct SendMessage {
 }
 
 /// One tool result of a turn.
-#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct ToolResultEntry {
     /// The tool.
@@ -316,7 +332,7 @@ pub struct ToolResultEntry {
 }
 
 /// The answer to a message: TerraFin's `RunResponse` plus `turnEnding` and `usage`.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct RunResponse {
     /// The session.
@@ -328,19 +344,22 @@ pub struct RunResponse {
     /// The text shown to the user.
     pub final_message: String,
     /// How the turn ended.
+    #[schemars(with = "TurnEndingSchema")]
     pub turn_ending: TurnEnding,
     /// Messages the turn added (internal ones left out).
+    #[schemars(with = "Vec<MessageSchema>")]
     pub messages_added: Vec<Message>,
     /// Every tool result of the turn, in order.
     pub tool_results: Vec<ToolResultEntry>,
     /// Tokens used.
+    #[schemars(with = "UsageSchema")]
     pub usage: Usage,
     /// The session after the turn.
     pub session: Session,
 }
 
 /// `POST /sessions/{id}/interrupt`.
-#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct Interrupted {
     /// The session.
@@ -352,7 +371,7 @@ pub struct Interrupted {
 }
 
 /// `GET /sessions/{id}/tasks`.
-#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct TaskList {
     /// The session.
@@ -362,7 +381,7 @@ pub struct TaskList {
 }
 
 /// `GET /sessions/{id}/approvals`.
-#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct ApprovalList {
     /// The session.
@@ -372,12 +391,14 @@ pub struct ApprovalList {
 }
 
 /// `PUT /view-contexts/{id}`: what the user is looking at.
-#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct ViewContextInput {
     /// The page's route.
+    #[schemars(length(min = 1), regex(pattern = r"\S"))]
     pub route: String,
     /// The kind of page.
+    #[schemars(length(min = 1), regex(pattern = r"\S"))]
     pub page_type: String,
     /// Its title.
     #[serde(default)]
@@ -397,7 +418,7 @@ pub struct ViewContextInput {
 }
 
 /// A stored view context.
-#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct ViewContext {
     /// Its id.
@@ -429,4 +450,100 @@ pub struct SessionEvent {
     pub id: u64,
     /// What happened.
     pub event: AgentEvent,
+}
+
+/// The body of every error answer: `{"error": {code, message, request_id, details?}}`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[schemars(rename = "Error")]
+pub struct ErrorBody {
+    /// What went wrong.
+    pub error: ErrorDetail,
+}
+
+/// What went wrong: the `error` of an `ErrorBody`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+pub struct ErrorDetail {
+    /// The stable machine code, e.g. `hosted_agent_turn_in_flight`.
+    pub code: String,
+    /// A sentence for people.
+    pub message: String,
+    /// The id of the request (also in the `x-request-id` header).
+    pub request_id: String,
+    /// Structured extra information (the offending field, the approval id, ...).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub details: Option<serde_json::Value>,
+}
+
+/// `Session.metadata`: free-form, and always holding the derived turn state.
+fn session_metadata(generator: &mut SchemaGenerator) -> Schema {
+    let unfinished = generator.subschema_for::<Option<TurnUnfinished>>();
+    json_schema!({
+        "type": "object",
+        "properties": {
+            "turnInFlight": { "type": "boolean" },
+            "turnUnfinished": unfinished,
+        },
+        "required": ["turnInFlight", "turnUnfinished"],
+    })
+}
+
+/// The schema of [`rein_protocol::Message`] (which has no `JsonSchema` of its own).
+pub(crate) struct MessageSchema;
+
+impl JsonSchema for MessageSchema {
+    fn schema_name() -> Cow<'static, str> {
+        "Message".into()
+    }
+
+    fn json_schema(_: &mut SchemaGenerator) -> Schema {
+        json_schema!({
+            "description": "A message in the OpenAI Chat Completions shape (`role`, `content`, `tool_calls`, `tool_call_id`, `reasoning_content`).",
+            "type": "object",
+            "properties": { "role": { "enum": ["system", "user", "assistant", "tool"] } },
+            "required": ["role"],
+        })
+    }
+}
+
+/// The schema of [`rein_protocol::Usage`] (which has no `JsonSchema` of its own).
+pub(crate) struct UsageSchema;
+
+impl JsonSchema for UsageSchema {
+    fn schema_name() -> Cow<'static, str> {
+        "Usage".into()
+    }
+
+    fn json_schema(_: &mut SchemaGenerator) -> Schema {
+        let count = || serde_json::json!({ "type": "integer", "minimum": 0 });
+        json_schema!({
+            "description": "Token counts as the provider reported them; the cache and reasoning counts only when not zero.",
+            "type": "object",
+            "properties": {
+                "prompt_tokens": count(),
+                "completion_tokens": count(),
+                "total_tokens": count(),
+                "cache_read_tokens": count(),
+                "cache_write_tokens": count(),
+                "reasoning_tokens": count(),
+            },
+            "required": ["prompt_tokens", "completion_tokens", "total_tokens"],
+        })
+    }
+}
+
+/// The schema of [`rein_protocol::TurnEnding`] (which has no `JsonSchema` of its own).
+pub(crate) struct TurnEndingSchema;
+
+impl JsonSchema for TurnEndingSchema {
+    fn schema_name() -> Cow<'static, str> {
+        "TurnEnding".into()
+    }
+
+    fn json_schema(_: &mut SchemaGenerator) -> Schema {
+        json_schema!({
+            "description": "How the turn ended.",
+            "type": "string",
+            "enum": ["answered", "checkpoint", "step_limit", "length", "interrupted", "fallback", "error"],
+        })
+    }
 }

@@ -7,20 +7,36 @@ use axum::http::{HeaderMap, header};
 /// Who is calling: the owner of the sessions they create. Another principal's session is
 /// reported as not found.
 #[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
-pub struct Principal(Arc<str>);
+pub(crate) struct Principal(Arc<str>);
 
 impl Principal {
     /// The principal of local single-user mode (no tokens configured).
-    pub const LOCAL: &'static str = rein_runtime::LOCAL_OWNER;
+    pub(crate) const LOCAL: &'static str = rein_runtime::LOCAL_OWNER;
 
     /// A principal by name.
-    pub fn new(name: &str) -> Self {
+    pub(crate) fn new(name: &str) -> Self {
         Principal(Arc::from(name))
     }
 
     /// Its name.
-    pub fn as_str(&self) -> &str {
+    pub(crate) fn as_str(&self) -> &str {
         &self.0
+    }
+
+    /// The stored id of this principal's session or view context `id`: in its own namespace
+    /// when it has one (`rein_runtime::scoped_id`; `local` keeps ids as they are).
+    pub(crate) fn scope(&self, id: &str) -> String {
+        rein_runtime::scoped_id(Some(self.as_str()), id)
+    }
+
+    /// The id this principal knows the stored `key` by (`rein_runtime::unscoped_id`).
+    pub(crate) fn unscope<'a>(&self, key: &'a str) -> &'a str {
+        rein_runtime::unscoped_id(Some(self.as_str()), key)
+    }
+
+    /// Whether this principal's ids are stored in a namespace of its own.
+    pub(crate) fn is_namespaced(&self) -> bool {
+        self.scope("x") != "x"
     }
 }
 

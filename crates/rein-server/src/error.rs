@@ -1,4 +1,5 @@
-//! `ApiError`: every failure of the HTTP API as one JSON body with a stable machine code.
+//! `ApiError`: every failure of the HTTP API as one JSON body with a stable machine code, and
+//! the one map from `RuntimeError` to a status.
 
 use axum::{
     Json,
@@ -6,7 +7,10 @@ use axum::{
     http::{HeaderValue, StatusCode, header},
     response::{IntoResponse, Response},
 };
+use rein_runtime::RuntimeError;
 use serde_json::json;
+
+use crate::api::{ErrorBody, ErrorDetail};
 
 tokio::task_local! {
     /// The id of the request being answered, set by the request-id middleware.
@@ -54,9 +58,10 @@ impl ApiError {
         Self::new(StatusCode::BAD_REQUEST, "invalid_request", message)
     }
 
-    /// 422 `validation_error`: well-formed JSON that does not fit the route's schema.
+    /// 422 `validation_error`: well-formed JSON that does not fit the route's schema (the
+    /// runtime's [`RuntimeError::Invalid`], whichever layer finds it).
     pub fn validation(message: impl Into<String>) -> Self {
-        Self::new(StatusCode::UNPROCESSABLE_ENTITY, "validation_error", message)
+        RuntimeError::Invalid(message.into()).into()
     }
 
     /// 401 `unauthorized`: no bearer token, or one that is not configured.
@@ -70,34 +75,88 @@ impl ApiError {
             .with_details(json!({ "id": id }))
     }
 
-    /// 404 `hosted_session_not_found` (unknown, hidden, or another principal's session).
-    pub fn session_not_found(id: &str) -> Self {
-        Self::not_found("hosted_session_not_found", "Hosted session", id)
-    }
-
-    /// 409 `hosted_agent_turn_in_flight`: the session is already running a turn.
-    pub fn turn_in_flight(session_id: &str) -> Self {
-        Self::new(
-            StatusCode::CONFLICT,
-            "hosted_agent_turn_in_flight",
-            format!("A turn is already running in session '{session_id}'; wait for it to end or stop it."),
-        )
-        .with_details(json!({ "sessionId": session_id }))
-    }
-
-    /// 500 `internal_error`: a failure that is not the client's fault.
+    /// 500 `internal_error`: a failure that is not the client's fault (the runtime's
+    /// [`RuntimeError::Internal`]).
     pub fn internal(message: impl Into<String>) -> Self {
-        Self::new(StatusCode::INTERNAL_SERVER_ERROR, "internal_error", message)
+        RuntimeError::Internal(message.into()).into()
     }
 
-    /// The JSON body this error answers with (without the request id filled in).
+    /// The JSON body this error answers with.
     pub fn body(&self, request_id: &str) -> serde_json::Value {
-        let mut error =
-            json!({ "code": self.code, "message": self.message, "request_id": request_id });
-        if let Some(details) = &self.details {
-            error["details"] = details.clone();
-        }
-        json!({ "error": error })
+        let body = ErrorBody {
+            error: ErrorDetail {
+                code: self.code.to_owned(),
+                message: self.message.clone(),
+                request_id: request_id.to_owned(),
+                details: self.details.clone(),
+            },
+        };
+        serde_json::to_value(body).expect("an error body is plain JSON")
+    }
+}
+
+/// The one map from the runtime's failures to HTTP: the code is [`RuntimeError::code`], the
+/// status is chosen here by variant, once. Ids in the messages are the ones the runtime saw
+/// (the ownership layer puts the caller's ids back first).
+impl From<RuntimeError> for ApiError {
+    fn from(error: RuntimeError) -> Self {
+        let code = error.code();
+        let not_found = |what: &str, id: &str| {
+            (
+                StatusCode::NOT_FOUND,
+                format!("{what} '{id}' was not found."),
+                Some(json!({ "id": id })),
+            )
+        };
+        let (status, message, details) = match &error {
+            RuntimeError::SessionNotFound(id) => not_found("Hosted session", id),
+            RuntimeError::TaskNotFound(id) => not_found("Task", id),
+            RuntimeError::ApprovalNotFound(id) => not_found("Approval", id),
+            RuntimeError::ViewContextNotFound(id) => not_found("View context", id),
+            RuntimeError::AgentNotFound(name) => not_found("Agent", name),
+            RuntimeError::ModelNotFound(name) => (
+                StatusCode::UNPROCESSABLE_ENTITY,
+                format!("No model named '{name}' is configured."),
+                Some(json!({ "model": name })),
+            ),
+            RuntimeError::TurnInFlight(id) => (
+                StatusCode::CONFLICT,
+                format!(
+                    "A turn is already running in session '{id}'; wait for it to end or stop it."
+                ),
+                Some(json!({ "sessionId": id })),
+            ),
+            RuntimeError::ActiveTasks { session_id, .. } => (
+                StatusCode::CONFLICT,
+                format!("Session '{session_id}' has tasks still running; cancel them first."),
+                None,
+            ),
+            RuntimeError::NoCheckpoint(id) => (
+                StatusCode::CONFLICT,
+                format!("Session '{id}' has no paused turn to continue or discard."),
+                None,
+            ),
+            RuntimeError::ApprovalResolved(id) => {
+                (StatusCode::CONFLICT, format!("Approval '{id}' was already decided."), None)
+            }
+            RuntimeError::SessionExists(id) => (
+                StatusCode::UNPROCESSABLE_ENTITY,
+                format!("A session with id '{id}' already exists."),
+                None,
+            ),
+            RuntimeError::Invalid(message) => {
+                (StatusCode::UNPROCESSABLE_ENTITY, message.clone(), None)
+            }
+            RuntimeError::PolicyDenied(message) => (StatusCode::FORBIDDEN, message.clone(), None),
+            RuntimeError::NotConfigured(message) => {
+                (StatusCode::SERVICE_UNAVAILABLE, message.clone(), None)
+            }
+            // The provider's own words, without the runtime's prefix.
+            RuntimeError::Provider(message) => (StatusCode::BAD_GATEWAY, message.clone(), None),
+            // Storage, internal failures, and whatever the runtime adds later.
+            _ => (StatusCode::INTERNAL_SERVER_ERROR, error.to_string(), None),
+        };
+        ApiError { status, code, message, details }
     }
 }
 

@@ -8,45 +8,52 @@
 //! HTML, CSS and JavaScript embedded in the binary and served at `/`, loading nothing from
 //! outside.
 //!
-//! It must never hold harness logic (turns, policy, storage all belong to the runtime behind
-//! [`Backend`]), print anything (the caller prints the URL), bind anything but 127.0.0.1 unless
-//! told, or let an axum type out of its API other than the mountable [`router`].
+//! Requests go edge (`Host`/`Origin`, principal, access log) → handler → `Owned`, the runtime as
+//! one principal may use it (ownership checks, per-principal id namespaces, wire types) → the
+//! [`Runtime`](rein_runtime::Runtime) itself. A failure travels back as a
+//! [`RuntimeError`](rein_runtime::RuntimeError), whose code is the runtime's and whose status is
+//! chosen once, in `impl From<RuntimeError> for ApiError`. The document's component schemas are
+//! generated from the wire types ([`openapi_document`]).
+//!
+//! It must never hold harness logic (turns, policy, storage all belong to the runtime), print
+//! anything (the caller prints the URL), bind anything but 127.0.0.1 unless told, or let an
+//! axum type out of its API other than the mountable [`router`].
 
 #![warn(missing_docs, unreachable_pub)]
 
 mod api;
 mod assets;
 mod auth;
-mod backend;
 mod config;
 mod edge;
 mod error;
-mod hosted;
 mod openapi;
+mod owned;
 mod routes;
+mod wire;
 
-use std::{future::Future, net::SocketAddr, sync::Arc};
+use std::{future::Future, net::SocketAddr};
+
+use rein_runtime::Runtime;
 
 pub use crate::{
     api::{
         Agent, AgentList, AgentTool, Approval, ApprovalDecision, ApprovalList, CreateSession,
-        DeletedSession, Interrupted, JsonObject, ModelEntry, ModelList, PendingCheckpoint,
-        RunResponse, SendMessage, Session, SessionEvent, SessionList, SessionSettings,
-        SessionSummary, Task, TaskList, ToolResultEntry, TurnUnfinished, ViewContext,
-        ViewContextInput,
+        DeletedSession, ErrorBody, ErrorDetail, Interrupted, JsonObject, ModelEntry, ModelList,
+        PendingCheckpoint, RunResponse, SendMessage, Session, SessionEvent, SessionList,
+        SessionSettings, SessionSummary, Task, TaskList, ToolResultEntry, TurnUnfinished,
+        ViewContext, ViewContextInput,
     },
-    auth::Principal,
-    backend::{Backend, BackendError, EventStream, SessionPage},
     config::ServerConfig,
     error::ApiError,
 };
 
-/// The whole HTTP surface over a backend, to mount in a host's axum application or to drive
+/// The whole HTTP surface over a runtime, to mount in a host's axum application or to drive
 /// with `tower::ServiceExt::oneshot` in tests. [`serve`] runs it on its own listener.
 ///
 /// The `Host` checks of local mode take `config.addr` as the address served.
-pub fn router(config: &ServerConfig, backend: Arc<dyn Backend>) -> axum::Router {
-    routes::router(config, backend, rein_protocol::CancellationToken::new(), config.addr)
+pub fn router(config: &ServerConfig, runtime: Runtime) -> axum::Router {
+    routes::router(config, runtime, rein_protocol::CancellationToken::new(), config.addr)
 }
 
 /// The OpenAPI 3.1 document of the API (also served at `/agent/api/openapi.json`).
@@ -86,16 +93,16 @@ pub enum ServeError {
 /// Prints nothing.
 pub async fn serve(
     config: ServerConfig,
-    backend: Arc<dyn Backend>,
+    runtime: Runtime,
     ready: impl FnOnce(SocketAddr),
 ) -> Result<(), ServeError> {
-    serve_until(config, backend, ready, std::future::pending()).await
+    serve_until(config, runtime, ready, std::future::pending()).await
 }
 
 /// Like [`serve`], and stops gracefully (open event streams are closed) once `shutdown` completes.
 pub async fn serve_until(
     config: ServerConfig,
-    backend: Arc<dyn Backend>,
+    runtime: Runtime,
     ready: impl FnOnce(SocketAddr),
     shutdown: impl Future<Output = ()> + Send + 'static,
 ) -> Result<(), ServeError> {
@@ -106,7 +113,7 @@ pub async fn serve_until(
         listen(config.addr).map_err(|source| ServeError::Bind { addr: config.addr, source })?;
     let addr = listener.local_addr()?;
     let streams = rein_protocol::CancellationToken::new();
-    let app = routes::router(&config, backend, streams.clone(), addr);
+    let app = routes::router(&config, runtime, streams.clone(), addr);
     ready(addr);
     let shutdown = async move {
         shutdown.await;

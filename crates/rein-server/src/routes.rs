@@ -23,6 +23,7 @@ use axum::{
 };
 use futures::StreamExt as _;
 use rein_protocol::CancellationToken;
+use rein_runtime::{Runtime, RuntimeError};
 use serde::de::DeserializeOwned;
 use tower_http::cors::{AllowOrigin, CorsLayer};
 
@@ -33,33 +34,41 @@ use crate::{
     },
     assets,
     auth::{Auth, Principal, query_value},
-    backend::{Backend, BackendError, SessionPage},
     config::ServerConfig,
     edge::{Authenticated, Edge, edge},
     error::{ApiError, REQUEST_ID, payload_too_large},
     openapi,
+    owned::Owned,
+    wire,
 };
 
 /// What every handler shares.
 #[derive(Clone)]
 pub(crate) struct AppState {
-    backend: Arc<dyn Backend>,
+    runtime: Runtime,
     config: Arc<ServerConfig>,
     /// Fires when the server shuts down; open event streams end then.
     shutdown: CancellationToken,
 }
 
-/// The whole HTTP surface over a backend, as an axum router with its middleware. `bound` is
+impl AppState {
+    /// The runtime as `owner` may use it.
+    fn owned<'a>(&'a self, owner: &'a Principal) -> Owned<'a> {
+        Owned::new(&self.runtime, owner)
+    }
+}
+
+/// The whole HTTP surface over a runtime, as an axum router with its middleware. `bound` is
 /// the address the server listens on (its `Host` checks name it).
 pub(crate) fn router(
     config: &ServerConfig,
-    backend: Arc<dyn Backend>,
+    runtime: Runtime,
     shutdown: CancellationToken,
     bound: std::net::SocketAddr,
 ) -> Router {
     let auth = Arc::new(Auth::new(&config.tokens));
     let edge_state = Arc::new(Edge::new(config, auth, bound));
-    let state = AppState { backend, config: Arc::new(config.clone()), shutdown };
+    let state = AppState { runtime, config: Arc::new(config.clone()), shutdown };
     let runtime = Router::new()
         .route("/agents", get(agents))
         .route("/models", get(models))
@@ -211,70 +220,6 @@ impl<S: Send + Sync, T: DeserializeOwned> FromRequest<S> for Body<T> {
     }
 }
 
-// ---------------------------------------------------------------------------------------------
-// Errors from the backend
-
-impl From<BackendError> for ApiError {
-    fn from(error: BackendError) -> Self {
-        let message = error.to_string();
-        match error {
-            BackendError::SessionNotFound(id) => ApiError::session_not_found(&id),
-            BackendError::TaskNotFound(id) => {
-                ApiError::not_found("hosted_task_not_found", "Task", &id)
-            }
-            BackendError::ApprovalNotFound(id) => {
-                ApiError::not_found("hosted_approval_not_found", "Approval", &id)
-            }
-            BackendError::ViewContextNotFound(id) => {
-                ApiError::not_found("hosted_view_context_not_found", "View context", &id)
-            }
-            BackendError::AgentNotFound(id) => {
-                ApiError::not_found("hosted_agent_not_found", "Agent", &id)
-            }
-            BackendError::ModelNotFound(name) => ApiError::new(
-                StatusCode::UNPROCESSABLE_ENTITY,
-                "hosted_model_not_found",
-                format!("No model named '{name}' is configured."),
-            )
-            .with_details(serde_json::json!({ "model": name })),
-            BackendError::TurnInFlight(id) => ApiError::turn_in_flight(&id),
-            BackendError::ActiveTasks(id) => ApiError::new(
-                StatusCode::CONFLICT,
-                "hosted_session_has_active_tasks",
-                format!("Session '{id}' has tasks still running; cancel them first."),
-            ),
-            BackendError::NoCheckpoint(id) => ApiError::new(
-                StatusCode::CONFLICT,
-                "hosted_no_checkpoint",
-                format!("Session '{id}' has no paused turn to continue or discard."),
-            ),
-            BackendError::ApprovalResolved(id) => ApiError::new(
-                StatusCode::CONFLICT,
-                "hosted_approval_resolved",
-                format!("Approval '{id}' was already decided."),
-            ),
-            BackendError::SessionExists(id) => ApiError::new(
-                StatusCode::UNPROCESSABLE_ENTITY,
-                "hosted_session_exists",
-                format!("A session with id '{id}' already exists."),
-            ),
-            BackendError::Invalid(_) => ApiError::validation(message),
-            BackendError::PolicyDenied(_) => {
-                ApiError::new(StatusCode::FORBIDDEN, "hosted_agent_policy_denied", message)
-            }
-            BackendError::NotConfigured(_) => ApiError::new(
-                StatusCode::SERVICE_UNAVAILABLE,
-                "hosted_agent_not_configured",
-                message,
-            ),
-            BackendError::Provider(_) => {
-                ApiError::new(StatusCode::BAD_GATEWAY, "hosted_agent_provider_error", message)
-            }
-            BackendError::Internal(_) => ApiError::internal(message),
-        }
-    }
-}
-
 type ApiResult<T> = Result<Json<T>, ApiError>;
 
 // ---------------------------------------------------------------------------------------------
@@ -303,11 +248,11 @@ async fn openapi_document() -> Response {
 }
 
 async fn agents(State(s): State<AppState>, Caller(_): Caller) -> ApiResult<AgentList> {
-    Ok(Json(AgentList { agents: s.backend.agents().await? }))
+    Ok(Json(AgentList { agents: wire::agents(&s.runtime) }))
 }
 
 async fn models(State(s): State<AppState>, Caller(_): Caller) -> ApiResult<crate::api::ModelList> {
-    Ok(Json(s.backend.models().await?))
+    Ok(Json(wire::models(&s.runtime)))
 }
 
 /// `422 validation_error` unless `id` is one a client may choose (`rein_runtime::check_client_id`).
@@ -330,15 +275,15 @@ async fn create_session(
         client_id("`sessionId`", "sessionId", id)?;
     }
     if request.system_prompt.is_some() && !s.config.client_system_prompt_allowed() {
-        return Err(ApiError::new(
-            StatusCode::FORBIDDEN,
-            "hosted_agent_policy_denied",
-            "This server does not let clients set the system prompt (`allow_client_system_prompt`).",
-        )
-        .with_details(field("systemPrompt")));
+        let refusal = RuntimeError::PolicyDenied(
+            "This server does not let clients set the system prompt (`allow_client_system_prompt`)."
+                .to_owned(),
+        );
+        return Err(ApiError::from(refusal).with_details(field("systemPrompt")));
     }
+    let owned = s.owned(&owner);
     if let Some(limit) = s.config.max_sessions_per_principal
-        && s.backend.session_count(&owner).await? >= limit
+        && owned.session_count()? >= limit
     {
         return Err(ApiError::new(
             StatusCode::FORBIDDEN,
@@ -347,7 +292,7 @@ async fn create_session(
         )
         .with_details(serde_json::json!({ "limit": limit })));
     }
-    let session = s.backend.create_session(&owner, request).await?;
+    let session = owned.create_session(request).await?;
     Ok((StatusCode::CREATED, Json(session)))
 }
 
@@ -379,7 +324,7 @@ async fn list_sessions(
         }
     };
     let cursor = query_value(&query, "cursor").filter(|cursor| !cursor.is_empty());
-    Ok(Json(s.backend.list_sessions(&owner, SessionPage { limit, cursor }).await?))
+    Ok(Json(s.owned(&owner).list_sessions(limit, cursor.as_deref()).await?))
 }
 
 async fn get_session(
@@ -387,7 +332,7 @@ async fn get_session(
     Caller(owner): Caller,
     Id(id): Id,
 ) -> ApiResult<crate::api::Session> {
-    Ok(Json(s.backend.session(&owner, &id).await?))
+    Ok(Json(s.owned(&owner).session(&id).await?))
 }
 
 async fn update_session(
@@ -396,7 +341,7 @@ async fn update_session(
     Id(id): Id,
     Body(settings): Body<SessionSettings>,
 ) -> ApiResult<crate::api::Session> {
-    Ok(Json(s.backend.update_session(&owner, &id, settings).await?))
+    Ok(Json(s.owned(&owner).update_session(&id, settings).await?))
 }
 
 async fn delete_session(
@@ -404,12 +349,12 @@ async fn delete_session(
     Caller(owner): Caller,
     Id(id): Id,
 ) -> ApiResult<crate::api::DeletedSession> {
-    Ok(Json(s.backend.delete_session(&owner, &id).await?))
+    Ok(Json(s.owned(&owner).delete_session(&id).await?))
 }
 
 /// Runs a turn on its own task, so a client that goes away does not cancel the turn halfway.
 async fn detached<T: Send + 'static>(
-    work: impl Future<Output = Result<T, BackendError>> + Send + 'static,
+    work: impl Future<Output = Result<T, RuntimeError>> + Send + 'static,
 ) -> Result<T, ApiError> {
     match tokio::spawn(work).await {
         Ok(result) => result.map_err(ApiError::from),
@@ -442,8 +387,9 @@ async fn send_message(
             serde_json::json!({ "field": "content", "limit": s.config.max_message_chars }),
         ));
     }
-    let backend = s.backend.clone();
-    Ok(Json(detached(async move { backend.send_message(&owner, &id, message).await }).await?))
+    let runtime = s.runtime.clone();
+    let turn = async move { Owned::new(&runtime, &owner).send_message(&id, message).await };
+    Ok(Json(detached(turn).await?))
 }
 
 async fn continue_turn(
@@ -451,8 +397,9 @@ async fn continue_turn(
     Caller(owner): Caller,
     Id(id): Id,
 ) -> ApiResult<crate::api::RunResponse> {
-    let backend = s.backend.clone();
-    Ok(Json(detached(async move { backend.continue_turn(&owner, &id).await }).await?))
+    let runtime = s.runtime.clone();
+    let turn = async move { Owned::new(&runtime, &owner).continue_turn(&id).await };
+    Ok(Json(detached(turn).await?))
 }
 
 async fn discard_checkpoint(
@@ -460,7 +407,7 @@ async fn discard_checkpoint(
     Caller(owner): Caller,
     Id(id): Id,
 ) -> ApiResult<crate::api::Session> {
-    Ok(Json(s.backend.discard_checkpoint(&owner, &id).await?))
+    Ok(Json(s.owned(&owner).discard_checkpoint(&id).await?))
 }
 
 async fn interrupt(
@@ -468,7 +415,7 @@ async fn interrupt(
     Caller(owner): Caller,
     Id(id): Id,
 ) -> ApiResult<crate::api::Interrupted> {
-    Ok(Json(s.backend.interrupt(&owner, &id).await?))
+    Ok(Json(s.owned(&owner).interrupt(&id).await?))
 }
 
 async fn session_tasks(
@@ -476,7 +423,7 @@ async fn session_tasks(
     Caller(owner): Caller,
     Id(id): Id,
 ) -> ApiResult<TaskList> {
-    let tasks = s.backend.session_tasks(&owner, &id).await?;
+    let tasks = s.owned(&owner).session_tasks(&id).await?;
     Ok(Json(TaskList { session_id: id, tasks }))
 }
 
@@ -485,7 +432,7 @@ async fn session_approvals(
     Caller(owner): Caller,
     Id(id): Id,
 ) -> ApiResult<ApprovalList> {
-    let approvals = s.backend.session_approvals(&owner, &id).await?;
+    let approvals = s.owned(&owner).session_approvals(&id).await?;
     Ok(Json(ApprovalList { session_id: id, approvals }))
 }
 
@@ -494,7 +441,7 @@ async fn get_task(
     Caller(owner): Caller,
     Id(id): Id,
 ) -> ApiResult<crate::api::Task> {
-    Ok(Json(s.backend.task(&owner, &id).await?))
+    Ok(Json(s.owned(&owner).task(&id).await?))
 }
 
 async fn cancel_task(
@@ -502,7 +449,7 @@ async fn cancel_task(
     Caller(owner): Caller,
     Id(id): Id,
 ) -> ApiResult<crate::api::Task> {
-    Ok(Json(s.backend.cancel_task(&owner, &id).await?))
+    Ok(Json(s.owned(&owner).cancel_task(&id).await?))
 }
 
 async fn get_approval(
@@ -510,7 +457,7 @@ async fn get_approval(
     Caller(owner): Caller,
     Id(id): Id,
 ) -> ApiResult<crate::api::Approval> {
-    Ok(Json(s.backend.approval(&owner, &id).await?))
+    Ok(Json(s.owned(&owner).approval(&id).await?))
 }
 
 async fn approve(
@@ -519,7 +466,7 @@ async fn approve(
     Id(id): Id,
     Body(decision): Body<ApprovalDecision>,
 ) -> ApiResult<crate::api::Approval> {
-    Ok(Json(s.backend.decide_approval(&owner, &id, true, decision.note).await?))
+    Ok(Json(s.owned(&owner).decide_approval(&id, true, decision.note.as_deref()).await?))
 }
 
 async fn deny(
@@ -528,7 +475,7 @@ async fn deny(
     Id(id): Id,
     Body(decision): Body<ApprovalDecision>,
 ) -> ApiResult<crate::api::Approval> {
-    Ok(Json(s.backend.decide_approval(&owner, &id, false, decision.note).await?))
+    Ok(Json(s.owned(&owner).decide_approval(&id, false, decision.note.as_deref()).await?))
 }
 
 async fn put_view_context(
@@ -541,7 +488,7 @@ async fn put_view_context(
     if context.route.trim().is_empty() || context.page_type.trim().is_empty() {
         return Err(ApiError::validation("`route` and `pageType` must not be empty."));
     }
-    Ok(Json(s.backend.put_view_context(&owner, &id, context).await?))
+    Ok(Json(s.owned(&owner).put_view_context(&id, &context).await?))
 }
 
 async fn get_view_context(
@@ -549,7 +496,7 @@ async fn get_view_context(
     Caller(owner): Caller,
     Id(id): Id,
 ) -> ApiResult<crate::api::ViewContext> {
-    Ok(Json(s.backend.view_context(&owner, &id).await?))
+    Ok(Json(s.owned(&owner).view_context(&id).await?))
 }
 
 /// The `Last-Event-ID` to resume after: the header (sent by a reconnecting EventSource), else
@@ -581,7 +528,7 @@ async fn events(
     RawQuery(query): RawQuery,
 ) -> Result<Response, ApiError> {
     let after = resume_after(&headers, query.as_deref())?;
-    let stream = s.backend.events(&owner, &id, after).await?;
+    let stream = s.owned(&owner).events(&id, after).await?;
     let ready = futures::stream::once(async {
         Ok::<_, Infallible>(Event::default().event("ready").data("{}"))
     });

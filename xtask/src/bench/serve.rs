@@ -120,7 +120,7 @@ async fn measure(root: &std::path::Path) -> anyhow::Result<Figures> {
     let (stop_tx, stop_rx) = tokio::sync::oneshot::channel::<()>();
     let server = tokio::spawn(rein_server::serve_until(
         config,
-        Arc::new(runtime),
+        runtime,
         move |addr| {
             let _ = ready_tx.send((addr, started.elapsed()));
         },

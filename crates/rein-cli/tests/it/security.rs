@@ -9,7 +9,7 @@ use std::{
     time::Duration,
 };
 
-use crate::rein;
+use crate::{rein, support::read_request};
 
 const KEY: &str = "sk-live-0123456789abcdefSECRET";
 
@@ -29,32 +29,8 @@ fn echoing_upstream() -> u16 {
 fn answer_with_echo(stream: TcpStream) {
     let mut reader = BufReader::new(stream.try_clone().expect("clone"));
     let mut writer = stream;
-    let mut authorization = String::new();
-    let mut length = 0usize;
-    let mut line = String::new();
-    if reader.read_line(&mut line).unwrap_or(0) == 0 {
-        return;
-    }
-    loop {
-        let mut header = String::new();
-        if reader.read_line(&mut header).unwrap_or(0) == 0 {
-            return;
-        }
-        let header = header.trim_end();
-        if header.is_empty() {
-            break;
-        }
-        if let Some((name, value)) = header.split_once(':') {
-            if name.eq_ignore_ascii_case("authorization") {
-                authorization = value.trim().to_owned();
-            }
-            if name.eq_ignore_ascii_case("content-length") {
-                length = value.trim().parse().unwrap_or(0);
-            }
-        }
-    }
-    let mut body = vec![0u8; length];
-    let _ = reader.read_exact(&mut body);
+    let Some(request) = read_request(&mut reader) else { return };
+    let authorization = request.header("authorization").unwrap_or_default();
     let echoed = serde_json::json!({
         "error": {
             "message": format!("invalid credentials: Authorization: {authorization} (also tried sk-live-ffffffffffffffffffff)"),

@@ -1,7 +1,7 @@
 //! Test helpers: a scripted OpenAI-compatible server, the server-everything peer, config files.
 
 use std::{
-    io::{BufRead as _, BufReader, Read as _, Write as _},
+    io::{BufRead, BufReader, Write as _},
     net::{TcpListener, TcpStream},
     path::{Path, PathBuf},
     process::Command,
@@ -66,35 +66,55 @@ impl Drop for ScriptedModel {
     }
 }
 
+/// One HTTP/1.1 request as a test server reads it.
+pub(crate) struct HttpRequest {
+    /// Header names (lowercased) and values, in order.
+    pub(crate) headers: Vec<(String, String)>,
+    pub(crate) body: Vec<u8>,
+}
+
+impl HttpRequest {
+    /// The first value of a header (`name` lowercased).
+    pub(crate) fn header(&self, name: &str) -> Option<&str> {
+        self.headers.iter().find(|(n, _)| n == name).map(|(_, v)| v.as_str())
+    }
+}
+
+/// Reads the next request of a keep-alive connection; `None` when it closes or breaks.
+pub(crate) fn read_request(reader: &mut impl BufRead) -> Option<HttpRequest> {
+    let mut request_line = String::new();
+    if reader.read_line(&mut request_line).ok()? == 0 {
+        return None;
+    }
+    let mut headers = Vec::new();
+    loop {
+        let mut header = String::new();
+        if reader.read_line(&mut header).ok()? == 0 {
+            return None;
+        }
+        let header = header.trim_end();
+        if header.is_empty() {
+            break;
+        }
+        if let Some((name, value)) = header.split_once(':') {
+            headers.push((name.trim().to_ascii_lowercase(), value.trim().to_owned()));
+        }
+    }
+    let mut request = HttpRequest { headers, body: Vec::new() };
+    let length = request.header("content-length").and_then(|v| v.parse().ok()).unwrap_or(0);
+    request.body = vec![0u8; length];
+    reader.read_exact(&mut request.body).ok()?;
+    Some(request)
+}
+
 fn serve_connection(stream: TcpStream, stop: &AtomicBool, counter: &AtomicUsize) {
     let _ = stream.set_nonblocking(false);
     let mut reader = BufReader::new(stream.try_clone().expect("clone the stream"));
     let mut writer = stream;
     loop {
-        let mut request_line = String::new();
-        if reader.read_line(&mut request_line).unwrap_or(0) == 0 {
+        let Some(HttpRequest { body, .. }) = read_request(&mut reader) else {
             return;
-        }
-        let mut length = 0usize;
-        loop {
-            let mut header = String::new();
-            if reader.read_line(&mut header).unwrap_or(0) == 0 {
-                return;
-            }
-            let header = header.trim_end();
-            if header.is_empty() {
-                break;
-            }
-            if let Some((name, value)) = header.split_once(':') {
-                if name.eq_ignore_ascii_case("content-length") {
-                    length = value.trim().parse().unwrap_or(0);
-                }
-            }
-        }
-        let mut body = vec![0u8; length];
-        if reader.read_exact(&mut body).is_err() {
-            return;
-        }
+        };
         counter.fetch_add(1, Ordering::SeqCst);
         let request: Value = serde_json::from_slice(&body).unwrap_or(Value::Null);
         if !respond(&mut writer, &request, stop) {

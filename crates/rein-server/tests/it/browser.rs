@@ -7,7 +7,6 @@
 use std::{
     path::{Path, PathBuf},
     process::Command,
-    sync::Arc,
     time::Duration,
 };
 
@@ -97,13 +96,12 @@ async fn chat_in_headless_chromium() -> anyhow::Result<()> {
     let dir = tempfile::tempdir()?;
     let runtime = crate::scripted::runtime(dir.path(), script());
     let dispatcher = runtime.start_dispatcher();
-    let backend = Arc::new(runtime);
     let config = ServerConfig::default().with_addr(([127, 0, 0, 1], 0).into());
     let (addr_tx, addr_rx) = tokio::sync::oneshot::channel();
     let (stop_tx, stop_rx) = tokio::sync::oneshot::channel::<()>();
     let server = tokio::spawn(rein_server::serve_until(
         config,
-        backend,
+        runtime,
         move |addr| {
             let _ = addr_tx.send(addr);
         },

@@ -7,7 +7,6 @@
 use std::{
     path::{Path, PathBuf},
     process::Command,
-    sync::Arc,
 };
 
 use rein_server::ServerConfig;
@@ -37,14 +36,13 @@ fn ensure_schemathesis() -> anyhow::Result<PathBuf> {
 async fn schemathesis_finds_no_server_error() -> anyhow::Result<()> {
     let st = tokio::task::spawn_blocking(ensure_schemathesis).await??;
     let dir = tempfile::tempdir()?;
-    let backend =
-        Arc::new(crate::scripted::runtime(dir.path(), crate::scripted::ByPrompt::new([])));
+    let runtime = crate::scripted::runtime(dir.path(), crate::scripted::ByPrompt::new([]));
     let config = ServerConfig::default().with_addr(([127, 0, 0, 1], 0).into());
     let (addr_tx, addr_rx) = tokio::sync::oneshot::channel();
     let (stop_tx, stop_rx) = tokio::sync::oneshot::channel::<()>();
     let server = tokio::spawn(rein_server::serve_until(
         config,
-        backend,
+        runtime,
         move |addr| {
             let _ = addr_tx.send(addr);
         },

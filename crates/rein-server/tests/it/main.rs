@@ -1,8 +1,10 @@
-//! rein-server's integration tests: every route and error through `oneshot`, the event stream,
-//! the OpenAPI document and the embedded chat.
+//! rein-server's integration tests: every route and error through `oneshot` over the real
+//! runtime (SQLite and JSONL in a temp dir, a scripted model), the event stream, the OpenAPI
+//! document and the embedded chat. Every JSON answer read with [`send`] is validated against
+//! the document's schema for its route and status (`documented.rs`).
 
 mod browser;
-mod fake;
+mod documented;
 mod fuzz_api;
 mod hosted;
 mod openapi;
@@ -11,23 +13,14 @@ mod scripted;
 mod security;
 mod stream;
 
-use std::sync::Arc;
-
 use axum::{
     Router,
     body::Body,
     http::{Request, StatusCode, header},
 };
 use http_body_util::BodyExt as _;
-use rein_server::ServerConfig;
 use serde_json::Value;
 use tower::ServiceExt as _;
-
-/// A router over a fresh fake runtime.
-pub(crate) fn app(config: &ServerConfig) -> (Router, fake::Fake) {
-    let fake = fake::Fake::default();
-    (rein_server::router(config, Arc::new(fake.clone())), fake)
-}
 
 /// One request: method, path, optional JSON body, optional bearer token.
 pub(crate) fn request(
@@ -49,12 +42,17 @@ pub(crate) fn request(
     }
 }
 
-/// Sends a request and reads the JSON answer (`Value::Null` when the body is not JSON).
+/// Sends a request and reads the JSON answer (`Value::Null` when the body is not JSON), which
+/// must fit the OpenAPI document's schema for the route and status.
 pub(crate) async fn send(app: &Router, request: Request<Body>) -> (StatusCode, Value) {
+    let method = request.method().clone();
+    let path = request.uri().path().to_owned();
     let response = app.clone().oneshot(request).await.unwrap();
     let status = response.status();
     let bytes = response.into_body().collect().await.unwrap().to_bytes();
-    (status, serde_json::from_slice(&bytes).unwrap_or(Value::Null))
+    let body = serde_json::from_slice(&bytes).unwrap_or(Value::Null);
+    documented::check(&method, &path, status, &body);
+    (status, body)
 }
 
 /// `send` for a JSON call without a token.

@@ -1,9 +1,18 @@
-//! The OpenAPI document: valid shape, and every route of the router is described.
+//! The OpenAPI document: valid shape, every route of the router described, and its component
+//! schemas exactly what the wire types generate. (That every answer fits it: `documented.rs`.)
 
 use axum::http::StatusCode;
-use rein_server::ServerConfig;
+use rein_server::{
+    AgentList, Approval, ApprovalDecision, ApprovalList, CreateSession, DeletedSession, ErrorBody,
+    Interrupted, ModelList, RunResponse, SendMessage, ServerConfig, Session, SessionList,
+    SessionSettings, Task, TaskList, ViewContext, ViewContextInput,
+};
+use schemars::generate::SchemaSettings;
 
-use crate::{app, call};
+use crate::{
+    call,
+    scripted::{ByPrompt, app},
+};
 
 /// Every (method, path) the router serves under /agent/api.
 const ROUTES: &[(&str, &str)] = &[
@@ -33,9 +42,10 @@ const ROUTES: &[(&str, &str)] = &[
 
 #[tokio::test]
 async fn document_describes_every_route() {
-    let (app, _) = app(&ServerConfig::default());
+    let (app, _runtime, _dir) = app(&ServerConfig::default(), ByPrompt::new([]));
     let (status, doc) = call(&app, "GET", "/agent/api/openapi.json", None).await;
     assert_eq!(status, StatusCode::OK);
+    assert_eq!(doc, rein_server::openapi_document(), "the served document is the generated one");
     assert_eq!(doc["openapi"], "3.1.0");
     let paths = doc["paths"].as_object().unwrap();
     let mut described = 0;
@@ -78,4 +88,55 @@ fn every_reference_resolves() {
     {
         assert_eq!(schemas[name]["additionalProperties"], false, "{name}");
     }
+}
+
+#[test]
+fn component_schemas_are_what_the_types_generate() {
+    // JSON Schema 2020-12 (OpenAPI 3.1's dialect) with every `$ref` into the components;
+    // requests as serde reads them, responses as serde writes them.
+    let settings = || {
+        SchemaSettings::draft2020_12().with(|settings| {
+            settings.definitions_path = "/components/schemas".into();
+            settings.meta_schema = None;
+        })
+    };
+    let mut requests = settings().for_deserialize().into_generator();
+    requests.subschema_for::<CreateSession>();
+    requests.subschema_for::<SessionSettings>();
+    requests.subschema_for::<SendMessage>();
+    requests.subschema_for::<ApprovalDecision>();
+    requests.subschema_for::<ViewContextInput>();
+    let mut responses = settings().for_serialize().into_generator();
+    responses.subschema_for::<ErrorBody>();
+    responses.subschema_for::<AgentList>();
+    responses.subschema_for::<ModelList>();
+    responses.subschema_for::<Session>();
+    responses.subschema_for::<SessionList>();
+    responses.subschema_for::<DeletedSession>();
+    responses.subschema_for::<RunResponse>();
+    responses.subschema_for::<Interrupted>();
+    responses.subschema_for::<Task>();
+    responses.subschema_for::<TaskList>();
+    responses.subschema_for::<Approval>();
+    responses.subschema_for::<ApprovalList>();
+    responses.subschema_for::<ViewContext>();
+    let mut expected = requests.take_definitions(true);
+    expected.extend(responses.take_definitions(true));
+
+    let doc = rein_server::openapi_document();
+    let served = doc["components"]["schemas"].as_object().unwrap();
+    let mut names: Vec<&String> = served.keys().collect();
+    let mut generated: Vec<&String> = expected.keys().collect();
+    names.sort();
+    generated.sort();
+    assert_eq!(names, generated, "the document's schemas are exactly the wire types'");
+    for (name, schema) in &expected {
+        assert_eq!(&served[name], schema, "`{name}` is not what its type generates");
+    }
+    // Responses describe what serde always writes: a field that is always there is required.
+    assert_eq!(served["Session"]["required"].as_array().unwrap().len(), 12);
+    assert_eq!(
+        served["Error"]["properties"]["error"]["$ref"], "#/components/schemas/ErrorDetail",
+        "errors are described by their type too"
+    );
 }

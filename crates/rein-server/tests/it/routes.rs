@@ -1,15 +1,72 @@
-//! Every route and every error through `oneshot`: bodies, codes, limits, auth and ownership.
+//! Every route and every error through `oneshot`, over the real runtime with a scripted model:
+//! bodies, codes, limits, checkpoints, tasks and approvals, auth and ownership.
+
+use std::time::Duration;
 
 use axum::{
     body::Body,
     http::{Request, StatusCode, header},
 };
+use rein_runtime::{AgentDefinition, AgentPolicy, RuntimeConfig};
 use rein_server::ServerConfig;
+use rein_testkit::{Step, reply};
 use serde_json::{Value, json};
 
-use crate::{app, call, new_session, request, send};
+use crate::{
+    call, new_session, request,
+    scripted::{ByPrompt, app, app_with},
+    send,
+};
 
 const RT: &str = "/agent/api/runtime";
+
+/// A router over the real runtime whose model answers no message in particular.
+fn plain(config: &ServerConfig) -> (axum::Router, rein_runtime::Runtime, tempfile::TempDir) {
+    app(config, ByPrompt::new([]))
+}
+
+/// `prompt` answered with a `weather` call, then `You said: <prompt>`.
+fn said(prompt: &'static str) -> (&'static str, Vec<Step>) {
+    (
+        prompt,
+        vec![
+            reply::call("call_1", "weather", json!({ "city": "Lisbon" })).into(),
+            reply::text(format!("You said: {prompt}")).into(),
+        ],
+    )
+}
+
+/// `approve me` (twice): an email that needs approval (to a new address each time) and a
+/// background report that runs until cancelled.
+fn approve_me() -> (&'static str, Vec<Step>) {
+    let round = |to: &str| -> Vec<Step> {
+        vec![
+            reply::calls(&[("send_email", json!({ "to": to })), ("start_report_task", json!({}))])
+                .into(),
+            reply::text("Asked for approval; the report runs.").into(),
+        ]
+    };
+    ("approve me", [round("a@example.com"), round("b@example.com")].concat())
+}
+
+/// Polls (bounded, not timed) until `path` answers with `field` equal to `value`.
+async fn until(
+    app: &axum::Router,
+    path: &str,
+    token: Option<&str>,
+    field: &str,
+    value: &str,
+) -> Value {
+    let mut last = Value::Null;
+    for _ in 0..2000 {
+        last = send(app, request("GET", path, None, token)).await.1;
+        if last[field] == value {
+            return last;
+        }
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+    panic!("{path} never had {field} = {value}: {last}");
+}
 
 fn error_code(body: &Value) -> &str {
     body["error"]["code"].as_str().unwrap_or("<no code>")
@@ -25,7 +82,7 @@ fn assert_error(status: StatusCode, body: &Value, expect_status: StatusCode, exp
 
 #[tokio::test]
 async fn agents_and_models() {
-    let (app, _) = app(&ServerConfig::default());
+    let (app, _runtime, _dir) = plain(&ServerConfig::default());
     let (status, body) = call(&app, "GET", &format!("{RT}/agents"), None).await;
     assert_eq!(status, StatusCode::OK);
     assert_eq!(body["agents"][0]["name"], "assistant");
@@ -38,7 +95,7 @@ async fn agents_and_models() {
 
 #[tokio::test]
 async fn session_lifecycle() {
-    let (app, _) = app(&ServerConfig::default());
+    let (app, _runtime, _dir) = plain(&ServerConfig::default());
     let (status, created) = call(
         &app,
         "POST",
@@ -89,7 +146,7 @@ async fn session_lifecycle() {
 
 #[tokio::test]
 async fn create_session_errors() {
-    let (app, _) = app(&ServerConfig::default());
+    let (app, _runtime, _dir) = plain(&ServerConfig::default());
     let path = format!("{RT}/sessions");
     let cases = [
         (json!({ "agentName": "nobody" }), StatusCode::NOT_FOUND, "hosted_agent_not_found"),
@@ -122,7 +179,7 @@ async fn create_session_errors() {
 
 #[tokio::test]
 async fn malformed_bodies_are_4xx() {
-    let (app, _) = app(&ServerConfig::default());
+    let (app, _runtime, _dir) = plain(&ServerConfig::default());
     let path = format!("{RT}/sessions");
     let raw = |body: &'static str, content_type: Option<&'static str>| {
         let mut builder = Request::builder().method("POST").uri(path.clone());
@@ -149,7 +206,7 @@ async fn malformed_bodies_are_4xx() {
 async fn oversize_bodies_and_messages() {
     let config =
         ServerConfig { max_body_bytes: 256, max_message_chars: 10, ..ServerConfig::default() };
-    let (app, _) = app(&config);
+    let (app, _runtime, _dir) = plain(&config);
     let big = json!({ "agentName": "assistant", "systemPrompt": "x".repeat(1000) });
     let (status, body) = call(&app, "POST", &format!("{RT}/sessions"), Some(big)).await;
     assert_error(status, &body, StatusCode::PAYLOAD_TOO_LARGE, "payload_too_large");
@@ -164,8 +221,13 @@ async fn oversize_bodies_and_messages() {
 
 #[tokio::test]
 async fn send_message_answers_with_the_turn() {
-    let (app, _) = app(&ServerConfig::default());
+    let (app, _runtime, _dir) = app(&ServerConfig::default(), ByPrompt::new([said("hi there")]));
     let id = new_session(&app).await;
+    let page = json!({ "route": "/", "pageType": "home" });
+    assert_eq!(
+        call(&app, "PUT", &format!("{RT}/view-contexts/view-1"), Some(page)).await.0,
+        StatusCode::OK
+    );
     let (status, run) = call(
         &app,
         "POST",
@@ -177,7 +239,7 @@ async fn send_message_answers_with_the_turn() {
     assert_eq!(run["finalMessage"], "You said: hi there");
     assert_eq!(run["turnEnding"], "answered");
     assert_eq!(run["sessionId"], id.as_str());
-    assert_eq!(run["toolResults"][0]["toolName"], "lookup");
+    assert_eq!(run["toolResults"][0]["toolName"], "weather");
     assert_eq!(run["messagesAdded"][0]["role"], "user");
     assert_eq!(run["session"]["metadata"]["viewContextId"], "view-1");
     assert_eq!(run["session"]["metadata"]["turnInFlight"], false);
@@ -204,16 +266,23 @@ async fn send_message_answers_with_the_turn() {
 
 #[tokio::test]
 async fn second_turn_in_flight_is_409_and_interrupt_stops_it() {
-    let (app, fake) = app(&ServerConfig::default());
+    let model = ByPrompt::new([("block", vec![Step::Hang])]);
+    let (app, _runtime, _dir) = app(&ServerConfig::default(), model);
     let id = new_session(&app).await;
     let path = format!("{RT}/sessions/{id}/messages");
-    let started = fake.started.notified();
     let first = tokio::spawn({
         let app = app.clone();
         let path = path.clone();
         async move { call(&app, "POST", &path, Some(json!({ "content": "block" }))).await }
     });
-    started.await;
+    let session = format!("{RT}/sessions/{id}");
+    // The turn has started once its lease shows (the model then hangs until stopped).
+    for _ in 0..2000 {
+        if call(&app, "GET", &session, None).await.1["metadata"]["turnInFlight"] == true {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
 
     let (status, body) = call(&app, "POST", &path, Some(json!({ "content": "again" }))).await;
     assert_error(status, &body, StatusCode::CONFLICT, "hosted_agent_turn_in_flight");
@@ -235,21 +304,48 @@ async fn second_turn_in_flight_is_409_and_interrupt_stops_it() {
 
 #[tokio::test]
 async fn checkpoint_continue_and_discard() {
-    let (app, fake) = app(&ServerConfig::default());
+    // One tool round pauses a turn; the model's summary of it is the checkpoint's.
+    let mut policy = AgentPolicy::default();
+    policy.max_tool_rounds = 1;
+    let agents = RuntimeConfig::with_agents(vec![AgentDefinition::default().with_policy(policy)]);
+    let model = ByPrompt::new([
+        said("read the files"),
+        said("read them again"),
+        (
+            "You have reached a checkpoint*",
+            vec![reply::text("Read 3 files.").into(), reply::text("Again.").into()],
+        ),
+    ]);
+    let (app, _runtime, _dir) = app_with(&ServerConfig::default(), model, agents);
     let id = new_session(&app).await;
     let (status, body) = call(&app, "POST", &format!("{RT}/sessions/{id}/continue"), None).await;
     assert_error(status, &body, StatusCode::CONFLICT, "hosted_no_checkpoint");
     let (status, body) = call(&app, "POST", &format!("{RT}/sessions/{id}/discard"), None).await;
     assert_error(status, &body, StatusCode::CONFLICT, "hosted_no_checkpoint");
 
-    fake.pause(&id, "Read 3 files.");
+    let pause = |content: &str| {
+        let app = app.clone();
+        let path = format!("{RT}/sessions/{id}/messages");
+        let body = json!({ "content": content });
+        async move {
+            let (status, run) = call(&app, "POST", &path, Some(body)).await;
+            assert_eq!(
+                (status, run["turnEnding"].as_str()),
+                (StatusCode::OK, Some("checkpoint")),
+                "{run}"
+            );
+        }
+    };
+    pause("read the files").await;
     let (_, session) = call(&app, "GET", &format!("{RT}/sessions/{id}"), None).await;
     assert_eq!(session["checkpoint"]["summary"], "Read 3 files.");
     let (status, run) = call(&app, "POST", &format!("{RT}/sessions/{id}/continue"), None).await;
     assert_eq!(status, StatusCode::OK, "{run}");
     assert_eq!(run["turnEnding"], "answered");
 
-    fake.pause(&id, "Again.");
+    pause("read them again").await;
+    let (_, session) = call(&app, "GET", &format!("{RT}/sessions/{id}"), None).await;
+    assert_eq!(session["checkpoint"]["summary"], "Again.");
     let (status, session) = call(&app, "POST", &format!("{RT}/sessions/{id}/discard"), None).await;
     assert_eq!(status, StatusCode::OK);
     assert!(session["checkpoint"].is_null());
@@ -257,7 +353,8 @@ async fn checkpoint_continue_and_discard() {
 
 #[tokio::test]
 async fn tasks_and_approvals() {
-    let (app, _) = app(&ServerConfig::default());
+    let (app, runtime, _dir) = app(&ServerConfig::default(), ByPrompt::new([approve_me()]));
+    let dispatcher = runtime.start_dispatcher();
     let id = new_session(&app).await;
     call(
         &app,
@@ -271,15 +368,18 @@ async fn tasks_and_approvals() {
     assert_eq!(status, StatusCode::OK);
     assert_eq!(tasks["sessionId"], id.as_str());
     let task_id = tasks["tasks"][0]["taskId"].as_str().unwrap().to_owned();
-    let (status, task) = call(&app, "GET", &format!("{RT}/tasks/{task_id}"), None).await;
-    assert_eq!((status, task["status"].as_str()), (StatusCode::OK, Some("running")));
+    let task_path = format!("{RT}/tasks/{task_id}");
+    let task = until(&app, &task_path, None, "status", "running").await;
+    assert_eq!(task["capabilityName"], "report");
 
     // Active tasks block deletion.
     let (status, body) = call(&app, "DELETE", &format!("{RT}/sessions/{id}"), None).await;
     assert_error(status, &body, StatusCode::CONFLICT, "hosted_session_has_active_tasks");
 
-    let (status, task) = call(&app, "POST", &format!("{RT}/tasks/{task_id}/cancel"), None).await;
-    assert_eq!((status, task["status"].as_str()), (StatusCode::OK, Some("cancelled")));
+    // A running task is told to stop, and is cancelled once its worker has.
+    let (status, _) = call(&app, "POST", &format!("{RT}/tasks/{task_id}/cancel"), None).await;
+    assert_eq!(status, StatusCode::OK);
+    until(&app, &task_path, None, "status", "cancelled").await;
     // Cancelling an ended task changes nothing.
     let (status, task) = call(&app, "POST", &format!("{RT}/tasks/{task_id}/cancel"), None).await;
     assert_eq!((status, task["status"].as_str()), (StatusCode::OK, Some("cancelled")));
@@ -341,11 +441,12 @@ async fn tasks_and_approvals() {
     let (status, body) =
         call(&app, "POST", &format!("{RT}/approvals/approval:none/approve"), None).await;
     assert_error(status, &body, StatusCode::NOT_FOUND, "hosted_approval_not_found");
+    dispatcher.shutdown().await;
 }
 
 #[tokio::test]
 async fn view_contexts() {
-    let (app, _) = app(&ServerConfig::default());
+    let (app, _runtime, _dir) = plain(&ServerConfig::default());
     let path = format!("{RT}/view-contexts/page-1");
     let (status, body) = call(&app, "GET", &path, None).await;
     assert_error(status, &body, StatusCode::NOT_FOUND, "hosted_view_context_not_found");
@@ -381,7 +482,7 @@ async fn view_contexts() {
 
 #[tokio::test]
 async fn unknown_routes_and_methods() {
-    let (app, _) = app(&ServerConfig::default());
+    let (app, _runtime, _dir) = plain(&ServerConfig::default());
     let (status, body) = call(&app, "GET", "/agent/api/runtime/nothing", None).await;
     assert_error(status, &body, StatusCode::NOT_FOUND, "not_found");
     let (status, body) = call(&app, "PUT", &format!("{RT}/agents"), None).await;
@@ -396,7 +497,8 @@ async fn unknown_routes_and_methods() {
 async fn bearer_tokens_and_ownership() {
     let config =
         ServerConfig::default().with_token("alice-token", "alice").with_token("bob-token", "bob");
-    let (app, _) = app(&config);
+    let (app, runtime, _dir) = app(&config, ByPrompt::new([approve_me()]));
+    let dispatcher = runtime.start_dispatcher();
     let sessions = format!("{RT}/sessions");
 
     let (status, body) = call(&app, "GET", &sessions, None).await;
@@ -433,6 +535,8 @@ async fn bearer_tokens_and_ownership() {
     )
     .await;
     let task_id = tasks["tasks"][0]["taskId"].as_str().unwrap().to_owned();
+    let alices_task = format!("{RT}/tasks/{task_id}");
+    until(&app, &alices_task, Some("alice-token"), "status", "running").await;
 
     // Bob sees none of it: every route answers 404 as if it did not exist.
     let (_, list) = send(&app, request("GET", &sessions, None, Some("bob-token"))).await;
@@ -479,12 +583,13 @@ async fn bearer_tokens_and_ownership() {
         send(&app, request("GET", &format!("{RT}/tasks/{task_id}"), None, Some("alice-token")))
             .await;
     assert_eq!(task["status"], "running");
+    dispatcher.shutdown().await;
 }
 
 #[tokio::test]
 async fn cors_allowlist() {
     let config = ServerConfig::default().with_cors_origin("https://app.example");
-    let (app, _) = app(&config);
+    let (app, _runtime, _dir) = plain(&config);
     let preflight = |origin: &str| {
         Request::builder()
             .method("OPTIONS")
@@ -502,7 +607,7 @@ async fn cors_allowlist() {
     assert!(refused.headers().get(header::ACCESS_CONTROL_ALLOW_ORIGIN).is_none());
 
     // Without an allowlist no CORS header is ever sent.
-    let (app, _) = crate::app(&ServerConfig::default());
+    let (app, _runtime, _dir) = plain(&ServerConfig::default());
     let response = app.oneshot(preflight("https://app.example")).await.unwrap();
     assert!(response.headers().get(header::ACCESS_CONTROL_ALLOW_ORIGIN).is_none());
 }
@@ -511,7 +616,7 @@ async fn cors_allowlist() {
 async fn chat_page_and_assets() {
     use http_body_util::BodyExt as _;
     use tower::ServiceExt as _;
-    let (app, _) = app(&ServerConfig::default());
+    let (app, _runtime, _dir) = plain(&ServerConfig::default());
     for (path, content_type) in [
         ("/", "text/html; charset=utf-8"),
         ("/assets/app.js", "text/javascript; charset=utf-8"),
@@ -543,7 +648,7 @@ async fn chat_page_and_assets() {
 
 #[tokio::test]
 async fn request_ids_are_unique() {
-    let (app, _) = app(&ServerConfig::default());
+    let (app, _runtime, _dir) = plain(&ServerConfig::default());
     let (_, first) = call(&app, "GET", &format!("{RT}/sessions/x"), None).await;
     let (_, second) = call(&app, "GET", &format!("{RT}/sessions/x"), None).await;
     assert_ne!(first["error"]["request_id"], second["error"]["request_id"]);

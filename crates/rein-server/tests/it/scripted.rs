@@ -1,9 +1,10 @@
 //! A real runtime (SQLite + JSONL in a temp dir) behind the router, with a scripted model.
 //!
-//! [`ByPrompt`] picks a `rein_testkit::ScriptedModel` by the newest user message, so each
-//! message of a test has its own script whatever the number of model calls before it; extra
-//! calls get a plain default answer, and a message starting with `echo ` is answered with its
-//! own text. Replies are streamed word by word, so clients see text arrive in pieces.
+//! [`ByPrompt`] picks a `rein_testkit::ScriptedModel` by the newest user message (a key ending
+//! in `*` matches messages starting with the rest), so each message of a test has its own
+//! script whatever the number of model calls before it; extra calls get a plain default answer
+//! (`Done.`), and a message starting with `echo ` is answered with its own text. Replies are
+//! streamed word by word, so clients see text arrive in pieces.
 
 use std::{collections::HashMap, sync::Arc, time::Duration};
 
@@ -12,7 +13,7 @@ use rein_protocol::{
     DeltaSink, JsonObject, Message, Model, ModelError, ModelInfo, ModelReply, ModelRequest,
     ReplyDelta, Role, Tool, ToolContext, ToolError, ToolOutput, ToolSpec,
 };
-use rein_runtime::{Capabilities, Capability, Runtime, RuntimeParts, StaticModels};
+use rein_runtime::{Capabilities, Capability, Runtime, RuntimeConfig, RuntimeParts, StaticModels};
 use rein_server::ServerConfig;
 use rein_store::{JsonlTranscriptStore, SqliteConfig, SqliteSessionStore, TranscriptConfig};
 use rein_testkit::{ScriptedModel, ScriptedTool, Step, reply};
@@ -67,7 +68,15 @@ impl Model for ByPrompt {
         deltas: DeltaSink<'_>,
     ) -> Result<ModelReply, ModelError> {
         let prompt = last_user_text(request);
-        let reply = match self.scripts.get(&prompt) {
+        let script = self.scripts.get(&prompt).or_else(|| {
+            self.scripts
+                .iter()
+                .find(|(key, _)| {
+                    key.strip_suffix('*').is_some_and(|start| prompt.starts_with(start))
+                })
+                .map(|(_, script)| script)
+        });
+        let reply = match script {
             Some(script) if script.remaining() > 0 => script.complete(request, &|_| {}).await?,
             _ if prompt.starts_with("echo ") => reply::text(prompt.clone()),
             _ => self.fallback.complete(request, &|_| {}).await?,
@@ -129,12 +138,22 @@ impl Tool for UntilCancelled {
 
 /// A runtime over fresh stores in `dir`, with the scripted model as its only model.
 pub(crate) fn runtime(dir: &std::path::Path, model: ByPrompt) -> Runtime {
+    runtime_with(dir, model, RuntimeConfig::default())
+}
+
+/// [`runtime`] with its agents, personas and limits configured.
+pub(crate) fn runtime_with(
+    dir: &std::path::Path,
+    model: ByPrompt,
+    config: RuntimeConfig,
+) -> Runtime {
     let store = SqliteSessionStore::open(&SqliteConfig::at(dir.join("sessions.sqlite3"))).unwrap();
     let transcripts =
         JsonlTranscriptStore::open(&TranscriptConfig::at(dir.join("transcripts"))).unwrap();
     let models = StaticModels::new().with("scripted", Arc::new(model));
     let parts = RuntimeParts::new(Arc::new(store), Arc::new(transcripts), Arc::new(models))
-        .capabilities(capabilities());
+        .capabilities(capabilities())
+        .config(config);
     Runtime::new(parts).unwrap()
 }
 
@@ -143,7 +162,16 @@ pub(crate) fn app(
     config: &ServerConfig,
     model: ByPrompt,
 ) -> (axum::Router, Runtime, tempfile::TempDir) {
+    app_with(config, model, RuntimeConfig::default())
+}
+
+/// [`app`] over [`runtime_with`].
+pub(crate) fn app_with(
+    config: &ServerConfig,
+    model: ByPrompt,
+    runtime_config: RuntimeConfig,
+) -> (axum::Router, Runtime, tempfile::TempDir) {
     let dir = tempfile::tempdir().unwrap();
-    let runtime = runtime(dir.path(), model);
-    (rein_server::router(config, Arc::new(runtime.clone())), runtime, dir)
+    let runtime = runtime_with(dir.path(), model, runtime_config);
+    (rein_server::router(config, runtime.clone()), runtime, dir)
 }

@@ -411,9 +411,7 @@ async fn finding_4_a_non_loopback_address_without_tokens_is_not_served() {
     let config = ServerConfig::default().with_addr("0.0.0.0:0".parse().unwrap());
     let dir = tempfile::tempdir().unwrap();
     let runtime = crate::scripted::runtime(dir.path(), ByPrompt::new([]));
-    let served =
-        rein_server::serve(config, std::sync::Arc::new(runtime), |_| panic!("it must not bind"))
-            .await;
+    let served = rein_server::serve(config, runtime, |_| panic!("it must not bind")).await;
     let error = served.expect_err("refused");
     assert!(matches!(error, rein_server::ServeError::Unauthenticated { .. }), "{error}");
     assert!(error.to_string().contains("--insecure-no-auth"), "{error}");

@@ -1,4 +1,5 @@
-//! The event stream: SSE framing, replay of stored events, live events, `Last-Event-ID`.
+//! The event stream over the real runtime: SSE framing, replay of stored events, live events,
+//! `Last-Event-ID`.
 
 use std::time::Duration;
 
@@ -9,10 +10,50 @@ use axum::{
 use futures::StreamExt as _;
 use http_body_util::BodyExt as _;
 use rein_server::ServerConfig;
+use rein_testkit::{Step, reply};
 use serde_json::json;
 use tower::ServiceExt as _;
 
-use crate::{app, call, new_session};
+use crate::{
+    call, new_session,
+    scripted::{ByPrompt, app},
+};
+
+/// The events of one turn with a tool call and a three-word answer, as the runtime stores them.
+const TURN: [&str; 14] = [
+    "turn_started",
+    "message",
+    "request_started",
+    "message",
+    "tool_proposal",
+    "tool_started",
+    "tool_result",
+    "message",
+    "request_started",
+    "text_delta",
+    "text_delta",
+    "text_delta",
+    "message",
+    "turn_end",
+];
+/// Events per turn.
+const N: u64 = TURN.len() as u64;
+
+/// The ids of the frames that have one.
+fn ids(frames: &[Frame]) -> Vec<u64> {
+    frames.iter().filter_map(|f| f.id.as_deref()).map(|id| id.parse().unwrap()).collect()
+}
+
+/// `prompt` answered with a `weather` call, then `You said: <prompt>` (streamed word by word).
+fn said(prompt: &'static str) -> (&'static str, Vec<Step>) {
+    (
+        prompt,
+        vec![
+            reply::call("call_1", "weather", json!({ "city": "Lisbon" })).into(),
+            reply::text(format!("You said: {prompt}")).into(),
+        ],
+    )
+}
 
 /// One parsed SSE frame.
 #[derive(Debug, Default, Clone, PartialEq)]
@@ -70,7 +111,8 @@ fn ended(frames: &[Frame]) -> bool {
 
 #[tokio::test]
 async fn replays_stored_events_then_streams_live_ones() {
-    let (app, _) = app(&ServerConfig::default());
+    let (app, _runtime, _dir) =
+        app(&ServerConfig::default(), ByPrompt::new([said("one"), said("two")]));
     let id = new_session(&app).await;
     let path = format!("/agent/api/runtime/sessions/{id}/events");
     call(
@@ -87,13 +129,13 @@ async fn replays_stored_events_then_streams_live_ones() {
     let stored = frames(response.into_body(), ended).await;
     assert_eq!(stored[0].event.as_deref(), Some("ready"));
     let kinds: Vec<_> = stored.iter().skip(1).map(|f| f.event.clone().unwrap()).collect();
-    assert_eq!(
-        kinds,
-        ["turn_started", "tool_proposal", "tool_result", "text_delta", "text_delta", "turn_end"]
-    );
-    let ids: Vec<u64> =
-        stored.iter().skip(1).map(|f| f.id.as_deref().unwrap().parse().unwrap()).collect();
-    assert_eq!(ids, [1, 2, 3, 4, 5, 6]);
+    assert_eq!(kinds, TURN);
+    // The stored turn's events are numbered one after the other (the transcript's first lines
+    // are the session's own bookkeeping, which the stream leaves out).
+    let stored_ids = ids(&stored);
+    let first = stored_ids[0];
+    assert_eq!(stored_ids, (first..first + N).collect::<Vec<u64>>());
+    let last = first + N - 1;
     let deltas: String = stored
         .iter()
         .filter(|f| f.event.as_deref() == Some("text_delta"))
@@ -106,8 +148,10 @@ async fn replays_stored_events_then_streams_live_ones() {
         .collect();
     assert_eq!(deltas, "You said: one");
 
-    // Resume after event 4: only 5 and 6 of the stored turn, then a live turn.
-    let response = app.clone().oneshot(events_request(&path, Some("4"))).await.unwrap();
+    // Resume after the last event but two: only the last two of the stored turn, then a live
+    // turn.
+    let after = (last - 2).to_string();
+    let response = app.clone().oneshot(events_request(&path, Some(&after))).await.unwrap();
     let live = tokio::spawn(frames(response.into_body(), |frames| {
         frames.iter().filter(|f| f.event.as_deref() == Some("turn_end")).count() == 2
     }));
@@ -119,9 +163,10 @@ async fn replays_stored_events_then_streams_live_ones() {
     )
     .await;
     let resumed = live.await.unwrap();
-    let ids: Vec<u64> =
-        resumed.iter().filter_map(|f| f.id.as_deref()).map(|id| id.parse().unwrap()).collect();
-    assert_eq!(ids, (5..=12).collect::<Vec<u64>>());
+    let resumed_ids = ids(&resumed);
+    assert_eq!(resumed_ids[..2], [last - 1, last], "{resumed_ids:?}");
+    assert_eq!(resumed_ids.len() as u64, 2 + N, "{resumed_ids:?}");
+    assert!(resumed_ids.windows(2).all(|w| w[0] < w[1]), "{resumed_ids:?}");
     let last: serde_json::Value = serde_json::from_str(&resumed.last().unwrap().data).unwrap();
     assert_eq!(
         (last["type"].as_str(), last["ending"].as_str()),
@@ -132,7 +177,7 @@ async fn replays_stored_events_then_streams_live_ones() {
 
 #[tokio::test]
 async fn last_event_id_from_query_and_bad_ids() {
-    let (app, _) = app(&ServerConfig::default());
+    let (app, _runtime, _dir) = app(&ServerConfig::default(), ByPrompt::new([said("x")]));
     let id = new_session(&app).await;
     call(
         &app,
@@ -141,10 +186,13 @@ async fn last_event_id_from_query_and_bad_ids() {
         Some(json!({ "content": "x" })),
     )
     .await;
-    let path = format!("/agent/api/runtime/sessions/{id}/events?lastEventId=5");
+    let path = format!("/agent/api/runtime/sessions/{id}/events");
+    let response = app.clone().oneshot(events_request(&path, None)).await.unwrap();
+    let last = *ids(&frames(response.into_body(), ended).await).last().unwrap();
+    let path = format!("{path}?lastEventId={}", last - 1);
     let response = app.clone().oneshot(events_request(&path, None)).await.unwrap();
     let got = frames(response.into_body(), ended).await;
-    assert_eq!(got.iter().filter_map(|f| f.id.clone()).collect::<Vec<_>>(), ["6"]);
+    assert_eq!(ids(&got), [last]);
 
     let path = format!("/agent/api/runtime/sessions/{id}/events");
     let response = app.clone().oneshot(events_request(&path, Some("abc"))).await.unwrap();
@@ -157,7 +205,7 @@ async fn last_event_id_from_query_and_bad_ids() {
 #[tokio::test]
 async fn event_stream_takes_the_token_from_the_query() {
     let config = ServerConfig::default().with_token("t0ken", "alice");
-    let (app, _) = app(&config);
+    let (app, _runtime, _dir) = app(&config, ByPrompt::new([]));
     let create = crate::request(
         "POST",
         "/agent/api/runtime/sessions",

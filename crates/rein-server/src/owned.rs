@@ -1,0 +1,369 @@
+//! `Owned`: the runtime as one principal may use it — ownership checks, namespaced ids, and
+//! answers in wire types.
+//!
+//! The runtime knows owners but not HTTP principals' rules: every call here first checks that
+//! the session (or the task's or approval's session) belongs to the caller, and reports another
+//! principal's record as not found. Session and view-context ids are namespaced by principal
+//! (`Principal::scope`, over `rein_runtime::scoped_id`) when tokens are in use, so one
+//! principal can never read, overwrite, detect or squat another's: bob's `s1` and alice's `s1`
+//! are two sessions, and every id leaves as the principal chose it, in answers and in errors
+//! ([`wire_error`]). Sessions stored before namespaces existed are still found by their bare id,
+//! for their owner only ([`Owned::resolve`]).
+//!
+//! Failures are `RuntimeError`s: the server turns them into HTTP in one place
+//! (`impl From<RuntimeError> for ApiError`).
+
+use futures::{Stream, StreamExt as _};
+use rein_runtime::{
+    Decision, Runtime, RuntimeError, check_client_id, check_session_id, fresh_session_id,
+};
+
+use crate::{
+    api::{
+        Approval, CreateSession, DeletedSession, Interrupted, RunResponse, SendMessage, Session,
+        SessionEvent, SessionList, SessionSettings, Task, ViewContext, ViewContextInput,
+    },
+    auth::Principal,
+    wire,
+};
+
+type Result<T, E = RuntimeError> = std::result::Result<T, E>;
+
+/// The runtime seen by one principal.
+#[derive(Clone, Copy)]
+pub(crate) struct Owned<'a> {
+    runtime: &'a Runtime,
+    owner: &'a Principal,
+}
+
+/// An error whose ids are the stored ones, with the ids the principal knows instead.
+fn wire_error(owner: &Principal, error: RuntimeError) -> RuntimeError {
+    let id = |stored: String| owner.unscope(&stored).to_owned();
+    match error {
+        RuntimeError::SessionNotFound(stored) => RuntimeError::SessionNotFound(id(stored)),
+        RuntimeError::TurnInFlight(stored) => RuntimeError::TurnInFlight(id(stored)),
+        RuntimeError::ActiveTasks { session_id, count } => {
+            RuntimeError::ActiveTasks { session_id: id(session_id), count }
+        }
+        RuntimeError::NoCheckpoint(stored) => RuntimeError::NoCheckpoint(id(stored)),
+        RuntimeError::SessionExists(stored) => RuntimeError::SessionExists(id(stored)),
+        other => other,
+    }
+}
+
+impl<'a> Owned<'a> {
+    pub(crate) fn new(runtime: &'a Runtime, owner: &'a Principal) -> Self {
+        Owned { runtime, owner }
+    }
+
+    /// Maps a runtime error's stored ids back to the caller's.
+    fn wire(&self) -> impl Fn(RuntimeError) -> RuntimeError + 'a {
+        let owner = self.owner;
+        move |error| wire_error(owner, error)
+    }
+
+    /// The stored id of the caller's session `id`: in the caller's namespace, else (a session
+    /// stored before namespaces) the bare id when the caller owns it. Anything else is not
+    /// found, whoever owns it.
+    fn resolve(&self, id: &str) -> Result<String> {
+        let not_found = || RuntimeError::SessionNotFound(id.to_owned());
+        if check_client_id("session id", id).is_err() {
+            return Err(not_found());
+        }
+        let scoped = self.owner.scope(id);
+        let owned = |stored: &str| match self.runtime.owner_of(stored) {
+            Ok(Some(found)) => Ok(found == self.owner.as_str()),
+            Ok(None) | Err(RuntimeError::SessionNotFound(_)) => Ok(false),
+            Err(other) => Err(other),
+        };
+        if owned(&scoped)? {
+            return Ok(scoped);
+        }
+        if scoped != id && owned(id)? {
+            return Ok(id.to_owned());
+        }
+        Err(not_found())
+    }
+
+    /// Whether the stored session `session_id` is a public session of the caller (tasks and
+    /// approvals name their session by its stored id).
+    fn owns(&self, session_id: &str) -> Result<bool> {
+        match self.runtime.owner_of(session_id) {
+            Ok(found) => Ok(found.as_deref() == Some(self.owner.as_str())),
+            Err(RuntimeError::SessionNotFound(_)) => Ok(false),
+            Err(other) => Err(other),
+        }
+    }
+
+    /// The agent of a session. (The runtime has no lighter read of one session than its view.)
+    async fn agent_of(&self, session_id: &str) -> Result<String> {
+        Ok(self.runtime.session(session_id).await?.agent_name)
+    }
+
+    /// A session view with its tasks and approvals filled in.
+    async fn full_session(&self, view: rein_runtime::SessionView) -> Result<Session> {
+        let id = view.id.clone();
+        let mut wire = wire::session(self.owner, view);
+        wire.tasks =
+            self.runtime.tasks(&id).await?.iter().map(|t| wire::task(self.owner, t)).collect();
+        let agent = wire.agent_name.clone();
+        wire.approvals = self
+            .runtime
+            .approvals(&id)
+            .await?
+            .iter()
+            .map(|a| wire::approval(self.runtime, self.owner, &agent, a))
+            .collect();
+        Ok(wire)
+    }
+
+    async fn run_response(&self, report: rein_runtime::TurnReport) -> Result<RunResponse> {
+        let tool_results = wire::tool_results(&report);
+        Ok(RunResponse {
+            session_id: self.owner.unscope(&report.session_id).to_owned(),
+            agent_name: report.agent_name,
+            steps: report.steps,
+            final_message: report.final_message,
+            turn_ending: report.ending,
+            messages_added: report.messages_added,
+            tool_results,
+            usage: report.usage,
+            session: self.full_session(report.session).await?,
+        })
+    }
+
+    /// Creates a session owned by the caller.
+    pub(crate) async fn create_session(&self, request: CreateSession) -> Result<Session> {
+        let owner = self.owner;
+        let mut metadata = request.metadata;
+        let view_context =
+            metadata.remove("viewContextId").and_then(|v| v.as_str().map(|id| owner.scope(id)));
+        let stored = match &request.session_id {
+            Some(id) => {
+                check_client_id("`sessionId`", id)?;
+                // A session this owner made before namespaces existed keeps its bare id.
+                if owner.is_namespaced() && self.owns(id).unwrap_or(false) {
+                    return Err(RuntimeError::SessionExists(id.clone()));
+                }
+                Some(owner.scope(id))
+            }
+            None if owner.is_namespaced() => Some(owner.scope(&fresh_session_id())),
+            None => None,
+        };
+        if let Some(stored) = &stored {
+            // One rule, the store's, checked before anything is written.
+            check_session_id(stored).map_err(|error| {
+                RuntimeError::Invalid(format!("`sessionId` cannot be stored: {error}"))
+            })?;
+        }
+        let mut create =
+            rein_runtime::CreateSession::agent(request.agent_name).owner(owner.as_str());
+        create.session_id = stored;
+        create.model = request.runtime_model;
+        create.system_prompt = request.system_prompt;
+        create.view_context_id = view_context;
+        create.metadata = metadata;
+        let view = self.runtime.create_session(create).await.map_err(self.wire())?;
+        self.full_session(view).await
+    }
+
+    /// One page of the caller's sessions, newest first: at most `limit` after `cursor` (a
+    /// `nextCursor` this server gave).
+    pub(crate) async fn list_sessions(
+        &self,
+        limit: usize,
+        cursor: Option<&str>,
+    ) -> Result<SessionList> {
+        let before = match cursor {
+            None => None,
+            Some(text) => Some(wire::decode_cursor(text).ok_or_else(|| {
+                RuntimeError::Invalid(format!("`cursor` '{text}' is not one this server gave"))
+            })?),
+        };
+        let (summaries, next) =
+            self.runtime.list_sessions_page(Some(self.owner.as_str()), limit, before).await?;
+        Ok(SessionList {
+            sessions: summaries.into_iter().map(|s| wire::session_summary(self.owner, s)).collect(),
+            next_cursor: next.as_ref().map(wire::encode_cursor),
+        })
+    }
+
+    /// How many sessions the caller has (for `max_sessions_per_principal`).
+    pub(crate) fn session_count(&self) -> Result<usize> {
+        self.runtime.count_sessions(Some(self.owner.as_str()))
+    }
+
+    /// One session with its conversation.
+    pub(crate) async fn session(&self, id: &str) -> Result<Session> {
+        let id = &self.resolve(id)?;
+        let view = self.runtime.session(id).await?;
+        self.full_session(view).await
+    }
+
+    /// Changes a session's settings.
+    // `rein_runtime::SessionSettings` is #[non_exhaustive]: outside its crate it can only be
+    // built from `Default` and then assigned.
+    #[allow(clippy::field_reassign_with_default)]
+    pub(crate) async fn update_session(
+        &self,
+        id: &str,
+        settings: SessionSettings,
+    ) -> Result<Session> {
+        let id = &self.resolve(id)?;
+        let mut change = rein_runtime::SessionSettings::default();
+        change.model = settings.runtime_model;
+        change.auto_approve = settings.auto_approve;
+        change.reasoning = settings.reasoning;
+        let view = self.runtime.update_session(id, change).await.map_err(self.wire())?;
+        self.full_session(view).await
+    }
+
+    /// Deletes a session (refused while it has active tasks or a running turn).
+    pub(crate) async fn delete_session(&self, id: &str) -> Result<DeletedSession> {
+        let stored = self.resolve(id)?;
+        self.runtime.delete_session(&stored).await.map_err(self.wire())?;
+        Ok(DeletedSession { session_id: id.to_owned(), deleted_at: wire::now() })
+    }
+
+    /// Runs one turn and answers when it ends.
+    pub(crate) async fn send_message(&self, id: &str, message: SendMessage) -> Result<RunResponse> {
+        let id = &self.resolve(id)?;
+        let view = message.view_context_id.as_deref().map(|view| self.owner.scope(view));
+        let report = self
+            .runtime
+            .send_message(id, &message.content, view.as_deref())
+            .await
+            .map_err(self.wire())?;
+        self.run_response(report).await
+    }
+
+    /// Continues a turn paused at a checkpoint and answers when it ends.
+    pub(crate) async fn continue_turn(&self, id: &str) -> Result<RunResponse> {
+        let id = &self.resolve(id)?;
+        let report = self.runtime.continue_turn(id).await.map_err(self.wire())?;
+        self.run_response(report).await
+    }
+
+    /// Discards a turn paused at a checkpoint.
+    pub(crate) async fn discard_checkpoint(&self, id: &str) -> Result<Session> {
+        let id = &self.resolve(id)?;
+        let view = self.runtime.discard_checkpoint(id).await.map_err(self.wire())?;
+        self.full_session(view).await
+    }
+
+    /// Asks the running turn to stop.
+    pub(crate) async fn interrupt(&self, id: &str) -> Result<Interrupted> {
+        let id = &self.resolve(id)?;
+        let report = self.runtime.interrupt(id).await.map_err(self.wire())?;
+        Ok(Interrupted {
+            session_id: self.owner.unscope(&report.session_id).to_owned(),
+            turn_in_flight: report.turn_in_flight,
+            requested_at: report.requested_at.to_rfc3339(),
+        })
+    }
+
+    /// A session's tasks, oldest first.
+    pub(crate) async fn session_tasks(&self, id: &str) -> Result<Vec<Task>> {
+        let id = &self.resolve(id)?;
+        Ok(self.runtime.tasks(id).await?.iter().map(|t| wire::task(self.owner, t)).collect())
+    }
+
+    /// A session's approvals, oldest first.
+    pub(crate) async fn session_approvals(&self, id: &str) -> Result<Vec<Approval>> {
+        let id = &self.resolve(id)?;
+        let agent = self.agent_of(id).await?;
+        Ok(self
+            .runtime
+            .approvals(id)
+            .await?
+            .iter()
+            .map(|a| wire::approval(self.runtime, self.owner, &agent, a))
+            .collect())
+    }
+
+    /// The caller's task `task_id` as the runtime has it.
+    async fn owned_task(&self, task_id: &str) -> Result<rein_runtime::Task> {
+        let found = self.runtime.task(task_id).await?;
+        if !self.owns(&found.session_id)? {
+            return Err(RuntimeError::TaskNotFound(task_id.to_owned()));
+        }
+        Ok(found)
+    }
+
+    /// One task.
+    pub(crate) async fn task(&self, task_id: &str) -> Result<Task> {
+        Ok(wire::task(self.owner, &self.owned_task(task_id).await?))
+    }
+
+    /// Cancels a task (an ended one is returned unchanged).
+    pub(crate) async fn cancel_task(&self, task_id: &str) -> Result<Task> {
+        self.owned_task(task_id).await?;
+        Ok(wire::task(self.owner, &self.runtime.cancel_task(task_id).await?))
+    }
+
+    /// The caller's approval `approval_id` with its session's agent.
+    async fn owned_approval(&self, approval_id: &str) -> Result<(rein_runtime::Approval, String)> {
+        let found = self.runtime.approval(approval_id).await?;
+        if !self.owns(&found.session_id)? {
+            return Err(RuntimeError::ApprovalNotFound(approval_id.to_owned()));
+        }
+        let agent = self.agent_of(&found.session_id).await?;
+        Ok((found, agent))
+    }
+
+    /// One approval.
+    pub(crate) async fn approval(&self, approval_id: &str) -> Result<Approval> {
+        let (found, agent) = self.owned_approval(approval_id).await?;
+        Ok(wire::approval(self.runtime, self.owner, &agent, &found))
+    }
+
+    /// Approves (`approve == true`) or denies a pending approval, with an optional note.
+    pub(crate) async fn decide_approval(
+        &self,
+        approval_id: &str,
+        approve: bool,
+        note: Option<&str>,
+    ) -> Result<Approval> {
+        let (_, agent) = self.owned_approval(approval_id).await?;
+        let decision = if approve { Decision::Approve } else { Decision::Deny };
+        let decided = self.runtime.decide_approval(approval_id, decision, note).await?;
+        Ok(wire::approval(self.runtime, self.owner, &agent, &decided))
+    }
+
+    /// Stores what the user is looking at, in the caller's namespace.
+    pub(crate) async fn put_view_context(
+        &self,
+        id: &str,
+        context: &ViewContextInput,
+    ) -> Result<ViewContext> {
+        let payload =
+            serde_json::to_value(context).map_err(|e| RuntimeError::Internal(e.to_string()))?;
+        let stored = self.runtime.put_view_context(&self.owner.scope(id), payload).await?;
+        Ok(wire::view_context(self.owner, stored))
+    }
+
+    /// The caller's view context `id`.
+    pub(crate) async fn view_context(&self, id: &str) -> Result<ViewContext> {
+        let stored =
+            self.runtime.view_context(&self.owner.scope(id)).await.map_err(
+                |error| match error {
+                    RuntimeError::ViewContextNotFound(_) => {
+                        RuntimeError::ViewContextNotFound(id.to_owned())
+                    }
+                    other => other,
+                },
+            )?;
+        Ok(wire::view_context(self.owner, stored))
+    }
+
+    /// The session's events after `after` (all stored ones when `None`), then live ones.
+    pub(crate) async fn events(
+        &self,
+        id: &str,
+        after: Option<u64>,
+    ) -> Result<impl Stream<Item = SessionEvent> + Send + 'static> {
+        let id = &self.resolve(id)?;
+        let stream = self.runtime.subscribe(id, after).await?;
+        Ok(stream.map(|event| SessionEvent { id: event.id, event: event.event }))
+    }
+}

@@ -1,0 +1,242 @@
+//! The runtime's views as wire types: each conversion, with every stored id given back as the
+//! calling principal knows it.
+
+use rein_protocol::ToolSpec;
+use rein_runtime::{Runtime, SessionCursor, SessionView, Timestamp};
+use serde_json::Value;
+
+use crate::{
+    api::{
+        Agent, AgentTool, Approval, ModelEntry, ModelList, PendingCheckpoint, Session,
+        SessionSummary, Task, ToolResultEntry, ViewContext,
+    },
+    auth::Principal,
+};
+
+/// What an agent says when no model is configured.
+const SETUP_MESSAGE: &str =
+    "No model is configured: start `rein serve` with `--model`, or add a model to the config file.";
+
+/// The public agents, each with the model its sessions start with.
+pub(crate) fn agents(runtime: &Runtime) -> Vec<Agent> {
+    let models = runtime.models();
+    let configured = models.default_model.is_some();
+    runtime
+        .agents()
+        .into_iter()
+        .map(|agent| Agent {
+            name: agent.name,
+            description: agent.description,
+            allow_background_tasks: agent.allow_background_tasks,
+            runtime_model: models.default_model.clone(),
+            runtime_configured: configured,
+            runtime_setup_message: (!configured).then(|| SETUP_MESSAGE.to_owned()),
+            metadata: agent.metadata,
+            tools: agent.tools.iter().map(tool).collect(),
+        })
+        .collect()
+}
+
+/// The configured models.
+pub(crate) fn models(runtime: &Runtime) -> ModelList {
+    let listing = runtime.models();
+    ModelList {
+        models: listing
+            .models
+            .into_iter()
+            .map(|info| ModelEntry {
+                name: info.name,
+                label: info.label,
+                context_window: info.context_window,
+            })
+            .collect(),
+        default_model: listing.default_model,
+    }
+}
+
+pub(crate) fn tool(spec: &ToolSpec) -> AgentTool {
+    AgentTool {
+        name: spec.name.clone(),
+        description: spec.description.clone(),
+        side_effecting: spec.side_effects,
+        read_only: spec.read_only,
+        input_schema: spec.input_schema.clone(),
+    }
+}
+
+/// A session view, without its tasks and approvals (the caller adds them).
+pub(crate) fn session(owner: &Principal, view: SessionView) -> Session {
+    let mut metadata = view.metadata;
+    if let Some(id) = &view.view_context_id {
+        metadata.insert("viewContextId".into(), Value::String(owner.unscope(id).to_owned()));
+    }
+    let policy = match serde_json::to_value(view.settings) {
+        Ok(Value::Object(policy)) => policy,
+        _ => serde_json::Map::new(),
+    };
+    Session {
+        session_id: owner.unscope(&view.id).to_owned(),
+        agent_name: view.agent_name,
+        created_at: view.created_at.to_rfc3339(),
+        updated_at: view.updated_at.to_rfc3339(),
+        metadata,
+        runtime_model: view.model,
+        policy,
+        checkpoint: view.checkpoint.map(|summary| PendingCheckpoint { summary }),
+        tasks: Vec::new(),
+        approvals: Vec::new(),
+        tools: view.tools.iter().map(tool).collect(),
+        messages: view.messages,
+    }
+}
+
+pub(crate) fn session_summary(
+    owner: &Principal,
+    summary: rein_runtime::SessionSummary,
+) -> SessionSummary {
+    SessionSummary {
+        session_id: owner.unscope(&summary.id).to_owned(),
+        agent_name: summary.agent_name,
+        created_at: summary.created_at.to_rfc3339(),
+        updated_at: summary.updated_at.to_rfc3339(),
+        last_accessed_at: summary.updated_at.to_rfc3339(),
+        runtime_model: summary.model,
+        title: summary.title,
+        last_message_preview: summary.last_message_preview,
+        last_message_at: summary.last_message_at,
+        message_count: summary.message_count,
+        pending_task_count: summary.active_task_count,
+    }
+}
+
+pub(crate) fn task(owner: &Principal, task: &rein_runtime::Task) -> Task {
+    let status = match task.status.as_str() {
+        "queued" => "pending",
+        other => other,
+    };
+    let mut progress = serde_json::Map::new();
+    progress.insert("state".into(), Value::String(status.to_owned()));
+    if let Some(stage) = &task.stage {
+        progress.insert("stage".into(), Value::String(stage.clone()));
+    }
+    Task {
+        task_id: task.id.clone(),
+        capability_name: task.tool.clone(),
+        status: status.to_owned(),
+        description: format!("Background `{}`", task.tool),
+        session_id: owner.unscope(&task.session_id).to_owned(),
+        created_at: task.created_at.to_rfc3339(),
+        started_at: task.started_at.map(|t| t.to_rfc3339()),
+        completed_at: task.finished_at.map(|t| t.to_rfc3339()),
+        input_payload: task.args.clone(),
+        progress: Value::Object(progress),
+        result: task.result.clone(),
+        error: task.error.clone(),
+    }
+}
+
+/// An approval of a session of `agent_name` (whose tools say whether the call has side effects).
+pub(crate) fn approval(
+    runtime: &Runtime,
+    owner: &Principal,
+    agent_name: &str,
+    approval: &rein_runtime::Approval,
+) -> Approval {
+    let side_effecting = runtime
+        .agent_tools(agent_name)
+        .ok()
+        .and_then(|tools| tools.iter().find(|t| t.name == approval.tool).map(|t| t.side_effects))
+        .unwrap_or(true);
+    let action = if approval.tool.starts_with("start_") && approval.tool.ends_with("_task") {
+        "task"
+    } else {
+        "invoke"
+    };
+    let mut metadata = serde_json::Map::new();
+    metadata.insert("scope".into(), Value::String(approval.scope.as_str().to_owned()));
+    if let Some(consumed) = approval.consumed_at {
+        metadata.insert("consumedAt".into(), Value::String(consumed.to_rfc3339()));
+    }
+    Approval {
+        approval_id: approval.id.clone(),
+        created_at: approval.created_at.to_rfc3339(),
+        updated_at: approval.updated_at.to_rfc3339(),
+        resolved_at: approval.resolved_at.map(|t| t.to_rfc3339()),
+        session_id: owner.unscope(&approval.session_id).to_owned(),
+        agent_name: agent_name.to_owned(),
+        action: action.to_owned(),
+        capability_name: approval.tool.clone(),
+        tool_name: approval.tool.clone(),
+        side_effecting,
+        status: approval.status.as_str().to_owned(),
+        reason: approval.reason.clone().unwrap_or_default(),
+        input_payload: approval.args.clone(),
+        decision_note: approval.note.clone(),
+        metadata,
+    }
+}
+
+pub(crate) fn view_context(owner: &Principal, stored: rein_runtime::ViewContext) -> ViewContext {
+    let payload = stored.payload;
+    let text = |key: &str| payload.get(key).and_then(Value::as_str).map(str::to_owned);
+    let object =
+        |key: &str| payload.get(key).and_then(Value::as_object).cloned().unwrap_or_default();
+    ViewContext {
+        context_id: owner.unscope(&stored.id).to_owned(),
+        created_at: stored.created_at.to_rfc3339(),
+        updated_at: stored.updated_at.to_rfc3339(),
+        route: text("route").unwrap_or_default(),
+        page_type: text("pageType").unwrap_or_default(),
+        title: text("title"),
+        summary: text("summary"),
+        selection: object("selection"),
+        entities: payload.get("entities").and_then(Value::as_array).cloned().unwrap_or_default(),
+        metadata: object("metadata"),
+    }
+}
+
+/// Every tool result of a turn: the structured value when the tool gave one, else its text.
+pub(crate) fn tool_results(report: &rein_runtime::TurnReport) -> Vec<ToolResultEntry> {
+    report
+        .tool_results
+        .iter()
+        .map(|(call, output)| ToolResultEntry {
+            tool_name: call.name.clone(),
+            call_id: call.id.clone(),
+            payload: output
+                .structured
+                .clone()
+                .unwrap_or_else(|| Value::String(output.text.clone())),
+            is_error: output.is_error,
+        })
+        .collect()
+}
+
+/// A list cursor as the client carries it: `<updated-at millis>.<id as hex>`.
+pub(crate) fn encode_cursor(cursor: &SessionCursor) -> String {
+    let hex: String = cursor.id.bytes().map(|b| format!("{b:02x}")).collect();
+    format!("{}.{hex}", cursor.updated_at.as_millis())
+}
+
+/// The inverse of [`encode_cursor`]; `None` for text it could not have made.
+pub(crate) fn decode_cursor(text: &str) -> Option<SessionCursor> {
+    let (millis, hex) = text.split_once('.')?;
+    let updated_at = Timestamp(millis.parse().ok()?);
+    if hex.len() % 2 != 0 || !hex.is_ascii() {
+        return None;
+    }
+    let bytes = (0..hex.len())
+        .step_by(2)
+        .map(|i| u8::from_str_radix(&hex[i..i + 2], 16).ok())
+        .collect::<Option<Vec<u8>>>()?;
+    Some(SessionCursor { updated_at, id: String::from_utf8(bytes).ok()? })
+}
+
+/// Now, as RFC 3339.
+pub(crate) fn now() -> String {
+    let millis = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| i64::try_from(d.as_millis()).unwrap_or(i64::MAX))
+        .unwrap_or_default();
+    Timestamp(millis).to_rfc3339()
+}
