@@ -4,8 +4,9 @@ use std::{collections::HashMap, sync::Arc};
 
 use rein_context::{ContextBudget, Level, PrepareInput};
 use rein_protocol::{
-    AgentEvent, CancellationToken, Content, Message, Model, ModelErrorKind, ModelReply,
-    ModelRequest, ReplyDelta, StopReason, ToolCall, ToolChoice, ToolOutput, TurnEnding, Usage,
+    AgentEvent, CancellationToken, Content, FailureCode, Message, Model, ModelErrorKind,
+    ModelReply, ModelRequest, ReplyDelta, StopReason, ToolCall, ToolChoice, ToolOutput, TurnEnding,
+    Usage,
 };
 use rein_recover::{RawReply, Recovered, recover};
 
@@ -15,7 +16,7 @@ use crate::{
     error::AgentError,
     events::EventSink,
     hooks::{HookError, Hooks, TaskCompletion, TurnContext},
-    outcome::error_output,
+    outcome::failed,
     registry::ToolRegistry,
     texts::{self, code},
 };
@@ -441,7 +442,7 @@ impl Agent {
             .cloned()
             .collect();
         for call in missing {
-            let output = error_output(code::UNRESOLVED, texts::STOPPED_RUNNING, false);
+            let output = failed(FailureCode::Unresolved, texts::STOPPED_RUNNING);
             let message = Message::tool(call.id.clone(), output.text.clone(), true);
             events.emit(AgentEvent::Message { message: message.clone() });
             self.history.push(message);
@@ -827,7 +828,7 @@ impl Agent {
             let text = recovered.visible_text;
             self.push(t, assistant(text.clone(), recovered.reasoning, recovered.calls.clone()));
             for call in &recovered.calls {
-                let output = error_output(code::UNRESOLVED, texts::CUT_CALL, false);
+                let output = failed(FailureCode::Unresolved, texts::CUT_CALL);
                 self.append_result(t, call, output).await;
             }
             if text.trim().is_empty() {

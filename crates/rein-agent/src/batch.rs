@@ -3,13 +3,16 @@
 use std::sync::Arc;
 
 use futures::StreamExt as _;
-use rein_protocol::{AgentEvent, Content, JsonObject, Message, ToolCall, ToolContext, ToolOutput};
+use rein_protocol::{
+    AgentEvent, Content, FailureCode, JsonObject, Message, ToolCall, ToolContext, ToolFailure,
+    ToolOutput,
+};
 
 use crate::{
     agent::{Agent, TurnState},
     approval::{ApprovalDecision, ApprovalRequest},
-    outcome::{Judged, error_output, judge},
-    texts::{self, code},
+    outcome::{Judged, failed, judge},
+    texts,
     validate::canonical_args,
 };
 
@@ -90,20 +93,22 @@ impl Agent {
         report: &mut BatchReport,
     ) -> Pre {
         if report.stop_turn {
-            return Pre::Done(error_output(code::UNRESOLVED, texts::NOT_RUN_APPROVAL_STOP, false));
+            return Pre::Done(failed(FailureCode::Unresolved, texts::NOT_RUN_APPROVAL_STOP));
         }
         if report.stopped || t.cancel.is_cancelled() {
             report.stopped = true;
-            return Pre::Done(error_output(code::UNRESOLVED, texts::NOT_RUN_STOPPED, false));
+            return Pre::Done(failed(FailureCode::Unresolved, texts::NOT_RUN_STOPPED));
         }
         if let Some(cap) = self.config.max_calls_per_turn
             && t.calls_made >= cap
         {
             t.cap_reached = true;
-            let message = format!(
-                "Not run: this turn reached its cap of {cap} tool calls. Answer with the results you already have."
-            );
-            return Pre::Done(error_output(code::CALL_CAP, &message, false));
+            let failure = ToolFailure::new(
+                FailureCode::CallCap,
+                format!("Not run: this turn reached its cap of {cap} tool calls."),
+            )
+            .hint("Answer with the results you already have.");
+            return Pre::Done(ToolOutput::failed(failure));
         }
         t.calls_made += 1;
         let fingerprint = format!("{}:{}", call.name, canonical_args(&call.arguments));
@@ -111,21 +116,19 @@ impl Agent {
         *count += 1;
         let count = *count;
         if self.config.loop_guard_repeat_limit > 0 && count >= self.config.loop_guard_repeat_limit {
-            let message = format!(
-                "Not run: this exact call (same tool, same arguments) was already made {} times in this turn. Do not \
-                 repeat it: use a different tool or different arguments, or answer with what you already have.",
-                count - 1
-            );
-            let mut output = error_output(code::LOOP_GUARD, &message, false);
-            if let Some(error) = output
-                .structured
-                .as_mut()
-                .and_then(|s| s.get_mut("error"))
-                .and_then(|e| e.as_object_mut())
-            {
-                error.insert("repeatCount".into(), count.into());
-            }
-            return Pre::Done(output);
+            let failure = ToolFailure::new(
+                FailureCode::LoopGuard,
+                format!(
+                    "Not run: this exact call (same tool, same arguments) was already made {} times in this turn.",
+                    count - 1
+                ),
+            )
+            .hint(
+                "Do not repeat it: use a different tool or different arguments, or answer with what you already \
+                 have.",
+            )
+            .repeat_count(count);
+            return Pre::Done(ToolOutput::failed(failure));
         }
         let arguments = match self.tools.check_arguments(&call.name, &call.arguments) {
             Ok(arguments) => arguments,
@@ -156,7 +159,7 @@ impl Agent {
         match decision {
             None => {
                 report.stopped = true;
-                Pre::Done(error_output(code::UNRESOLVED, texts::NOT_RUN_STOPPED, false))
+                Pre::Done(failed(FailureCode::Unresolved, texts::NOT_RUN_STOPPED))
             }
             Some(ApprovalDecision::Approve) => Pre::Run(arguments),
             Some(ApprovalDecision::Deny { reason }) => {
@@ -168,11 +171,11 @@ impl Agent {
                     }
                     _ => message.push('.'),
                 }
-                Pre::Done(error_output(code::APPROVAL_DENIED, &message, false))
+                Pre::Done(failed(FailureCode::ApprovalDenied, message))
             }
             Some(_) => {
                 report.stop_turn = true;
-                Pre::Done(error_output(code::UNRESOLVED, texts::NOT_RUN_APPROVAL_STOP, false))
+                Pre::Done(failed(FailureCode::Unresolved, texts::NOT_RUN_APPROVAL_STOP))
             }
         }
     }
@@ -268,5 +271,5 @@ impl Agent {
 }
 
 fn unresolved_running() -> ToolOutput {
-    error_output(code::UNRESOLVED, texts::STOPPED_RUNNING, false)
+    failed(FailureCode::Unresolved, texts::STOPPED_RUNNING)
 }

@@ -1,17 +1,11 @@
 //! Tool results the loop makes itself, and how a result is judged (failed, retryable).
 
-use rein_protocol::ToolOutput;
-use serde_json::{Value, json};
+use rein_protocol::{FailureCode, ToolFailure, ToolOutput};
+use serde_json::Value;
 
-/// A failed result in TerraFin's error shape:
-/// `{"accepted": false, "error": {"code", "message", "retryable"}}`, text `Error: <message>`.
-pub(crate) fn error_output(code: &str, message: &str, retryable: bool) -> ToolOutput {
-    let mut output = ToolOutput::error(format!("Error: {message}"));
-    output.structured = Some(json!({
-        "accepted": false,
-        "error": { "code": code, "message": message, "retryable": retryable },
-    }));
-    output
+/// A failed result the loop makes itself (see [`ToolOutput::failed`] for the shape).
+pub(crate) fn failed(code: FailureCode, message: impl Into<String>) -> ToolOutput {
+    ToolOutput::failed(ToolFailure::new(code, message))
 }
 
 /// How one result counts for the guards.
@@ -24,9 +18,18 @@ pub(crate) struct Judged {
     pub(crate) retryable: Option<String>,
 }
 
-/// The `error` object of a structured result, if it has one.
-fn error_object(output: &ToolOutput) -> Option<&serde_json::Map<String, Value>> {
-    output.structured.as_ref()?.get("error")?.as_object()
+/// The fingerprint `tool|code|message` of a retryable failure reported by a tool itself in
+/// TerraFin's shape (`{"error": {"code", "message", "retryable": true}}`): a tool outside rein
+/// (an MCP server, say) can only send JSON. Failures made in rein carry their typed
+/// [`ToolFailure`] and are never read back from it.
+fn reported_retryable(tool: &str, output: &ToolOutput) -> Option<String> {
+    let error = output.structured.as_ref()?.get("error")?.as_object()?;
+    if error.get("retryable") != Some(&Value::Bool(true)) {
+        return None;
+    }
+    let code = error.get("code").and_then(Value::as_str).unwrap_or_default();
+    let message = error.get("message").and_then(Value::as_str).unwrap_or_default();
+    Some(format!("{tool}|{code}|{message}"))
 }
 
 /// Whether a payload reports `success: false` (structured, or JSON text starting with `{`).
@@ -45,14 +48,10 @@ pub(crate) fn judge(tool: &str, output: &ToolOutput) -> Judged {
     let failed = output.is_error
         || output.text.trim_start().starts_with("Error")
         || contains_success_false(&output.text);
-    let retryable = error_object(output).and_then(|error| {
-        if error.get("retryable") != Some(&Value::Bool(true)) {
-            return None;
-        }
-        let code = error.get("code").and_then(Value::as_str).unwrap_or_default();
-        let message = error.get("message").and_then(Value::as_str).unwrap_or_default();
-        Some(format!("{tool}|{code}|{message}"))
-    });
+    let retryable = match output.failure() {
+        Some(failure) => failure.retryable.then(|| format!("{tool}|{}|{failure}", failure.code)),
+        None => reported_retryable(tool, output),
+    };
     Judged { failed: failed || retryable.is_some(), retryable }
 }
 

@@ -9,13 +9,13 @@ use std::{
 
 use async_trait::async_trait;
 use rein_protocol::{
-    JsonObject, Tool, ToolCall, ToolContext, ToolError, ToolOutput, ToolSource, ToolSpec,
+    FailureCode, JsonObject, Tool, ToolCall, ToolContext, ToolError, ToolFailure, ToolOutput,
+    ToolSource, ToolSpec,
 };
 
 use crate::{
     error::RegistryError,
-    outcome::{error_output, reports_failure},
-    texts::code,
+    outcome::reports_failure,
     validate::{ArgsValidator, canonical_args, shared_validator},
 };
 
@@ -286,18 +286,19 @@ impl ToolRegistry {
         arguments: &JsonObject,
     ) -> Result<JsonObject, ToolOutput> {
         let Some(entry) = self.entry(name) else {
-            let message =
-                format!("Unknown tool: {name}. Available tools: {}", self.names().join(", "));
-            return Err(error_output(code::UNKNOWN_TOOL, &message, true));
+            return Err(self.unknown(name));
         };
         let mut arguments = arguments.clone();
         if let Some(validator) = &entry.validator
             && let Err(problems) = validator.check(&mut arguments)
         {
-            let message = format!(
-                "invalid arguments for `{name}`: {problems}. Fix the arguments and call it again."
-            );
-            return Err(error_output(code::INVALID_ARGUMENTS, &message, true));
+            let failure = ToolFailure::new(
+                FailureCode::InvalidArguments,
+                format!("invalid arguments for `{name}`: {problems}."),
+            )
+            .retryable(true)
+            .hint("Fix the arguments and call it again.");
+            return Err(ToolOutput::failed(failure));
         }
         Ok(arguments)
     }
@@ -311,12 +312,7 @@ impl ToolRegistry {
         context: ToolContext,
     ) -> Dispatched {
         let Some(entry) = self.entry(name) else {
-            let message =
-                format!("Unknown tool: {name}. Available tools: {}", self.names().join(", "));
-            return Dispatched {
-                output: error_output(code::UNKNOWN_TOOL, &message, true),
-                cached: false,
-            };
+            return Dispatched { output: self.unknown(name), cached: false };
         };
         let memo_key = self
             .memo_tools
@@ -352,6 +348,14 @@ impl ToolRegistry {
         }
     }
 
+    /// The retryable answer to a call of a tool that is not registered, listing the ones that are.
+    fn unknown(&self, name: &str) -> ToolOutput {
+        let failure = ToolFailure::new(FailureCode::UnknownTool, format!("Unknown tool: {name}."))
+            .retryable(true)
+            .hint(format!("Available tools: {}", self.names().join(", ")));
+        ToolOutput::failed(failure)
+    }
+
     /// Forgets every memoized result.
     pub fn clear_memo(&self) {
         self.memo.lock().unwrap_or_else(PoisonError::into_inner).clear();
@@ -366,10 +370,11 @@ impl ToolRegistry {
 /// The error result for a call that could not be made.
 fn tool_error_output(name: &str, error: &ToolError) -> ToolOutput {
     let (code, retryable) = match error {
-        ToolError::UnknownTool(_) => (code::UNKNOWN_TOOL, true),
-        ToolError::InvalidArguments { .. } => (code::INVALID_ARGUMENTS, true),
-        ToolError::Cancelled => (code::UNRESOLVED, false),
-        _ => (code::TOOL_FAILED, true),
+        ToolError::UnknownTool(_) => (FailureCode::UnknownTool, true),
+        ToolError::InvalidArguments { .. } => (FailureCode::InvalidArguments, true),
+        ToolError::Cancelled => (FailureCode::Unresolved, false),
+        _ => (FailureCode::ToolFailed, true),
     };
-    error_output(code, &format!("executing {name} failed: {error}"), retryable)
+    let failure = ToolFailure::new(code, format!("executing {name} failed: {error}"));
+    ToolOutput::failed(failure.retryable(retryable))
 }

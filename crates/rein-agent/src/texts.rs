@@ -78,15 +78,9 @@ pub(crate) const STOPPED_RUNNING: &str =
 /// Answer of a call not run because an earlier approval stopped the turn.
 pub(crate) const NOT_RUN_APPROVAL_STOP: &str = "Not run: the turn was stopped at an approval.";
 
-/// Stable codes of the loop's own results and notices.
+/// Stable codes of the loop's notices (the codes of its failed results are
+/// [`rein_protocol::FailureCode`]s).
 pub(crate) mod code {
-    pub(crate) const UNRESOLVED: &str = "tool_call_unresolved";
-    pub(crate) const LOOP_GUARD: &str = "tool_call_loop_guard";
-    pub(crate) const CALL_CAP: &str = "tool_call_cap";
-    pub(crate) const UNKNOWN_TOOL: &str = "tool_unknown";
-    pub(crate) const INVALID_ARGUMENTS: &str = "tool_invalid_arguments";
-    pub(crate) const TOOL_FAILED: &str = "tool_failed";
-    pub(crate) const APPROVAL_DENIED: &str = "tool_approval_denied";
     pub(crate) const PARSE_RETRY: &str = "parse_retry";
     pub(crate) const NUDGE: &str = "repeated_failure_nudge";
     pub(crate) const CONTINUE: &str = "output_limit_continue";

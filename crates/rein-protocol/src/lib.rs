@@ -33,7 +33,9 @@ pub use crate::{
         RawFunction, RawToolCall, ReplyDelta, Sampling, StopReason, ToolChoice, Usage,
     },
     redact::{MIN_SECRET_LEN, REDACTED, Redactor, is_secret_name},
-    tool::{Tool, ToolContext, ToolError, ToolOutput, ToolSource, ToolSpec},
+    tool::{
+        FailureCode, Tool, ToolContext, ToolError, ToolFailure, ToolOutput, ToolSource, ToolSpec,
+    },
 };
 
 /// Re-exported so that implementors of the ports name the same cancellation token.

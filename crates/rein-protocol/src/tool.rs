@@ -1,4 +1,5 @@
-//! Tools: what a tool declares, what it returns, and the `Tool` / `ToolSource` ports.
+//! Tools: what a tool declares, what it returns (a result or a typed [`ToolFailure`]), and the
+//! `Tool` / `ToolSource` ports.
 
 use async_trait::async_trait;
 use serde::{Deserialize, Serialize};
@@ -83,7 +84,11 @@ impl ToolSpec {
 }
 
 /// What a tool call produced.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+///
+/// Equality compares what the model and the wire see (`text`, `structured`, `is_error`), not
+/// the typed [`ToolOutput::failure`], which is never serialized: an output read back from a
+/// transcript equals the one that was written.
+#[derive(Debug, Clone, Serialize, Deserialize)]
 #[non_exhaustive]
 pub struct ToolOutput {
     /// The result as text for the model.
@@ -94,22 +99,220 @@ pub struct ToolOutput {
     /// The tool reported a failure (the model should see it as an error).
     #[serde(default)]
     pub is_error: bool,
+    /// The failure this output was made from by [`ToolOutput::failed`]. Kept in memory only:
+    /// `text` and `structured` are its serialized form.
+    #[serde(skip)]
+    failure: Option<Box<ToolFailure>>,
+}
+
+impl PartialEq for ToolOutput {
+    fn eq(&self, other: &Self) -> bool {
+        self.text == other.text
+            && self.structured == other.structured
+            && self.is_error == other.is_error
+    }
 }
 
 impl ToolOutput {
     /// A successful text result.
     pub fn text(text: impl Into<String>) -> Self {
-        ToolOutput { text: text.into(), structured: None, is_error: false }
+        ToolOutput { text: text.into(), structured: None, is_error: false, failure: None }
     }
 
     /// A failed result whose text says what went wrong.
     pub fn error(text: impl Into<String>) -> Self {
-        ToolOutput { text: text.into(), structured: None, is_error: true }
+        ToolOutput { text: text.into(), structured: None, is_error: true, failure: None }
     }
 
     /// A successful structured result; the text is its compact JSON.
     pub fn structured(value: serde_json::Value) -> Self {
-        ToolOutput { text: value.to_string(), structured: Some(value), is_error: false }
+        ToolOutput {
+            text: value.to_string(),
+            structured: Some(value),
+            is_error: false,
+            failure: None,
+        }
+    }
+
+    /// A failed result in the one failure shape the model reads: `structured` is
+    /// `{"accepted": false, "error": {"code", "message", "retryable"}}` (plus `repeatCount` when
+    /// set), `text` is `Error: <message>`. This is the only place that shape is written.
+    pub fn failed(failure: ToolFailure) -> Self {
+        let message = failure.to_string();
+        let mut error = JsonObject::new();
+        error.insert("code".into(), failure.code.as_str().into());
+        error.insert("message".into(), message.clone().into());
+        error.insert("retryable".into(), failure.retryable.into());
+        if let Some(count) = failure.repeat_count {
+            error.insert("repeatCount".into(), count.into());
+        }
+        let mut structured = JsonObject::new();
+        structured.insert("accepted".into(), false.into());
+        structured.insert("error".into(), error.into());
+        ToolOutput {
+            text: format!("Error: {message}"),
+            structured: Some(structured.into()),
+            is_error: true,
+            failure: Some(Box::new(failure)),
+        }
+    }
+
+    /// The typed failure of an output made by [`ToolOutput::failed`]; `None` for every other
+    /// output (including one read back from JSON: a failure is never parsed out of its text).
+    pub fn failure(&self) -> Option<&ToolFailure> {
+        self.failure.as_deref()
+    }
+}
+
+impl From<ToolFailure> for ToolOutput {
+    fn from(failure: ToolFailure) -> Self {
+        ToolOutput::failed(failure)
+    }
+}
+
+/// Why a call failed, as the model is told: a stable code, what went wrong, whether a corrected
+/// call may succeed, and what to do next.
+///
+/// Turn it into the model's result with [`ToolOutput::failed`]. The model reads one message:
+/// `message`, then `hint` after a space when there is one.
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct ToolFailure {
+    /// The stable code (`tool_unknown`, `tool_policy_denied`, ...).
+    pub code: FailureCode,
+    /// What went wrong, as a sentence.
+    pub message: String,
+    /// Whether the model can fix its call and try again (the loop's recovery rule counts these).
+    pub retryable: bool,
+    /// What the model should do next (`Fix the arguments and call it again.`), if anything.
+    pub hint: Option<String>,
+    /// How many times this exact call was made in the turn (the loop guard's refusals).
+    pub repeat_count: Option<u32>,
+}
+
+impl ToolFailure {
+    /// A failure that is not retryable, without a hint.
+    pub fn new(code: FailureCode, message: impl Into<String>) -> Self {
+        ToolFailure {
+            code,
+            message: message.into(),
+            retryable: false,
+            hint: None,
+            repeat_count: None,
+        }
+    }
+
+    /// Sets whether the model can fix its call and try again.
+    pub fn retryable(mut self, retryable: bool) -> Self {
+        self.retryable = retryable;
+        self
+    }
+
+    /// Sets what the model should do next.
+    pub fn hint(mut self, hint: impl Into<String>) -> Self {
+        self.hint = Some(hint.into());
+        self
+    }
+
+    /// Sets how many times this exact call was made in the turn.
+    pub fn repeat_count(mut self, count: u32) -> Self {
+        self.repeat_count = Some(count);
+        self
+    }
+}
+
+/// The message the model reads: `message`, then the hint after a space.
+impl std::fmt::Display for ToolFailure {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.message)?;
+        if let Some(hint) = &self.hint {
+            write!(f, " {hint}")?;
+        }
+        Ok(())
+    }
+}
+
+/// The stable code of a [`ToolFailure`], spelled once in [`FailureCode::as_str`].
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum FailureCode {
+    /// `tool_unknown`: no tool by that name (or none the session is offered).
+    UnknownTool,
+    /// `tool_invalid_arguments`: the arguments do not fit the tool's input schema.
+    InvalidArguments,
+    /// `tool_failed`: the call could not be made, or the tool failed while running.
+    ToolFailed,
+    /// `tool_call_unresolved`: the call was not run or did not finish (a stop, a cut reply, a
+    /// cancellation).
+    Unresolved,
+    /// `tool_call_cap`: the turn reached its cap of tool calls.
+    CallCap,
+    /// `tool_call_loop_guard`: this exact call was already made too often in the turn.
+    LoopGuard,
+    /// `tool_approval_denied`: a person did not approve the call.
+    ApprovalDenied,
+    /// `tool_policy_denied`: the agent's policy does not allow the call.
+    PolicyDenied,
+    /// `tool_approval_unavailable`: approvals could not be read or written.
+    ApprovalUnavailable,
+    /// `tool_task_failed`: a background task could not be queued.
+    TaskFailed,
+    /// `tool_input_resolution_error`: the input names something that cannot be found.
+    InputResolution,
+    /// `memo_invalid`: a persona's memo does not fit its fields.
+    MemoInvalid,
+    /// A code of the tool's own (never one of the codes above: see [`FailureCode::parse`]).
+    Other(String),
+}
+
+impl FailureCode {
+    /// The codes with a name of their own, for [`FailureCode::parse`].
+    const NAMED: [FailureCode; 12] = [
+        FailureCode::UnknownTool,
+        FailureCode::InvalidArguments,
+        FailureCode::ToolFailed,
+        FailureCode::Unresolved,
+        FailureCode::CallCap,
+        FailureCode::LoopGuard,
+        FailureCode::ApprovalDenied,
+        FailureCode::PolicyDenied,
+        FailureCode::ApprovalUnavailable,
+        FailureCode::TaskFailed,
+        FailureCode::InputResolution,
+        FailureCode::MemoInvalid,
+    ];
+
+    /// The code as the model and the wire read it.
+    pub fn as_str(&self) -> &str {
+        match self {
+            FailureCode::UnknownTool => "tool_unknown",
+            FailureCode::InvalidArguments => "tool_invalid_arguments",
+            FailureCode::ToolFailed => "tool_failed",
+            FailureCode::Unresolved => "tool_call_unresolved",
+            FailureCode::CallCap => "tool_call_cap",
+            FailureCode::LoopGuard => "tool_call_loop_guard",
+            FailureCode::ApprovalDenied => "tool_approval_denied",
+            FailureCode::PolicyDenied => "tool_policy_denied",
+            FailureCode::ApprovalUnavailable => "tool_approval_unavailable",
+            FailureCode::TaskFailed => "tool_task_failed",
+            FailureCode::InputResolution => "tool_input_resolution_error",
+            FailureCode::MemoInvalid => "memo_invalid",
+            FailureCode::Other(code) => code,
+        }
+    }
+
+    /// The code spelled `code`: a named one, else [`FailureCode::Other`].
+    pub fn parse(code: &str) -> FailureCode {
+        FailureCode::NAMED
+            .into_iter()
+            .find(|named| named.as_str() == code)
+            .unwrap_or_else(|| FailureCode::Other(code.to_owned()))
+    }
+}
+
+impl std::fmt::Display for FailureCode {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
     }
 }
 
@@ -210,4 +413,59 @@ pub trait ToolSource: Send + Sync {
         arguments: JsonObject,
         context: ToolContext,
     ) -> Result<ToolOutput, ToolError>;
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_failure_is_written_in_the_one_shape_the_model_reads() {
+        let output = ToolOutput::failed(
+            ToolFailure::new(FailureCode::InvalidArguments, "invalid arguments for `f`: bad.")
+                .retryable(true)
+                .hint("Fix the arguments and call it again."),
+        );
+        assert_eq!(
+            output.structured.as_ref().map(ToString::to_string).as_deref(),
+            Some(
+                r#"{"accepted":false,"error":{"code":"tool_invalid_arguments","message":"invalid arguments for `f`: bad. Fix the arguments and call it again.","retryable":true}}"#
+            )
+        );
+        assert_eq!(
+            output.text,
+            "Error: invalid arguments for `f`: bad. Fix the arguments and call it again."
+        );
+        assert!(output.is_error);
+        assert_eq!(output.failure().map(|f| &f.code), Some(&FailureCode::InvalidArguments));
+
+        let guarded = ToolOutput::failed(
+            ToolFailure::new(FailureCode::LoopGuard, "Not run.").repeat_count(3),
+        );
+        assert_eq!(
+            guarded.structured.as_ref().map(ToString::to_string).as_deref(),
+            Some(
+                r#"{"accepted":false,"error":{"code":"tool_call_loop_guard","message":"Not run.","retryable":false,"repeatCount":3}}"#
+            )
+        );
+    }
+
+    #[test]
+    fn a_failure_read_back_from_json_is_equal_but_untyped() {
+        let output = ToolOutput::failed(ToolFailure::new(FailureCode::Unresolved, "Not run."));
+        let text = serde_json::to_string(&output).expect("serializes");
+        assert!(!text.contains("failure"), "{text}");
+        let back: ToolOutput = serde_json::from_str(&text).expect("reads back");
+        assert_eq!(back, output);
+        assert_eq!(back.failure(), None);
+    }
+
+    #[test]
+    fn codes_parse_what_they_display() {
+        for code in FailureCode::NAMED {
+            assert_eq!(FailureCode::parse(code.as_str()), code);
+        }
+        assert_eq!(FailureCode::parse("quote_unknown"), FailureCode::Other("quote_unknown".into()));
+        assert_eq!(FailureCode::Other("quote_unknown".into()).to_string(), "quote_unknown");
+    }
 }
