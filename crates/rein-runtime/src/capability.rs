@@ -7,7 +7,7 @@ use async_trait::async_trait;
 use rein_protocol::{JsonObject, Tool, ToolContext, ToolError, ToolOutput, ToolSource, ToolSpec};
 use serde_json::Value;
 
-use crate::tasks::TaskContext;
+use crate::task_context::TaskContext;
 
 /// Runs a background task. The handler reports progress with [`TaskContext::heartbeat`], checks
 /// [`TaskContext::cancelled`], and may keep resume state with the checkpoint calls.
@@ -20,9 +20,9 @@ pub trait TaskHandler: Send + Sync {
 /// One tool the runtime can offer, with how it may run.
 #[derive(Clone)]
 pub struct Capability {
-    pub(crate) tool: Arc<dyn Tool>,
-    pub(crate) background: bool,
-    pub(crate) handler: Option<Arc<dyn TaskHandler>>,
+    tool: Arc<dyn Tool>,
+    background: bool,
+    handler: Option<Arc<dyn TaskHandler>>,
 }
 
 impl std::fmt::Debug for Capability {
@@ -63,12 +63,22 @@ impl Capability {
     pub fn is_background(&self) -> bool {
         self.background
     }
+
+    /// The tool itself.
+    pub(crate) fn tool(&self) -> &Arc<dyn Tool> {
+        &self.tool
+    }
+
+    /// The handler its background tasks run with, when it has one (else the tool runs).
+    pub(crate) fn handler(&self) -> Option<&Arc<dyn TaskHandler>> {
+        self.handler.as_ref()
+    }
 }
 
 /// The set of capabilities a runtime offers (each agent's policy picks from it).
 #[derive(Clone, Default, Debug)]
 pub struct Capabilities {
-    pub(crate) entries: Vec<Capability>,
+    entries: Vec<Capability>,
 }
 
 impl Capabilities {
@@ -131,9 +141,4 @@ impl Tool for SourceTool {
     ) -> Result<ToolOutput, ToolError> {
         self.source.call_tool(&self.spec.name, arguments, context).await
     }
-}
-
-/// The name of the tool that starts `capability` as a background task.
-pub fn task_tool_name(capability: &str) -> String {
-    format!("start_{capability}_task")
 }

@@ -4,7 +4,10 @@ use std::{path::Path, time::Duration};
 
 use serde::{Deserialize, Serialize};
 
-use crate::error::{Result, RuntimeError};
+use crate::{
+    error::{Result, RuntimeError},
+    names::ToolName,
+};
 
 /// Everything the runtime is configured with besides its stores, models and tools.
 #[derive(Debug, Clone)]
@@ -294,7 +297,11 @@ impl Persona {
                 self.name
             )));
         }
-        if let Some(tool) = self.allowed_tools.iter().find(|tool| tool.starts_with("consult_")) {
+        if let Some(tool) = self
+            .allowed_tools
+            .iter()
+            .find(|tool| matches!(ToolName::parse(tool), ToolName::Consult(_)))
+        {
             return Err(RuntimeError::Invalid(format!(
                 "persona `{}` may not call consult tools (`{tool}`)",
                 self.name
@@ -305,7 +312,7 @@ impl Persona {
 
     /// The consult tool's name.
     pub fn tool_name(&self) -> String {
-        format!("consult_{}", self.name)
+        ToolName::Consult(&self.name).to_string()
     }
 }
 

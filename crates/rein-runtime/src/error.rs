@@ -114,13 +114,17 @@ impl RuntimeError {
 /// The result type of this crate.
 pub type Result<T, E = RuntimeError> = std::result::Result<T, E>;
 
-/// `?` on a store call maps through [`RuntimeError::from_store`].
+/// What a tool or a task handler is told when the runtime it belongs to is gone.
+pub(crate) const SHUT_DOWN: &str = "the runtime was shut down";
+
+/// A store call's result with its error mapped through [`RuntimeError::from_store`].
 pub(crate) trait StoreResult<T> {
-    fn rt(self) -> Result<T>;
+    /// The result with the runtime's not-found and state errors.
+    fn map_store_err(self) -> Result<T>;
 }
 
 impl<T> StoreResult<T> for std::result::Result<T, StoreError> {
-    fn rt(self) -> Result<T> {
+    fn map_store_err(self) -> Result<T> {
         self.map_err(RuntimeError::from_store)
     }
 }

@@ -19,42 +19,104 @@
 //! It must never rewrite a whole session record, deliver a task result as a fake tool result,
 //! cap a session's length, change a session's model on a read, or know HTTP: the server maps
 //! [`RuntimeError::code`] and the views to its wire types.
+//!
+//! # Parts
+//!
+//! The handle is composed of parts, each owning its state and its lock, as tokio composes its
+//! scheduler (`runtime/`: the handle, and its API split by resource). No part names the handle,
+//! and no two files import each other. From the bottom up:
+//!
+//! - `core`: the services (config, stores, models, capabilities, clock, instance id) and the
+//!   `events` hub, shared by every part and held weakly by the tools it hands out;
+//! - `live_sessions` (sessions held in memory, with their turn lock), `replay` (visible
+//!   conversations by transcript position), `cancels` (stop tokens of running work),
+//!   `history` (a session's messages with their internal flags), `session_meta` (the
+//!   runtime's keys in a session's metadata, typed), `names` (tool names and agent ids);
+//! - `policy` (allowed tools, approvals, audit), `offer` (the one place that decides a
+//!   session's tools), `view_context`, `model_filter`, `sink` (a turn's events);
+//! - `persona` (the consult runner and memos), `session_tools` (the tools a session's agent
+//!   calls), `tasks` (the runner and the [`Dispatcher`]; a handler reaches it through the
+//!   `task_context` port), `turn` (prepare / run / finish, the turn lease).
+//!
+//! # Locks
+//!
+//! Locks are taken in this order, never the other way round, and no std lock is held across an
+//! `.await`:
+//!
+//! 1. a session's turn lock (`live_sessions`, async, one per session): taken only with
+//!    `try_lock` — a second turn is refused, never queued — and held for the whole turn;
+//! 2. the live-session map; eviction, under it, only `try_lock`s a session;
+//! 3. the event hub's channel map, then one channel's lock, held across the transcript append
+//!    (see "Events");
+//! 4. a turn sink's state, then the session's history (the innermost lock).
+//!
+//! The replay cache's, the stop tokens' and a persona's memo lock are each taken alone, to read
+//! or write one entry. Store calls are made inline on the async worker (they are short
+//! transactions); only a transcript append that waits for the disk, and the turn's final sync,
+//! hand the worker's thread over first (`block_in_place`).
+//!
+//! # Events
+//!
+//! Every write to a session's transcript goes through the hub and takes the session's channel
+//! lock: an agent event is appended, then sent to live subscribers, before the lock is let go,
+//! so event ids grow in send order and the transcript and the live stream are one sequence. A
+//! subscriber subscribes before it reads the transcript and skips live events it replayed, so
+//! it sees no gap and no repeat; one that lags catches up from the transcript. A delivered task
+//! note is marked delivered only once its event is stored.
 
 #![warn(missing_docs, unreachable_pub)]
 
+mod cancels;
 mod capability;
 mod config;
+mod core;
 mod error;
+mod events;
 mod fingerprint;
+mod history;
+mod live_sessions;
+mod model_filter;
 mod models;
+mod names;
+mod offer;
 mod owner;
 mod persona;
+mod policy;
+mod replay;
 mod runtime;
+mod session_meta;
+mod session_tools;
 mod sink;
+mod task_context;
 mod tasks;
-mod tools;
 mod transcript;
+mod turn;
 mod types;
+mod view_context;
 
 pub use crate::{
-    capability::{Capabilities, Capability, TaskHandler, task_tool_name},
+    capability::{Capabilities, Capability, TaskHandler},
     config::{
         AgentDefinition, AgentPolicy, Limits, MemoField, MemoFieldKind, Persona, RuntimeConfig,
     },
     error::{Result, RuntimeError},
+    events::EventStream,
     fingerprint::{call_fingerprint, canonical_json},
     models::{ModelResolver, StaticModels},
+    names::task_tool_name,
     owner::{
         LOCAL_OWNER, MAX_CLIENT_ID_CHARS, check_client_id, fresh_session_id, scoped_id, unscoped_id,
     },
     persona::{MEMO_RETRY_PROMPT, SUBMIT_MEMO, validate_memo},
-    runtime::{EventStream, Runtime, RuntimeParts},
-    tasks::{Dispatcher, TaskContext},
-    tools::{CURRENT_VIEW_CONTEXT, POLICY_DENIED_CODE},
+    policy::POLICY_DENIED_CODE,
+    runtime::{Runtime, RuntimeParts},
+    task_context::TaskContext,
+    tasks::Dispatcher,
     types::{
         AgentInfo, CreateSession, Decision, EffectiveSettings, InterruptReport, ModelListing,
         SessionEvent, SessionSettings, SessionSummary, SessionView, TurnReport,
     },
+    view_context::CURRENT_VIEW_CONTEXT,
 };
 
 /// Store records the runtime hands out, re-exported so hosts need not depend on `rein-store`.

@@ -1,22 +1,33 @@
 //! Persona sub-agents: `consult_<persona>(question)` runs a hidden child session whose short
-//! loop must end in a structured memo.
+//! loop must end in a structured memo (`submit_memo`), with one retry prompt when it does not.
+//!
+//! The consult tool itself is a session tool (`session_tools`); it runs [`consult`] and hands
+//! it the way to build the child's tools, so that this file never names the session tools.
 
-use std::sync::{Arc, Mutex, Weak};
+use std::{
+    collections::HashSet,
+    sync::{Arc, Mutex, MutexGuard, PoisonError},
+};
 
 use async_trait::async_trait;
-use rein_agent::{Agent, StopMode, ToolRegistry};
+use rein_agent::{Agent, RegistryError, StopMode, ToolRegistry};
 use rein_protocol::{
-    CancellationToken, JsonObject, Message, Tool, ToolContext, ToolError, ToolOutput, ToolSpec,
+    CancellationToken, FailureCode, JsonObject, Tool, ToolContext, ToolError, ToolFailure,
+    ToolOutput, ToolSpec,
 };
-use rein_store::{NewSession, Session};
+use rein_store::{NewSession, Session, StoreError};
 use serde_json::{Value, json};
 
 use crate::{
-    config::{MemoField, MemoFieldKind, Persona},
-    runtime::{Inner, PERSONA_AGENT_PREFIX, lock},
+    config::{AgentDefinition, MemoField, MemoFieldKind, Persona},
+    core::Core,
+    error::RuntimeError,
+    history::History,
+    model_filter::HiddenToolFilter,
+    names::AgentId,
+    session_meta::SessionMeta,
     sink::TurnSink,
-    tools,
-    transcript::kind,
+    transcript::{self, kind},
 };
 
 /// The internal tool a persona submits its memo through.
@@ -146,6 +157,10 @@ pub fn validate_memo(fields: &[MemoField], arguments: &JsonObject) -> Result<Jso
     if problems.is_empty() { Ok(memo) } else { Err(problems.join("; ")) }
 }
 
+fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
+    mutex.lock().unwrap_or_else(PoisonError::into_inner)
+}
+
 /// `submit_memo`: validates the memo, keeps it and ends the child's turn.
 struct MemoTool {
     spec: ToolSpec,
@@ -171,41 +186,39 @@ impl Tool for MemoTool {
                 self.end_turn.cancel();
                 ToolOutput::text("Memo received.")
             }
-            Err(problems) => {
-                let message = format!(
-                    "The memo is invalid: {problems}. Fix it and call {SUBMIT_MEMO} again."
-                );
-                let mut output = ToolOutput::error(format!("Error: {message}"));
-                output.structured = Some(
-                    json!({"accepted": false, "error": {"code": "memo_invalid", "message": message, "retryable": true}}),
-                );
-                output
-            }
+            Err(problems) => ToolOutput::failed(
+                ToolFailure::new(
+                    FailureCode::MemoInvalid,
+                    format!("The memo is invalid: {problems}."),
+                )
+                .retryable(true)
+                .hint(format!("Fix it and call {SUBMIT_MEMO} again.")),
+            ),
         })
     }
 }
 
-/// `consult_<persona>`.
-struct ConsultTool {
-    inner: Weak<Inner>,
-    parent_id: String,
-    persona: Persona,
-    spec: ToolSpec,
+/// Why a consult could not run; its text is the `reason` the parent's model reads.
+#[derive(Debug, thiserror::Error)]
+pub(crate) enum ConsultError {
+    /// The store failed.
+    #[error(transparent)]
+    Store(#[from] StoreError),
+    /// The parent session was deleted meanwhile.
+    #[error("session `{0}` is gone")]
+    ParentGone(String),
+    /// The persona is not in the config.
+    #[error("persona `{0}` is not configured")]
+    NotConfigured(String),
+    /// The child could not be set up (its transcript, its model).
+    #[error(transparent)]
+    Runtime(#[from] RuntimeError),
+    /// The memo tool's name is taken in the child's registry.
+    #[error(transparent)]
+    Registry(#[from] RegistryError),
 }
 
-pub(crate) fn consult_tool(
-    inner: Weak<Inner>,
-    parent_id: &str,
-    persona: &Persona,
-) -> Arc<dyn Tool> {
-    Arc::new(ConsultTool {
-        inner,
-        parent_id: parent_id.to_owned(),
-        persona: persona.clone(),
-        spec: consult_spec(persona),
-    })
-}
-
+/// The system prompt of a persona's child: its own, then how to end with the memo.
 fn system_prompt(persona: &Persona) -> String {
     let fields: Vec<String> = persona
         .memo_fields
@@ -227,80 +240,44 @@ fn system_prompt(persona: &Persona) -> String {
     )
 }
 
-#[async_trait]
-impl Tool for ConsultTool {
-    fn spec(&self) -> &ToolSpec {
-        &self.spec
-    }
-
-    async fn call(
-        &self,
-        arguments: JsonObject,
-        context: ToolContext,
-    ) -> Result<ToolOutput, ToolError> {
-        let inner = self.inner.upgrade().ok_or_else(|| ToolError::Transport {
-            source_name: "runtime".into(),
-            message: "the runtime was shut down".into(),
-        })?;
-        let question =
-            arguments.get("question").and_then(Value::as_str).unwrap_or_default().trim().to_owned();
-        let name = self.persona.name.clone();
-        if question.is_empty() {
-            return Ok(ToolOutput::structured(
-                json!({"status": "error", "persona": name, "reason": "The question is empty.", "steps": 0}),
-            ));
-        }
-        match consult(&inner, &self.parent_id, &self.persona, &question, &context.cancel).await {
-            Ok(result) => Ok(ToolOutput::structured(result)),
-            Err(reason) => Ok(ToolOutput::structured(
-                json!({"status": "error", "persona": name, "reason": reason, "steps": 0}),
-            )),
-        }
-    }
-}
-
 /// Runs one consult in a new hidden child session of `parent_id`.
-async fn consult(
-    inner: &Arc<Inner>,
+///
+/// `child_tools` builds the child's registry (and the names kept from its model) for each
+/// attempt; the memo tool is added to it.
+pub(crate) async fn consult(
+    core: &Arc<Core>,
     parent_id: &str,
     persona: &Persona,
     question: &str,
     parent_cancel: &CancellationToken,
-) -> Result<Value, String> {
-    let parent: Session = inner
-        .store
-        .get_session(parent_id)
-        .map_err(|e| e.to_string())?
-        .ok_or_else(|| format!("session `{parent_id}` is gone"))?;
-    let mut metadata = JsonObject::new();
-    metadata.insert("hiddenInternal".into(), json!(true));
-    metadata.insert("consultQuestion".into(), json!(question));
-    if let Some(settings) = parent.metadata.get("settings") {
-        metadata.insert("settings".into(), settings.clone());
-    }
-    let child = inner
-        .store
-        .create_session(NewSession {
-            owner: parent.owner.clone(),
-            agent_id: format!("{PERSONA_AGENT_PREFIX}{}", persona.name),
-            model: parent.model.clone(),
-            parent_id: Some(parent.id.clone()),
-            hidden: true,
-            view_context_id: parent.view_context_id.clone(),
-            metadata,
-            ..NewSession::default()
-        })
-        .map_err(|e| e.to_string())?;
-    inner
-        .bookkeeping(&child.id, kind::SESSION_HEADER, json!({"agentName": child.agent_id, "model": child.model, "parentSessionId": parent.id}))
-        .map_err(|e| e.to_string())?;
-    let definition = inner
+    child_tools: impl Fn(&Session, &AgentDefinition, &History) -> (ToolRegistry, HashSet<String>),
+) -> Result<Value, ConsultError> {
+    let parent: Session = core
+        .store()
+        .get_session(parent_id)?
+        .ok_or_else(|| ConsultError::ParentGone(parent_id.to_owned()))?;
+    let child = core.store().create_session(NewSession {
+        owner: parent.owner.clone(),
+        agent_id: AgentId::Persona(&persona.name).to_string(),
+        model: parent.model.clone(),
+        parent_id: Some(parent.id.clone()),
+        hidden: true,
+        view_context_id: parent.view_context_id.clone(),
+        metadata: SessionMeta::persona_child(&parent.metadata, question),
+        ..NewSession::default()
+    })?;
+    core.events().bookkeeping(
+        &child.id,
+        kind::SESSION_HEADER,
+        json!({"agentName": child.agent_id, "model": child.model, "parentSessionId": parent.id}),
+    )?;
+    let definition = core
         .definition(&child.agent_id)
-        .ok_or_else(|| format!("persona `{}` is not configured", persona.name))?;
-    let model = inner.model_of(&child).map_err(|e| e.to_string())?;
-    let mirror: Arc<Mutex<Vec<(Message, bool)>>> = Arc::default();
+        .ok_or_else(|| ConsultError::NotConfigured(persona.name.clone()))?;
+    let model = core.model_of(&child)?;
+    let history = History::default();
     let memo: Arc<Mutex<Option<JsonObject>>> = Arc::default();
-    let mut config = inner.agent_config(&child, &definition);
+    let mut config = core.agent_config(&child, &definition);
     config.system_prompt = system_prompt(persona);
     config.stop_mode = StopMode::EndNow;
     let mut agent = Agent::new(Arc::clone(&model), Arc::new(ToolRegistry::new()), config);
@@ -311,9 +288,8 @@ async fn consult(
             break;
         }
         let end_turn = parent_cancel.child_token();
-        let (mut registry, hidden) =
-            tools::session_registry(inner, &child, &definition, Arc::clone(&mirror));
-        agent.set_model(tools::OfferedOnly::wrap(Arc::clone(&model), &Arc::new(hidden)));
+        let (mut registry, hidden) = child_tools(&child, &definition, &history);
+        agent.set_model(HiddenToolFilter::wrap(Arc::clone(&model), &Arc::new(hidden)));
         let memo_tool = MemoTool {
             spec: ToolSpec::new(
                 SUBMIT_MEMO,
@@ -324,12 +300,10 @@ async fn consult(
             memo: Arc::clone(&memo),
             end_turn: end_turn.clone(),
         };
-        if let Err(error) = registry.register(Arc::new(memo_tool)) {
-            return Err(error.to_string());
-        }
+        registry.register(Arc::new(memo_tool))?;
         agent.set_tools(Arc::new(registry));
         let text = if attempt == 0 { question.to_owned() } else { MEMO_RETRY_PROMPT.to_owned() };
-        let sink = TurnSink::new(Arc::clone(inner), &child.id, Arc::clone(&mirror), Vec::new());
+        let sink = TurnSink::new(Arc::clone(core), &child.id, history.clone(), Vec::new());
         match agent.turn(text, &end_turn, &sink).await {
             Ok(outcome) => {
                 steps += outcome.steps;
@@ -357,12 +331,8 @@ async fn consult(
         None => json!({
             "status": "failed",
             "persona": persona.name,
-            "reason": format!("The persona ended without a valid memo. Its last words: {}", tools_preview(&last_text)),
+            "reason": format!("The persona ended without a valid memo. Its last words: {}", transcript::preview(&last_text, 200)),
             "steps": steps,
         }),
     })
-}
-
-fn tools_preview(text: &str) -> String {
-    crate::transcript::preview(text, 200)
 }

@@ -1,12 +1,19 @@
-//! The event sink of one turn: every event to the transcript as it happens, then to live
-//! subscribers; internal messages marked; delivered task notes recorded.
+//! `TurnSink`, the event sink of one turn: every event to the transcript as it happens, then to
+//! live subscribers (through the hub); each message into the session's history with its
+//! internal flag; a delivered task note marked delivered once it is stored.
+//!
+//! Its state lock is taken first and the history's under it; both are let go before the event
+//! is published.
 
-use std::sync::{Arc, Mutex, PoisonError};
+use std::{
+    collections::VecDeque,
+    sync::{Arc, Mutex, MutexGuard, PoisonError},
+};
 
 use rein_agent::EventSink;
 use rein_protocol::{AgentEvent, Message, Role};
 
-use crate::runtime::Inner;
+use crate::{core::Core, history::History};
 
 #[derive(Default)]
 struct State {
@@ -15,39 +22,43 @@ struct State {
     /// The turn's own user message was seen.
     seen_user: bool,
     /// Task ids whose notes come first, in order.
-    notes: std::collections::VecDeque<String>,
+    notes: VecDeque<String>,
     /// Visible messages added by the turn.
     added: Vec<Message>,
 }
 
 /// Sends a turn's events to the transcript store and the session's live channel.
 pub(crate) struct TurnSink {
-    inner: Arc<Inner>,
+    core: Arc<Core>,
     session_id: String,
-    mirror: Arc<Mutex<Vec<(Message, bool)>>>,
+    history: History,
     state: Mutex<State>,
 }
 
 impl TurnSink {
-    /// A sink for `session_id`; `mirror` receives every message with its internal flag;
+    /// A sink for `session_id`; `history` receives every message with its internal flag;
     /// `notes` are the ids of the tasks whose completion notes the turn starts with.
     pub(crate) fn new(
-        inner: Arc<Inner>,
+        core: Arc<Core>,
         session_id: &str,
-        mirror: Arc<Mutex<Vec<(Message, bool)>>>,
+        history: History,
         notes: Vec<String>,
     ) -> Self {
         TurnSink {
-            inner,
+            core,
             session_id: session_id.to_owned(),
-            mirror,
+            history,
             state: Mutex::new(State { notes: notes.into(), ..State::default() }),
         }
     }
 
+    fn state(&self) -> MutexGuard<'_, State> {
+        self.state.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
     /// The visible messages the turn added.
     pub(crate) fn added(&self) -> Vec<Message> {
-        self.state.lock().unwrap_or_else(PoisonError::into_inner).added.clone()
+        self.state().added.clone()
     }
 }
 
@@ -56,7 +67,7 @@ impl EventSink for TurnSink {
         let mut delivered_task = None;
         let mut internal = false;
         {
-            let mut state = self.state.lock().unwrap_or_else(PoisonError::into_inner);
+            let mut state = self.state();
             match &event {
                 AgentEvent::TurnStarted { text } => {
                     state.user_text = Some(text.clone());
@@ -79,21 +90,16 @@ impl EventSink for TurnSink {
                     if !internal {
                         state.added.push(message.clone());
                     }
-                    self.mirror
-                        .lock()
-                        .unwrap_or_else(PoisonError::into_inner)
-                        .push((message.clone(), internal));
+                    self.history.push(message.clone(), internal);
                 }
                 _ => {}
             }
         }
-        let stored = self.inner.publish(&self.session_id, event, internal);
+        let stored = self.core.events().publish(&self.session_id, event, internal);
         if let Some(task_id) = delivered_task {
             // Only once the note is stored: a crash before leaves the task undelivered.
-            if stored {
-                if let Err(error) = self.inner.store.mark_task_delivered(&task_id) {
-                    tracing::warn!(task = %task_id, %error, "could not mark a delivered task");
-                }
+            if stored && let Err(error) = self.core.store().mark_task_delivered(&task_id) {
+                tracing::warn!(task = %task_id, %error, "could not mark a delivered task");
             }
         }
     }

@@ -1,24 +1,116 @@
-//! Background tasks: the dispatcher and its workers, lease renewal, and `TaskContext`.
+//! Background tasks: [`Tasks`] runs claimed tasks (lease renewal, cancellation, the outcome),
+//! the [`Dispatcher`] claims them on a pool of workers, and `Tasks` is the [`TaskHost`] a
+//! handler's [`TaskContext`] reaches the runtime through.
+//!
+//! A task's life: queued by `start_task` → claimed by one worker with a lease → renewed every
+//! `limits.task_renew_every` by the worker and by the handler's heartbeats → finished with its
+//! outcome (only by the lease holder). A worker that loses the lease drops its outcome; a
+//! dispatcher that shuts down gives its running tasks back without counting the attempt.
 
 use std::{
     sync::{Arc, Weak},
     time::Duration,
 };
 
+use async_trait::async_trait;
 use rein_context::{BudgetConfig, ContextBudget, Level, PrepareInput};
 use rein_protocol::{
     AgentEvent, CancellationToken, JsonObject, Message, ModelReply, ModelRequest, ToolContext,
-    ToolOutput,
+    ToolError, ToolOutput,
 };
-use rein_store::{StoreError, Task, TaskOutcome};
+use rein_store::{Session, StoreError, Task, TaskOutcome, TaskStatus};
 use serde_json::Value;
 use tokio::task::JoinSet;
 
 use crate::{
+    cancels::Cancels,
+    core::Core,
     error::{Result, RuntimeError, StoreResult as _},
-    runtime::{Inner, Runtime, lock},
-    tools,
+    policy,
+    task_context::{TaskContext, TaskHost},
 };
+
+/// Why a task failed; its text is the task's recorded error.
+#[derive(Debug, thiserror::Error)]
+enum TaskError {
+    /// The task names a capability that is not configured (any more).
+    #[error("no capability named `{0}` is configured")]
+    NoCapability(String),
+    /// The handler failed, saying why.
+    #[error("{0}")]
+    Handler(String),
+    /// The tool ran and reported an error: its text.
+    #[error("{0}")]
+    Reported(String),
+    /// The tool could not be called.
+    #[error(transparent)]
+    Tool(#[from] ToolError),
+}
+
+/// Runs the runtime's tasks: the services, and the stop tokens of the tasks running here.
+pub(crate) struct Tasks {
+    core: Arc<Core>,
+    running: Cancels,
+}
+
+impl Tasks {
+    /// The task runner of `core`.
+    pub(crate) fn new(core: Arc<Core>) -> Self {
+        Tasks { core, running: Cancels::default() }
+    }
+
+    /// Tells a task running in this process to stop.
+    pub(crate) fn cancel_running(&self, task_id: &str) {
+        self.running.cancel(task_id);
+    }
+
+    /// Starts a dispatcher on the current tokio runtime.
+    pub(crate) fn start_dispatcher(self: &Arc<Self>) -> Dispatcher {
+        let stop = CancellationToken::new();
+        let worker = rein_store::new_id("worker");
+        let handle = tokio::spawn(dispatch(Arc::downgrade(self), worker.clone(), stop.clone()));
+        Dispatcher { stop, handle, worker }
+    }
+
+    /// Claims and runs claimable tasks until none is left; how many ran.
+    pub(crate) async fn run_pending(self: &Arc<Self>) -> Result<usize> {
+        let worker = rein_store::new_id("worker");
+        let lease = self.core.limits().task_lease;
+        let mut ran = 0;
+        while let Some(task) = self.core.store().claim_task(&worker, lease).map_store_err()? {
+            run_task(Arc::clone(self), worker.clone(), task).await;
+            ran += 1;
+        }
+        Ok(ran)
+    }
+
+    /// The session a task belongs to.
+    fn session(&self, id: &str) -> Result<Session> {
+        self.core
+            .store()
+            .get_session(id)
+            .map_store_err()?
+            .ok_or_else(|| RuntimeError::SessionNotFound(id.to_owned()))
+    }
+
+    fn publish_update(
+        &self,
+        session_id: &str,
+        task_id: &str,
+        status: &str,
+        detail: Option<String>,
+    ) {
+        self.core.events().publish(
+            session_id,
+            AgentEvent::TaskUpdate {
+                task_id: task_id.to_owned(),
+                status: status.to_owned(),
+                detail,
+            },
+            false,
+        );
+    }
+}
 
 /// A running dispatcher: claims tasks from the store and runs them on a pool of workers.
 #[derive(Debug)]
@@ -53,43 +145,17 @@ impl Dispatcher {
     }
 }
 
-impl Runtime {
-    /// Starts a dispatcher on the current tokio runtime. Several may run (in this process or
-    /// others): the store's claims keep each task with one worker at a time.
-    pub fn start_dispatcher(&self) -> Dispatcher {
-        let stop = CancellationToken::new();
-        let worker = rein_store::new_id("worker");
-        let handle =
-            tokio::spawn(dispatch(Arc::downgrade(&self.inner), worker.clone(), stop.clone()));
-        Dispatcher { stop, handle, worker }
-    }
-
-    /// Claims and runs claimable tasks until none is left, without a dispatcher (for hosts that
-    /// drive tasks themselves, and for tests). Returns how many ran.
-    pub async fn run_pending_tasks(&self) -> Result<usize> {
-        let worker = rein_store::new_id("worker");
-        let mut ran = 0;
-        while let Some(task) =
-            self.inner.store.claim_task(&worker, self.inner.config.limits.task_lease).rt()?
-        {
-            run_task(Arc::clone(&self.inner), worker.clone(), task).await;
-            ran += 1;
-        }
-        Ok(ran)
-    }
-}
-
-async fn dispatch(inner: Weak<Inner>, worker: String, stop: CancellationToken) {
+async fn dispatch(tasks: Weak<Tasks>, worker: String, stop: CancellationToken) {
     let mut running: JoinSet<()> = JoinSet::new();
     let mut claimed: Vec<(String, tokio::task::AbortHandle)> = Vec::new();
     loop {
-        let Some(rt) = inner.upgrade() else { break };
-        let limits = rt.config.limits.clone();
+        let Some(live) = tasks.upgrade() else { break };
+        let limits = live.core.limits().clone();
         while running.len() < limits.workers.max(1) {
-            match rt.store.claim_task(&worker, limits.task_lease) {
+            match live.core.store().claim_task(&worker, limits.task_lease) {
                 Ok(Some(task)) => {
                     let id = task.id.clone();
-                    let handle = running.spawn(run_task(Arc::clone(&rt), worker.clone(), task));
+                    let handle = running.spawn(run_task(Arc::clone(&live), worker.clone(), task));
                     claimed.push((id, handle));
                 }
                 Ok(None) => break,
@@ -99,7 +165,7 @@ async fn dispatch(inner: Weak<Inner>, worker: String, stop: CancellationToken) {
                 }
             }
         }
-        drop(rt);
+        drop(live);
         tokio::select! {
             () = stop.cancelled() => break,
             () = tokio::time::sleep(limits.poll_every) => {}
@@ -110,56 +176,51 @@ async fn dispatch(inner: Weak<Inner>, worker: String, stop: CancellationToken) {
     // Graceful stop: the tasks still running go back to the queue.
     running.abort_all();
     while running.join_next().await.is_some() {}
-    if let Some(rt) = inner.upgrade() {
+    if let Some(live) = tasks.upgrade() {
         for (id, _) in claimed {
-            match rt.store.release_task(&id, &worker) {
+            match live.core.store().release_task(&id, &worker) {
                 Ok(_) | Err(StoreError::LeaseLost { .. }) => {}
                 Err(error) => tracing::warn!(task = %id, %error, "could not release a task"),
             }
-            lock(&rt.task_tokens).remove(&id);
+            live.running.remove(&id);
         }
     }
 }
 
 /// Runs one claimed task to its end, renewing its lease, and records the outcome.
-pub(crate) async fn run_task(inner: Arc<Inner>, worker: String, task: Task) {
+async fn run_task(tasks: Arc<Tasks>, worker: String, task: Task) {
+    let core = Arc::clone(&tasks.core);
+    let limits = core.limits().clone();
     let cancel = CancellationToken::new();
     if task.cancel_requested {
         cancel.cancel();
     }
-    lock(&inner.task_tokens).insert(task.id.clone(), cancel.clone());
-    inner.publish(
+    tasks.running.insert(&task.id, cancel.clone());
+    let attempt = format!("attempt {}", task.attempts);
+    tasks.publish_update(&task.session_id, &task.id, "running", Some(attempt));
+    let host: Weak<dyn TaskHost> = Arc::downgrade(&tasks) as Weak<dyn TaskHost>;
+    let context = TaskContext::new(
+        host,
+        &task.id,
         &task.session_id,
-        AgentEvent::TaskUpdate {
-            task_id: task.id.clone(),
-            status: "running".into(),
-            detail: Some(format!("attempt {}", task.attempts)),
-        },
-        false,
+        &worker,
+        cancel.clone(),
+        limits.task_lease,
     );
-    let context = TaskContext {
-        inner: Arc::downgrade(&inner),
-        task_id: task.id.clone(),
-        session_id: task.session_id.clone(),
-        worker: worker.clone(),
-        cancel: cancel.clone(),
-        lease: inner.config.limits.task_lease,
-    };
     let arguments = match &task.args {
         Value::Object(map) => map.clone(),
         _ => JsonObject::new(),
     };
-    let work = execute(Arc::clone(&inner), task.clone(), arguments, context);
+    let work = execute(&core, &task, arguments, context);
     tokio::pin!(work);
-    let mut renew =
-        tokio::time::interval(inner.config.limits.task_renew_every.max(Duration::from_millis(10)));
+    let mut renew = tokio::time::interval(limits.task_renew_every.max(Duration::from_millis(10)));
     renew.tick().await;
     let mut lost = false;
     let result = loop {
         tokio::select! {
             result = &mut work => break result,
             _ = renew.tick() => {
-                match inner.store.renew_task_lease(&task.id, &worker, inner.config.limits.task_lease, None) {
+                match core.store().renew_task_lease(&task.id, &worker, limits.task_lease, None) {
                     Ok(current) if current.cancel_requested => cancel.cancel(),
                     Ok(_) => {}
                     Err(StoreError::LeaseLost { .. }) => {
@@ -171,7 +232,7 @@ pub(crate) async fn run_task(inner: Arc<Inner>, worker: String, task: Task) {
             }
         }
     };
-    lock(&inner.task_tokens).remove(&task.id);
+    tasks.running.remove(&task.id);
     if lost {
         tracing::warn!(task = %task.id, "lost the task's lease; its outcome is left to the worker that holds it");
         return;
@@ -181,24 +242,16 @@ pub(crate) async fn run_task(inner: Arc<Inner>, worker: String, task: Task) {
     } else {
         match result {
             Ok(value) => TaskOutcome::Completed(value),
-            Err(error) => TaskOutcome::Failed(error),
+            Err(error) => TaskOutcome::Failed(error.to_string()),
         }
     };
-    match inner.store.finish_task(&task.id, &worker, outcome) {
+    match core.store().finish_task(&task.id, &worker, outcome) {
         Ok(done) => {
             let detail = match done.status {
-                rein_store::TaskStatus::Completed => None,
+                TaskStatus::Completed => None,
                 _ => done.error.clone(),
             };
-            inner.publish(
-                &done.session_id,
-                AgentEvent::TaskUpdate {
-                    task_id: done.id.clone(),
-                    status: done.status.as_str().to_owned(),
-                    detail,
-                },
-                false,
-            );
+            tasks.publish_update(&done.session_id, &done.id, done.status.as_str(), detail);
         }
         Err(StoreError::LeaseLost { .. }) => {
             tracing::warn!(task = %task.id, "the task's lease was taken over; this outcome is dropped");
@@ -207,132 +260,75 @@ pub(crate) async fn run_task(inner: Arc<Inner>, worker: String, task: Task) {
     }
 }
 
+/// Runs a task's handler, or its capability's tool when it has none.
 async fn execute(
-    inner: Arc<Inner>,
-    task: Task,
+    core: &Core,
+    task: &Task,
     arguments: JsonObject,
     context: TaskContext,
-) -> Result<Value, String> {
-    let Some(capability) = inner.caps.get(&task.tool).cloned() else {
-        return Err(format!("no capability named `{}` is configured", task.tool));
+) -> Result<Value, TaskError> {
+    let Some(capability) = core.caps().get(&task.tool).cloned() else {
+        return Err(TaskError::NoCapability(task.tool.clone()));
     };
-    if let Some(handler) = &capability.handler {
-        return handler.run(arguments, context).await;
+    if let Some(handler) = capability.handler() {
+        return handler.run(arguments, context).await.map_err(TaskError::Handler);
     }
-    let mut tool_context = ToolContext::new(
-        task.origin_call_id.clone().unwrap_or_else(|| task.id.clone()),
-        context.cancel.clone(),
-    );
-    tool_context = tool_context.with_session(task.session_id.clone());
-    match capability.tool.call(arguments, tool_context).await {
-        Ok(output) if output.is_error => Err(output.text),
-        Ok(output) => Ok(output.structured.unwrap_or(Value::String(output.text))),
-        Err(error) => Err(error.to_string()),
+    let call_id = task.origin_call_id.clone().unwrap_or_else(|| task.id.clone());
+    let tool_context =
+        ToolContext::new(call_id, context.cancellation()).with_session(task.session_id.clone());
+    match capability.tool().call(arguments, tool_context).await? {
+        output if output.is_error => Err(TaskError::Reported(output.text)),
+        output => Ok(output.structured.unwrap_or(Value::String(output.text))),
     }
 }
 
-/// A task handler's view of its own task.
-#[derive(Debug, Clone)]
-pub struct TaskContext {
-    inner: Weak<Inner>,
-    task_id: String,
-    session_id: String,
-    worker: String,
-    cancel: CancellationToken,
-    lease: Duration,
-}
-
-impl TaskContext {
-    fn inner(&self) -> Result<Arc<Inner>> {
-        self.inner
-            .upgrade()
-            .ok_or_else(|| RuntimeError::Internal("the runtime was shut down".to_owned()))
+#[async_trait]
+impl TaskHost for Tasks {
+    async fn heartbeat(&self, task: &TaskContext, stage: &str) -> Result<bool> {
+        let renewed = self
+            .core
+            .store()
+            .renew_task_lease(task.task_id(), task.worker(), task.lease(), Some(stage))
+            .map_store_err()?;
+        self.publish_update(task.session_id(), task.task_id(), "running", Some(stage.to_owned()));
+        Ok(renewed.cancel_requested)
     }
 
-    /// The task's id.
-    pub fn task_id(&self) -> &str {
-        &self.task_id
+    async fn load_checkpoint(&self, task: &TaskContext) -> Result<Option<Value>> {
+        self.core.store().load_task_checkpoint(task.task_id()).map_store_err()
     }
 
-    /// The session that started it.
-    pub fn session_id(&self) -> &str {
-        &self.session_id
+    async fn save_checkpoint(&self, task: &TaskContext, payload: &Value) -> Result<()> {
+        self.core
+            .store()
+            .save_task_checkpoint(task.task_id(), task.worker(), payload)
+            .map_store_err()
     }
 
-    /// Renews the task's lease and shows `stage`. Fails when the lease was lost (the handler
-    /// should stop: another worker has the task).
-    pub async fn heartbeat(&self, stage: &str) -> Result<()> {
-        let inner = self.inner()?;
-        match inner.store.renew_task_lease(&self.task_id, &self.worker, self.lease, Some(stage)) {
-            Ok(task) => {
-                if task.cancel_requested {
-                    self.cancel.cancel();
-                }
-                inner.publish(
-                    &self.session_id,
-                    AgentEvent::TaskUpdate {
-                        task_id: self.task_id.clone(),
-                        status: "running".into(),
-                        detail: Some(stage.to_owned()),
-                    },
-                    false,
-                );
-                Ok(())
-            }
-            Err(error) => {
-                self.cancel.cancel();
-                Err(RuntimeError::from_store(error))
-            }
-        }
-    }
-
-    /// Whether the task was cancelled (or its lease lost): the handler should return soon.
-    pub fn cancelled(&self) -> bool {
-        self.cancel.is_cancelled()
-    }
-
-    /// A token that fires on cancellation, to race long awaits against.
-    pub fn cancellation(&self) -> CancellationToken {
-        self.cancel.clone()
-    }
-
-    /// The resume state saved by an earlier attempt, if any.
-    pub async fn load_checkpoint(&self) -> Result<Option<Value>> {
-        self.inner()?.store.load_task_checkpoint(&self.task_id).rt()
-    }
-
-    /// Saves resume state (only while this worker holds the lease).
-    pub async fn save_checkpoint(&self, payload: &Value) -> Result<()> {
-        self.inner()?.store.save_task_checkpoint(&self.task_id, &self.worker, payload).rt()
-    }
-
-    /// Runs another capability for the task, through the session's policy and approvals.
-    pub async fn call(&self, capability: &str, arguments: JsonObject) -> Result<ToolOutput> {
-        let inner = self.inner()?;
-        let session = inner
-            .store
-            .get_session(&self.session_id)
-            .rt()?
-            .ok_or_else(|| RuntimeError::SessionNotFound(self.session_id.clone()))?;
-        let Some(cap) = inner.caps.get(capability).cloned() else {
+    async fn call(
+        &self,
+        task: &TaskContext,
+        capability: &str,
+        arguments: JsonObject,
+    ) -> Result<ToolOutput> {
+        let session = self.session(task.session_id())?;
+        let Some(cap) = self.core.caps().get(capability).cloned() else {
             return Err(RuntimeError::Invalid(format!("no capability named `{capability}`")));
         };
         let context =
-            ToolContext::new(format!("{}:{capability}", self.task_id), self.cancel.clone())
-                .with_session(self.session_id.clone());
-        Ok(tools::invoke(&inner, &session, &cap, arguments, context).await)
+            ToolContext::new(format!("{}:{capability}", task.task_id()), task.cancellation())
+                .with_session(task.session_id().to_owned());
+        Ok(policy::invoke(&self.core, &session, &cap, arguments, context).await)
     }
 
-    /// One model request with the session's model, through the same context budget as a turn
-    /// (no tools).
-    pub async fn model_turn(&self, system: &str, messages: Vec<Message>) -> Result<ModelReply> {
-        let inner = self.inner()?;
-        let session = inner
-            .store
-            .get_session(&self.session_id)
-            .rt()?
-            .ok_or_else(|| RuntimeError::SessionNotFound(self.session_id.clone()))?;
-        let model = inner.model_of(&session)?;
+    async fn model_turn(
+        &self,
+        task: &TaskContext,
+        system: &str,
+        messages: Vec<Message>,
+    ) -> Result<ModelReply> {
+        let session = self.session(task.session_id())?;
+        let model = self.core.model_of(&session)?;
         let system = if system.is_empty() { Vec::new() } else { vec![Message::system(system)] };
         let mut budget = ContextBudget::new(BudgetConfig::default());
         let prepared = budget.prepare(&PrepareInput {
@@ -344,11 +340,12 @@ impl TaskContext {
             min_level: Level::default(),
         });
         let mut request = ModelRequest::new(prepared.messages, Vec::new());
-        request.session_id = Some(self.session_id.clone());
-        request.reasoning = inner.settings(&session).reasoning;
+        request.session_id = Some(task.session_id().to_owned());
+        request.reasoning = self.core.settings(&session).reasoning;
         let ignore = |_delta| {};
+        let cancel = task.cancellation();
         tokio::select! {
-            () = self.cancel.cancelled() => Err(RuntimeError::Invalid("the task was cancelled".to_owned())),
+            () = cancel.cancelled() => Err(RuntimeError::Invalid("the task was cancelled".to_owned())),
             reply = model.complete(&request, &ignore) => reply.map_err(|error| RuntimeError::Provider(error.to_string())),
         }
     }

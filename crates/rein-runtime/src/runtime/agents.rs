@@ -1,0 +1,43 @@
+//! The handle's agents and models: what sessions can be created for and pinned to.
+
+use rein_protocol::ToolSpec;
+
+use crate::{
+    error::{Result, RuntimeError},
+    names::AgentId,
+    offer::Offer,
+    types::{AgentInfo, ModelListing},
+};
+
+impl super::Runtime {
+    /// The configured (public) agents with the tools their sessions offer.
+    pub fn agents(&self) -> Vec<AgentInfo> {
+        let core = self.core();
+        core.config()
+            .agents
+            .iter()
+            .map(|agent| AgentInfo {
+                name: agent.name.clone(),
+                description: agent.description.clone(),
+                allow_background_tasks: agent.policy.allow_background_tasks,
+                metadata: agent.metadata.clone(),
+                tools: Offer::new(core, agent, false).specs(),
+            })
+            .collect()
+    }
+
+    /// The models sessions may be pinned to.
+    pub fn models(&self) -> ModelListing {
+        let models = self.core().models();
+        ModelListing { models: models.list(), default_model: models.default_model() }
+    }
+
+    /// The specs a session of `agent` offers (for hosts that list tools).
+    pub fn agent_tools(&self, agent: &str) -> Result<Vec<ToolSpec>> {
+        let core = self.core();
+        let definition =
+            core.definition(agent).ok_or_else(|| RuntimeError::AgentNotFound(agent.to_owned()))?;
+        let is_child = matches!(AgentId::parse(agent), AgentId::Persona(_));
+        Ok(Offer::new(core, &definition, is_child).specs())
+    }
+}

@@ -1,0 +1,120 @@
+//! The handle's turn API: send a message, continue or discard a paused turn, interrupt.
+
+use std::sync::Arc;
+
+use serde_json::json;
+
+use crate::{
+    error::{Result, RuntimeError},
+    transcript::kind,
+    turn::{self, TurnMode, TurnRequest},
+    types::{InterruptReport, SessionView, TurnReport},
+};
+
+impl super::Runtime {
+    /// How many sessions hold their conversation in memory (at most about
+    /// `limits.live_sessions`, plus those paused at a checkpoint or in use).
+    pub fn sessions_in_memory(&self) -> usize {
+        self.shared.live.len()
+    }
+
+    /// Whether a turn of this session is paused at a checkpoint in this process.
+    pub fn has_checkpoint(&self, id: &str) -> bool {
+        self.shared
+            .live
+            .peek(id)
+            .is_some_and(|live| live.try_lock().is_ok_and(|live| live.is_suspended()))
+    }
+
+    /// Runs one turn with the user's text and answers when it ends. Re-links the view context
+    /// first when one is given. [`RuntimeError::TurnInFlight`] while another turn runs.
+    pub async fn send_message(
+        &self,
+        id: &str,
+        text: &str,
+        view_context_id: Option<&str>,
+    ) -> Result<TurnReport> {
+        if text.trim().is_empty() {
+            return Err(RuntimeError::Invalid("the message is empty".to_owned()));
+        }
+        self.run_turn(id, TurnRequest { text, view_context_id, mode: TurnMode::Message }).await
+    }
+
+    /// Continues a turn paused at a checkpoint.
+    pub async fn continue_turn(&self, id: &str) -> Result<TurnReport> {
+        let request =
+            TurnRequest { text: "Continue", view_context_id: None, mode: TurnMode::Continue };
+        self.run_turn(id, request).await
+    }
+
+    /// Discards a turn paused at a checkpoint: its tool traffic leaves the conversation.
+    pub async fn discard_checkpoint(&self, id: &str) -> Result<SessionView> {
+        self.public_session(id)?;
+        let Some(live) = self.shared.live.peek(id) else {
+            return Err(RuntimeError::NoCheckpoint(id.to_owned()));
+        };
+        let Ok(mut live) = live.try_lock() else {
+            return Err(RuntimeError::TurnInFlight(id.to_owned()));
+        };
+        let history = live.history.clone();
+        let Some(agent) = live.agent.as_mut() else {
+            return Err(RuntimeError::NoCheckpoint(id.to_owned()));
+        };
+        if !agent.discard_checkpoint() {
+            return Err(RuntimeError::NoCheckpoint(id.to_owned()));
+        }
+        let messages = agent.history().to_vec();
+        // Keep the internal flags of the messages that stayed (they are a prefix or kept copies).
+        let flags = history.flags_of(&messages);
+        history.replace(&messages, &flags);
+        self.core().events().bookkeeping(
+            id,
+            kind::HISTORY_REPLACED,
+            json!({"messages": messages, "internal": flags}),
+        )?;
+        drop(live);
+        self.session(id).await
+    }
+
+    /// Asks the running turn to stop (recorded in the store, so a turn in another process
+    /// sees it too).
+    pub async fn interrupt(&self, id: &str) -> Result<InterruptReport> {
+        let core = self.core();
+        let session = self.public_session(id)?;
+        let request = core
+            .store()
+            .request_stop(id, Some("interrupted by the user"))
+            .map_err(RuntimeError::from_store)?;
+        let local = self.shared.turns.cancel(id);
+        Ok(InterruptReport {
+            session_id: id.to_owned(),
+            turn_in_flight: local || session.turn_live(core.now()),
+            requested_at: request.requested_at,
+        })
+    }
+
+    /// One turn: prepared, run, and answered with the session as it ended.
+    async fn run_turn(&self, id: &str, request: TurnRequest<'_>) -> Result<TurnReport> {
+        let shared = &self.shared;
+        let session = self.public_session(id)?;
+        // Held until the eviction below has run, so this session is never the one dropped.
+        let live = shared.live.get(id);
+        let prepared =
+            turn::prepare(&shared.core, &shared.turns, Arc::clone(&live), session, request)?;
+        let finished = prepared.run().await?;
+        self.evict_idle_sessions();
+        drop(live);
+        let session = self.session(id).await?;
+        Ok(TurnReport {
+            session_id: id.to_owned(),
+            agent_name: session.agent_name.clone(),
+            steps: finished.outcome.steps,
+            final_message: finished.outcome.text,
+            ending: finished.outcome.ending,
+            messages_added: finished.added,
+            tool_results: finished.outcome.tool_results,
+            usage: finished.outcome.usage,
+            session,
+        })
+    }
+}

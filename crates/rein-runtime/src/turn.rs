@@ -1,0 +1,326 @@
+//! One turn of a session, in three parts: [`prepare`] (lock the session, take its lease, attach
+//! the agent, gather the task notes), [`Prepared::run`] (the loop, with the lease kept alive)
+//! and the finish inside it (the list summary, the end of the lease).
+//!
+//! # The turn lease
+//!
+//! 1. The session's async lock is taken with `try_lock` (a second turn in this process is
+//!    `TurnInFlight` at once, never queued), then the store's turn lease (`begin_turn`: a turn
+//!    of another process holds the session until its lease runs out).
+//! 2. While the loop runs, a [`LeaseKeeper`] renews the lease at a third of its length and polls
+//!    the store for a stop asked for by another process, every `limits.stop_poll_every`.
+//! 3. Every way out of the turn after step 1 drops the [`TurnLease`]: it stops the keeper,
+//!    forgets the turn's stop token, syncs the transcript (the turn's commit point: its events
+//!    reach the disk before it is answered), then ends the lease in the store with how the
+//!    turn was left and the session's list fields, in one write.
+
+use std::sync::Arc;
+
+use rein_agent::{Agent, TaskCompletion, TurnInput, TurnOutcome};
+use rein_protocol::{CancellationToken, JsonObject, Message, Model};
+use rein_store::{Session, SessionPatch, Task, TaskStatus, TurnUnfinished};
+use serde_json::Value;
+use tokio::sync::OwnedMutexGuard;
+
+use crate::{
+    cancels::Cancels,
+    config::AgentDefinition,
+    core::Core,
+    error::{Result, RuntimeError, StoreResult as _},
+    live_sessions::{LiveSession, SessionLock},
+    model_filter::{HiddenToolFilter, UnofferedCallAudit},
+    session_meta::SessionMeta,
+    session_tools,
+    sink::TurnSink,
+    transcript,
+};
+
+/// How a turn is asked for.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum TurnMode {
+    /// With the user's text.
+    Message,
+    /// Continuing a turn paused at a checkpoint.
+    Continue,
+}
+
+/// What a turn is asked to do.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct TurnRequest<'a> {
+    /// The user's text (`Continue` for a continued turn).
+    pub(crate) text: &'a str,
+    /// The view context to link before the turn, when it changed.
+    pub(crate) view_context_id: Option<&'a str>,
+    /// How it is asked for.
+    pub(crate) mode: TurnMode,
+}
+
+/// Ends the turn lease on every path out of a turn (the store calls are synchronous).
+struct TurnLease {
+    core: Arc<Core>,
+    turns: Arc<Cancels>,
+    session_id: String,
+    unfinished: Option<TurnUnfinished>,
+    /// The session's list fields, written with the end of the turn (when it answered).
+    summary: JsonObject,
+    /// Stops the [`LeaseKeeper`].
+    done: CancellationToken,
+}
+
+impl Drop for TurnLease {
+    fn drop(&mut self) {
+        self.done.cancel();
+        self.turns.remove(&self.session_id);
+        // The turn's commit point: its events reach the disk before it is answered (a no-op
+        // for a transcript store that syncs every append).
+        if let Err(error) = self.core.events().sync(&self.session_id) {
+            tracing::error!(session = %self.session_id, %error, "could not sync the transcript");
+        }
+        // Ending the turn also drops the stop request it may have ended under.
+        if let Err(error) = self.core.store().end_turn_with_metadata(
+            &self.session_id,
+            self.core.instance(),
+            self.unfinished,
+            &self.summary,
+        ) {
+            tracing::warn!(session = %self.session_id, %error, "could not end the turn lease");
+        }
+    }
+}
+
+/// Renews a running turn's lease and watches for a stop asked for by another process.
+struct LeaseKeeper;
+
+impl LeaseKeeper {
+    /// Spawns the keeper of `session_id`'s lease: it fires `stop` on a stop request and ends
+    /// when `done` fires.
+    fn spawn(core: Arc<Core>, session_id: &str, stop: CancellationToken, done: CancellationToken) {
+        let id = session_id.to_owned();
+        tokio::spawn(async move {
+            let every = core.limits().stop_poll_every;
+            let lease = core.limits().turn_lease;
+            let mut renewed = tokio::time::Instant::now();
+            loop {
+                tokio::select! {
+                    () = done.cancelled() => return,
+                    () = tokio::time::sleep(every) => {}
+                }
+                // Renew at a third of the lease: a live turn never loses it, a dead process's
+                // turn frees the session once it runs out.
+                if renewed.elapsed() >= lease / 3 {
+                    renewed = tokio::time::Instant::now();
+                    if let Err(error) = core.store().renew_turn(&id, core.instance(), lease) {
+                        tracing::warn!(session = %id, %error, "could not renew the turn lease");
+                    }
+                }
+                if matches!(core.store().peek_stop(&id), Ok(Some(_))) {
+                    stop.cancel();
+                }
+            }
+        });
+    }
+}
+
+/// A turn ready to run: its session locked and leased, its agent attached, its input built.
+pub(crate) struct Prepared {
+    core: Arc<Core>,
+    live: OwnedMutexGuard<LiveSession>,
+    lease: TurnLease,
+    session: Session,
+    input: TurnInput,
+    /// The tasks whose notes the turn starts with.
+    notes: Vec<String>,
+    /// The turn's stop token.
+    stop: CancellationToken,
+}
+
+/// What a turn that ended did.
+pub(crate) struct Finished {
+    /// The loop's outcome.
+    pub(crate) outcome: TurnOutcome,
+    /// The visible messages the turn added.
+    pub(crate) added: Vec<Message>,
+}
+
+/// Locks and leases the session for a turn and gets its agent ready. `turns` receives the
+/// turn's stop token until it ends.
+pub(crate) fn prepare(
+    core: &Arc<Core>,
+    turns: &Arc<Cancels>,
+    live: SessionLock,
+    mut session: Session,
+    request: TurnRequest<'_>,
+) -> Result<Prepared> {
+    let id = session.id.clone();
+    let Ok(mut live) = live.try_lock_owned() else {
+        return Err(RuntimeError::TurnInFlight(id));
+    };
+    let definition = core
+        .definition(&session.agent_id)
+        .ok_or_else(|| RuntimeError::AgentNotFound(session.agent_id.clone()))?;
+    let model = core.model_of(&session)?;
+    if request.mode == TurnMode::Continue && !live.is_suspended() {
+        return Err(RuntimeError::NoCheckpoint(id));
+    }
+    if !core.store().begin_turn(&id, core.instance(), core.limits().turn_lease).map_store_err()? {
+        return Err(RuntimeError::TurnInFlight(id));
+    }
+    let stop = CancellationToken::new();
+    let lease = TurnLease {
+        core: Arc::clone(core),
+        turns: Arc::clone(turns),
+        session_id: id.clone(),
+        unfinished: None,
+        summary: JsonObject::new(),
+        done: CancellationToken::new(),
+    };
+    // (Beginning the turn dropped any stop asked for before it: that one was not for it.)
+    turns.insert(&id, stop.clone());
+
+    if let Some(view) = request.view_context_id
+        && session.view_context_id.as_deref() != Some(view)
+    {
+        let patch = SessionPatch {
+            view_context_id: Some(Some(view.to_owned())),
+            ..SessionPatch::default()
+        };
+        session = core.store().update_session(&id, &patch).map_store_err()?;
+    }
+    if live.agent.is_none() {
+        attach_agent(core, &mut live, &session, &definition, &model)?;
+    }
+    let hidden = Arc::clone(&live.hidden);
+    let Some(agent) = live.agent.as_mut() else {
+        return Err(RuntimeError::Internal("the session's agent vanished".to_owned()));
+    };
+    agent.set_model(HiddenToolFilter::wrap(model, &hidden));
+    let fresh = core.agent_config(&session, &definition);
+    let config = agent.config_mut();
+    config.reasoning = fresh.reasoning;
+    config.system_prompt = fresh.system_prompt;
+
+    let (input, notes) = pending_notes(core, &id, &live, request.text)?;
+    Ok(Prepared { core: Arc::clone(core), live, lease, session, input, notes, stop })
+}
+
+/// Builds a session's agent from its transcript: history, tools, audit hook.
+fn attach_agent(
+    core: &Arc<Core>,
+    live: &mut LiveSession,
+    session: &Session,
+    definition: &AgentDefinition,
+    model: &Arc<dyn Model>,
+) -> Result<()> {
+    let rebuilt = core.rebuild(&session.id)?;
+    live.history.replace(&rebuilt.history, &rebuilt.internal);
+    let (registry, hidden) = session_tools::registry(core, session, definition, &live.history);
+    live.hidden = Arc::new(hidden);
+    let mut agent =
+        Agent::new(Arc::clone(model), Arc::new(registry), core.agent_config(session, definition))
+            .with_hook(Arc::new(UnofferedCallAudit::new(core, &session.id)));
+    agent.set_history(rebuilt.history);
+    live.agent = Some(agent);
+    Ok(())
+}
+
+/// The turn's input: the finished background tasks of `session_id` first, as hidden notes,
+/// once each (a task whose note is already in the history is only marked delivered). Returns
+/// it with the ids of the tasks whose notes it carries.
+fn pending_notes(
+    core: &Core,
+    session_id: &str,
+    live: &LiveSession,
+    text: &str,
+) -> Result<(TurnInput, Vec<String>)> {
+    let mut input = TurnInput::new(text);
+    let mut notes = Vec::new();
+    for task in core.store().undelivered_tasks(session_id).map_store_err()? {
+        let marker = format!("[Background task {} ", task.id);
+        if live.history.has_user_message_starting_with(&marker) {
+            core.store().mark_task_delivered(&task.id).map_store_err()?;
+            continue;
+        }
+        input = input.with_completion(TaskCompletion::new(
+            task.id.clone(),
+            task.status.as_str(),
+            completion_summary(&task),
+        ));
+        notes.push(task.id);
+    }
+    Ok((input, notes))
+}
+
+/// The text a finished task's note carries: its result, or why it failed or was cancelled.
+fn completion_summary(task: &Task) -> String {
+    const MAX: usize = 8_000;
+    let body = match task.status {
+        TaskStatus::Completed => {
+            let result = match &task.result {
+                Some(Value::String(text)) => text.clone(),
+                Some(value) => value.to_string(),
+                None => String::new(),
+            };
+            format!("`{}` completed. Result: {result}", task.tool)
+        }
+        TaskStatus::Failed => {
+            format!("`{}` failed: {}", task.tool, task.error.clone().unwrap_or_default())
+        }
+        _ => format!("`{}` was cancelled: {}", task.tool, task.error.clone().unwrap_or_default()),
+    };
+    if body.chars().count() > MAX {
+        let mut cut: String = body.chars().take(MAX).collect();
+        cut.push_str(" [cut]");
+        cut
+    } else {
+        body
+    }
+}
+
+impl Prepared {
+    /// Runs the loop with the lease kept alive, then finishes the turn: on an answer, the title
+    /// (set once) and the list fields; on an error, how the turn was left. The session's lock
+    /// is let go when this returns.
+    pub(crate) async fn run(self) -> Result<Finished> {
+        let Prepared { core, mut live, mut lease, session, input, notes, stop } = self;
+        let id = session.id.as_str();
+        LeaseKeeper::spawn(Arc::clone(&core), id, stop.clone(), lease.done.clone());
+        let history = live.history.clone();
+        let Some(agent) = live.agent.as_mut() else {
+            return Err(RuntimeError::Internal("the session's agent vanished".to_owned()));
+        };
+        let sink = TurnSink::new(Arc::clone(&core), id, history.clone(), notes);
+        let result = agent.turn(input, &stop, &sink).await;
+        let history_len = agent.history().len();
+        let outcome = match result {
+            Ok(outcome) => outcome,
+            Err(error) => {
+                lease.unfinished =
+                    transcript::unfinished_from_tail(agent.history(), &history.flags());
+                drop(lease);
+                return Err(RuntimeError::Provider(error.to_string()));
+            }
+        };
+        tracing::debug!(session = id, history_len, ending = outcome.ending.as_str(), "turn ended");
+        let visible = history.visible();
+        set_title_once(&core, &session, visible.first_user.as_deref());
+        let last =
+            visible.last.map(|text| (transcript::preview(&text, 96), core.now().to_rfc3339()));
+        lease.summary = SessionMeta::list_patch(visible.count, last);
+        drop(lease);
+        drop(live);
+        Ok(Finished { outcome, added: sink.added() })
+    }
+}
+
+/// Titles an untitled session after its first user message (by column, never a whole-row
+/// rewrite).
+fn set_title_once(core: &Core, session: &Session, first_user: Option<&str>) {
+    let (None, Some(first)) = (&session.title, first_user) else { return };
+    let patch = SessionPatch {
+        title: Some(Some(transcript::preview(first, 72))),
+        ..SessionPatch::default()
+    };
+    if let Err(error) = core.store().update_session(&session.id, &patch) {
+        tracing::warn!(session = %session.id, %error, "could not set the session title");
+    }
+}
