@@ -152,23 +152,11 @@ mod tests {
         assert!(problems.is_empty(), "file-doc problems:\n{}", problems.join("\n"));
     }
 
-    /// Crates whose module cycles their owners are removing now (issue 14). Drop a name once its
-    /// crate is clean, so that it stays clean; `cargo xtask tidy` reports these meanwhile.
-    const BEING_UNTANGLED: &[&str] = &["rein-runtime"];
-
     #[test]
     fn module_cycles() {
         let problems = super::cycles::check_module_cycles(&crate::project_root())
             .expect("module-cycle check runs");
-        let unexpected: Vec<&String> = problems
-            .iter()
-            .filter(|problem| {
-                !BEING_UNTANGLED
-                    .iter()
-                    .any(|name| problem.starts_with(&format!("module cycle in {name}:")))
-            })
-            .collect();
-        assert!(unexpected.is_empty(), "module cycles:\n{unexpected:#?}");
+        assert!(problems.is_empty(), "module cycles:\n{problems:#?}");
     }
 
     #[test]
