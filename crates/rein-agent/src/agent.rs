@@ -307,7 +307,7 @@ impl Agent {
         self.repair_history(events);
         let resumed = self.suspended.take();
         let is_resumed = resumed.is_some();
-        let mut t = TurnState {
+        let mut turn = TurnState {
             cancel,
             events,
             user_text: input.text.clone(),
@@ -332,33 +332,33 @@ impl Agent {
         };
 
         for hook in self.hooks.clone() {
-            let result = hook.before_turn(&self.turn_context(&t)).await;
-            self.hook_result(&t, hook.as_ref(), "before_turn", result);
+            let result = hook.before_turn(&self.turn_context(&turn)).await;
+            self.hook_result(&turn, hook.as_ref(), "before_turn", result);
         }
         for completion in &input.completions {
             let note = Message::user(completion.note());
-            t.keep.push(note.clone());
-            self.push(&t, note);
+            turn.keep.push(note.clone());
+            self.push(&turn, note);
             for hook in self.hooks.clone() {
-                let result = hook.after_completion(&self.turn_context(&t), completion).await;
-                self.hook_result(&t, hook.as_ref(), "after_completion", result);
+                let result = hook.after_completion(&self.turn_context(&turn), completion).await;
+                self.hook_result(&turn, hook.as_ref(), "after_completion", result);
             }
         }
         let user = Message::user(input.text);
-        t.keep.push(user.clone());
-        self.push(&t, user);
+        turn.keep.push(user.clone());
+        self.push(&turn, user);
 
-        let ended = self.run_loop(&mut t).await;
+        let ended = self.run_loop(&mut turn).await;
         match ended {
             Ok((ending, text)) => {
-                events.emit(AgentEvent::TurnEnd { ending, text: text.clone(), usage: t.usage });
+                events.emit(AgentEvent::TurnEnd { ending, text: text.clone(), usage: turn.usage });
                 Ok(TurnOutcome {
                     ending,
                     text,
-                    usage: t.usage,
-                    steps: t.steps,
-                    tool_rounds: t.iterations,
-                    tool_results: t.tool_results,
+                    usage: turn.usage,
+                    steps: turn.steps,
+                    tool_rounds: turn.iterations,
+                    tool_results: turn.tool_results,
                     resumed: is_resumed,
                 })
             }
@@ -372,24 +372,24 @@ impl Agent {
                 events.emit(AgentEvent::TurnEnd {
                     ending: TurnEnding::Error,
                     text: error.to_string(),
-                    usage: t.usage,
+                    usage: turn.usage,
                 });
                 Err(error)
             }
         }
     }
 
-    pub(crate) fn turn_context<'t>(&'t self, t: &'t TurnState<'_>) -> TurnContext<'t> {
+    pub(crate) fn turn_context<'t>(&'t self, turn: &'t TurnState<'_>) -> TurnContext<'t> {
         TurnContext {
             session_id: self.config.session_id.as_deref(),
-            user_text: &t.user_text,
-            step: t.steps,
+            user_text: &turn.user_text,
+            step: turn.steps,
         }
     }
 
     pub(crate) fn hook_result<T>(
         &self,
-        t: &TurnState<'_>,
+        turn: &TurnState<'_>,
         hook: &dyn Hooks,
         stage: &str,
         result: Result<T, HookError>,
@@ -398,7 +398,7 @@ impl Agent {
             Ok(value) => Some(value),
             Err(error) => {
                 tracing::warn!(hook = hook.name(), stage, %error, "hook failed; skipped");
-                t.events.emit(AgentEvent::Notice {
+                turn.events.emit(AgentEvent::Notice {
                     code: code::HOOK_FAILED.to_owned(),
                     message: format!("hook `{}` failed in {stage}: {error}", hook.name()),
                 });
@@ -408,13 +408,13 @@ impl Agent {
     }
 
     /// Appends a message to the history and reports it.
-    pub(crate) fn push(&mut self, t: &TurnState<'_>, message: Message) {
-        t.events.emit(AgentEvent::Message { message: message.clone() });
+    pub(crate) fn push(&mut self, turn: &TurnState<'_>, message: Message) {
+        turn.events.emit(AgentEvent::Message { message: message.clone() });
         self.history.push(message);
     }
 
-    fn notice(t: &TurnState<'_>, code: &str, message: impl Into<String>) {
-        t.events.emit(AgentEvent::Notice { code: code.to_owned(), message: message.into() });
+    fn notice(turn: &TurnState<'_>, code: &str, message: impl Into<String>) {
+        turn.events.emit(AgentEvent::Notice { code: code.to_owned(), message: message.into() });
     }
 
     /// Answers calls of the last assistant message that have no result (left by a turn whose
@@ -453,24 +453,24 @@ impl Agent {
     /// prompt is too long. `cancellable`: races the token.
     async fn request(
         &mut self,
-        t: &mut TurnState<'_>,
+        turn: &mut TurnState<'_>,
         tools_on: bool,
         note: Option<&str>,
         cancellable: bool,
     ) -> Result<Requested, AgentError> {
         loop {
-            t.steps += 1;
+            turn.steps += 1;
             let mut pinned = Vec::new();
             for hook in self.hooks.clone() {
-                let result = hook.pinned_context(&self.turn_context(t)).await;
+                let result = hook.pinned_context(&self.turn_context(turn)).await;
                 if let Some(Some(text)) =
-                    self.hook_result(t, hook.as_ref(), "pinned_context", result)
+                    self.hook_result(turn, hook.as_ref(), "pinned_context", result)
                     && !text.trim().is_empty()
                 {
                     pinned.push(Message::system(text));
                 }
             }
-            if let Some(text) = &t.pinned {
+            if let Some(text) = &turn.pinned {
                 pinned.push(Message::system(text.clone()));
             }
             if let Some(text) = note {
@@ -488,7 +488,7 @@ impl Agent {
                 pinned: &pinned,
                 tools: &specs,
                 model: self.model.info(),
-                min_level: t.min_level,
+                min_level: turn.min_level,
             });
             let tools_offered = !specs.is_empty();
             let mut messages = prepared.messages;
@@ -503,9 +503,9 @@ impl Agent {
             request.sampling = self.config.sampling.clone();
             request.reasoning = self.config.reasoning;
             request.session_id = self.config.session_id.clone();
-            t.events.emit(AgentEvent::RequestStarted { step: t.steps, tools_offered });
+            turn.events.emit(AgentEvent::RequestStarted { step: turn.steps, tools_offered });
 
-            let events = t.events;
+            let events = turn.events;
             let deltas = move |delta: ReplyDelta| match delta {
                 ReplyDelta::Text { text } => events.emit(AgentEvent::TextDelta { text }),
                 ReplyDelta::Reasoning { text } => events.emit(AgentEvent::ReasoningDelta { text }),
@@ -515,7 +515,7 @@ impl Agent {
             let result = if cancellable {
                 tokio::select! {
                     biased;
-                    () = t.cancel.cancelled() => return Ok(Requested::Cancelled),
+                    () = turn.cancel.cancelled() => return Ok(Requested::Cancelled),
                     result = model.complete(&request, &deltas) => result,
                 }
             } else {
@@ -524,7 +524,7 @@ impl Agent {
             match result {
                 Ok(reply) => {
                     if let Some(usage) = &reply.usage {
-                        t.usage.add(usage);
+                        turn.usage.add(usage);
                         // The provider's own count corrects the estimate of the next request.
                         self.budget.record_usage(usage);
                     }
@@ -534,17 +534,17 @@ impl Agent {
                     match prepared.level.tighter() {
                         Some(tighter) => {
                             Self::notice(
-                                t,
+                                turn,
                                 code::PROMPT_TOO_LONG,
                                 format!("the prompt was too long; retrying at {tighter:?}"),
                             );
-                            t.min_level = tighter;
+                            turn.min_level = tighter;
                         }
                         None => return Err(error.into()),
                     }
                 }
                 Err(error)
-                    if error.kind == ModelErrorKind::Cancelled && t.cancel.is_cancelled() =>
+                    if error.kind == ModelErrorKind::Cancelled && turn.cancel.is_cancelled() =>
                 {
                     return Ok(Requested::Cancelled);
                 }
@@ -569,73 +569,78 @@ impl Agent {
         recovered
     }
 
-    async fn run_loop(&mut self, t: &mut TurnState<'_>) -> Ended {
+    async fn run_loop(&mut self, turn: &mut TurnState<'_>) -> Ended {
         loop {
-            if t.cancel.is_cancelled() {
-                return self.stopped(t).await;
+            if turn.cancel.is_cancelled() {
+                return self.stopped(turn).await;
             }
             let threshold = self.config.checkpoint_threshold();
-            if threshold > 0 && (t.iterations >= threshold || t.local_streak >= threshold) {
-                return self.checkpoint(t).await;
+            if threshold > 0 && (turn.iterations >= threshold || turn.local_streak >= threshold) {
+                return self.checkpoint(turn).await;
             }
-            t.rounds += 1;
-            let step_limited = self.config.max_steps.is_some_and(|max| t.rounds >= max);
-            let last_step = step_limited || t.cap_reached;
+            turn.rounds += 1;
+            let step_limited = self.config.max_steps.is_some_and(|max| turn.rounds >= max);
+            let last_step = step_limited || turn.cap_reached;
             let tools_on = !last_step && !self.tools.is_empty();
             if last_step {
                 Self::notice(
-                    t,
+                    turn,
                     code::STEP_LIMIT,
                     "last step: tools are off, answering from the results in hand",
                 );
             }
             let note = last_step.then_some(texts::LAST_STEP);
-            let reply = match self.request(t, tools_on, note, true).await? {
+            let reply = match self.request(turn, tools_on, note, true).await? {
                 Requested::Reply(reply) => reply,
-                Requested::Cancelled => return self.stopped(t).await,
+                Requested::Cancelled => return self.stopped(turn).await,
             };
             let recovered = self.recover_reply(&reply, tools_on);
             if let Some(reasoning) = &recovered.reasoning {
-                t.events.emit(AgentEvent::Reasoning { text: reasoning.clone() });
+                turn.events.emit(AgentEvent::Reasoning { text: reasoning.clone() });
             }
             let ending = if last_step { TurnEnding::StepLimit } else { TurnEnding::Answered };
             if reply.stop_reason == StopReason::Length {
-                return self.cut_reply(t, recovered, ending).await;
+                return self.cut_reply(turn, recovered, ending).await;
             }
             if !recovered.calls.is_empty() {
                 if !tools_on {
                     Self::notice(
-                        t,
+                        turn,
                         code::IGNORED_CALLS,
                         "tools were off; the reply's calls were not run",
                     );
-                    return Ok(self.answer(t, recovered.visible_text, recovered.reasoning, ending));
+                    return Ok(self.answer(
+                        turn,
+                        recovered.visible_text,
+                        recovered.reasoning,
+                        ending,
+                    ));
                 }
-                match self.round(t, recovered).await? {
+                match self.round(turn, recovered).await? {
                     Some(end) => return Ok(end),
                     None => continue,
                 }
             }
-            if recovered.attempted_unparsed && t.parse_retries < self.config.max_parse_retries {
-                t.parse_retries += 1;
+            if recovered.attempted_unparsed && turn.parse_retries < self.config.max_parse_retries {
+                turn.parse_retries += 1;
                 let bad = assistant(recovered.visible_text, recovered.reasoning, Vec::new());
-                self.push(t, bad);
+                self.push(turn, bad);
                 Self::notice(
-                    t,
+                    turn,
                     code::PARSE_RETRY,
-                    format!("unreadable tool call; re-prompt {}", t.parse_retries),
+                    format!("unreadable tool call; re-prompt {}", turn.parse_retries),
                 );
-                self.push(t, Message::user(texts::PARSE_RETRY));
+                self.push(turn, Message::user(texts::PARSE_RETRY));
                 continue;
             }
-            return Ok(self.answer(t, recovered.visible_text, recovered.reasoning, ending));
+            return Ok(self.answer(turn, recovered.visible_text, recovered.reasoning, ending));
         }
     }
 
     /// The model answered in text: store it (a blank answer is replaced and not stored).
     fn answer(
         &mut self,
-        t: &TurnState<'_>,
+        turn: &TurnState<'_>,
         text: String,
         reasoning: Option<String>,
         ending: TurnEnding,
@@ -643,29 +648,32 @@ impl Agent {
         if text.trim().is_empty() {
             return (ending, texts::BLANK_ANSWER.to_owned());
         }
-        self.push(t, assistant(text.clone(), reasoning, Vec::new()));
+        self.push(turn, assistant(text.clone(), reasoning, Vec::new()));
         (ending, text)
     }
 
     /// A round with calls: run the batch, then the recovery and repeated-failure rules.
     async fn round(
         &mut self,
-        t: &mut TurnState<'_>,
+        turn: &mut TurnState<'_>,
         recovered: Recovered,
     ) -> Result<Option<(TurnEnding, String)>, AgentError> {
-        t.parse_retries = 0;
+        turn.parse_retries = 0;
         let calls = recovered.calls;
         if calls.iter().all(|call| self.tools.is_local(&call.name)) {
-            t.local_streak += 1;
+            turn.local_streak += 1;
         } else {
-            t.iterations += 1;
-            t.local_streak = 0;
+            turn.iterations += 1;
+            turn.local_streak = 0;
         }
-        self.push(t, assistant(recovered.visible_text.clone(), recovered.reasoning, calls.clone()));
-        t.events
+        self.push(
+            turn,
+            assistant(recovered.visible_text.clone(), recovered.reasoning, calls.clone()),
+        );
+        turn.events
             .emit(AgentEvent::ToolProposal { calls: calls.clone(), text: recovered.visible_text });
 
-        let batch = self.run_batch(t, &calls).await;
+        let batch = self.run_batch(turn, &calls).await;
 
         // Recovery: each batch with a retryable error counts once.
         let mut fingerprints: Vec<&str> =
@@ -673,21 +681,21 @@ impl Agent {
         fingerprints.sort_unstable();
         fingerprints.dedup();
         if !fingerprints.is_empty() {
-            t.error_batches += 1;
+            turn.error_batches += 1;
             let mut repeated = false;
             for fingerprint in fingerprints {
-                let seen = t.error_fingerprints.entry(fingerprint.to_owned()).or_default();
+                let seen = turn.error_fingerprints.entry(fingerprint.to_owned()).or_default();
                 *seen += 1;
                 repeated |= *seen >= self.config.max_repeated_same_error;
             }
-            if repeated || t.error_batches >= self.config.max_recoverable_error_batches {
+            if repeated || turn.error_batches >= self.config.max_recoverable_error_batches {
                 Self::notice(
-                    t,
+                    turn,
                     code::FALLBACK,
                     "the tools kept failing; ending the turn with the fallback answer",
                 );
                 let text = self.config.fallback_text.clone();
-                self.push(t, Message::assistant(text.clone()));
+                self.push(turn, Message::assistant(text.clone()));
                 let ending =
                     if batch.stopped { TurnEnding::Interrupted } else { TurnEnding::Fallback };
                 return Ok(Some((ending, text)));
@@ -697,19 +705,19 @@ impl Agent {
             return Ok(Some((TurnEnding::Interrupted, String::new())));
         }
         if batch.stopped {
-            return self.stopped(t).await.map(Some);
+            return self.stopped(turn).await.map(Some);
         }
 
         // glen #313: a round whose calls all fail exactly as the round before.
         let signature = round_signature(&calls);
         let failed = !batch.results.is_empty() && batch.iter().all(|r| r.judged.failed);
-        if failed && t.last_failed_signature.as_deref() == Some(signature.as_str()) {
-            t.repeated_failure_streak += 1;
+        if failed && turn.last_failed_signature.as_deref() == Some(signature.as_str()) {
+            turn.repeated_failure_streak += 1;
         } else {
-            t.repeated_failure_streak = 0;
+            turn.repeated_failure_streak = 0;
         }
-        t.last_failed_signature = failed.then_some(signature);
-        if t.repeated_failure_streak == 1 {
+        turn.last_failed_signature = failed.then_some(signature);
+        if turn.repeated_failure_streak == 1 {
             let first_error = batch
                 .iter()
                 .find(|r| r.judged.failed)
@@ -717,33 +725,33 @@ impl Agent {
                 .unwrap_or_default();
             let error_text: String = first_error.chars().take(NUDGE_ERROR_CHARS).collect();
             Self::notice(
-                t,
+                turn,
                 code::NUDGE,
                 "the same calls failed the same way twice; told the model",
             );
-            self.push(t, Message::user(texts::repeated_failure_nudge(&error_text)));
-        } else if t.repeated_failure_streak >= 2 {
-            return self.checkpoint(t).await.map(Some);
+            self.push(turn, Message::user(texts::repeated_failure_nudge(&error_text)));
+        } else if turn.repeated_failure_streak >= 2 {
+            return self.checkpoint(turn).await.map(Some);
         }
         Ok(None)
     }
 
     /// The turn was stopped: end now, or one last request with tools off.
-    async fn stopped(&mut self, t: &mut TurnState<'_>) -> Ended {
+    async fn stopped(&mut self, turn: &mut TurnState<'_>) -> Ended {
         if self.config.stop_mode != StopMode::LastStep {
             return Ok((TurnEnding::Interrupted, String::new()));
         }
-        match self.request(t, false, Some(texts::STOPPED_LAST_STEP), false).await {
+        match self.request(turn, false, Some(texts::STOPPED_LAST_STEP), false).await {
             Ok(Requested::Reply(reply)) => {
                 let recovered = self.recover_reply(&reply, false);
                 if let Some(reasoning) = &recovered.reasoning {
-                    t.events.emit(AgentEvent::Reasoning { text: reasoning.clone() });
+                    turn.events.emit(AgentEvent::Reasoning { text: reasoning.clone() });
                 }
                 let mut text = recovered.visible_text;
                 if text.trim().is_empty() {
                     return Ok((TurnEnding::Interrupted, String::new()));
                 }
-                self.push(t, assistant(text.clone(), recovered.reasoning, Vec::new()));
+                self.push(turn, assistant(text.clone(), recovered.reasoning, Vec::new()));
                 if reply.stop_reason == StopReason::Length {
                     text.push_str(texts::CUT_NOTE);
                 }
@@ -752,7 +760,7 @@ impl Agent {
             Ok(Requested::Cancelled) => Ok((TurnEnding::Interrupted, String::new())),
             Err(error) => {
                 tracing::warn!(%error, "the last step after a stop failed");
-                t.events.emit(AgentEvent::Error {
+                turn.events.emit(AgentEvent::Error {
                     code: code::MODEL_ERROR.to_owned(),
                     message: error.to_string(),
                 });
@@ -762,48 +770,48 @@ impl Agent {
     }
 
     /// Pause the turn: ask for a progress summary with tools off, keep the turn.
-    async fn checkpoint(&mut self, t: &mut TurnState<'_>) -> Ended {
-        let rounds = t.iterations;
-        Self::notice(t, code::CHECKPOINT, format!("checkpoint after {rounds} tool rounds"));
+    async fn checkpoint(&mut self, turn: &mut TurnState<'_>) -> Ended {
+        let rounds = turn.iterations;
+        Self::notice(turn, code::CHECKPOINT, format!("checkpoint after {rounds} tool rounds"));
         let instruction = Message::user(texts::checkpoint_prompt(rounds));
         // Not reported until the summary request is done: a stop during it takes it back.
         self.history.push(instruction.clone());
-        let summary = match self.request(t, false, None, true).await {
+        let summary = match self.request(turn, false, None, true).await {
             Ok(Requested::Cancelled) => {
                 self.history.pop();
                 let summary = self.suspended_summary(rounds);
-                self.suspend(t, summary);
+                self.suspend(turn, summary);
                 return Ok((TurnEnding::Interrupted, String::new()));
             }
             Ok(Requested::Reply(reply)) => {
                 let recovered = self.recover_reply(&reply, false);
                 if let Some(reasoning) = &recovered.reasoning {
-                    t.events.emit(AgentEvent::Reasoning { text: reasoning.clone() });
+                    turn.events.emit(AgentEvent::Reasoning { text: reasoning.clone() });
                 }
                 let summary = recovered.visible_text.trim().to_owned();
                 let summary =
                     if summary.is_empty() { texts::checkpoint_fallback(rounds) } else { summary };
-                t.events.emit(AgentEvent::Message { message: instruction });
-                self.push(t, assistant(summary.clone(), recovered.reasoning, Vec::new()));
+                turn.events.emit(AgentEvent::Message { message: instruction });
+                self.push(turn, assistant(summary.clone(), recovered.reasoning, Vec::new()));
                 summary
             }
             Err(error) => {
                 tracing::warn!(%error, "the checkpoint summary request failed; using the fallback summary");
-                t.events.emit(AgentEvent::Error {
+                turn.events.emit(AgentEvent::Error {
                     code: code::MODEL_ERROR.to_owned(),
                     message: error.to_string(),
                 });
-                t.events.emit(AgentEvent::Message { message: instruction });
+                turn.events.emit(AgentEvent::Message { message: instruction });
                 let summary = texts::checkpoint_fallback(rounds);
-                self.push(t, Message::assistant(summary.clone()));
+                self.push(turn, Message::assistant(summary.clone()));
                 summary
             }
         };
         if let Some(Message::Assistant { .. }) = self.history.last() {
-            t.keep.push(self.history[self.history.len() - 1].clone());
+            turn.keep.push(self.history[self.history.len() - 1].clone());
         }
-        self.suspend(t, summary.clone());
-        t.events.emit(AgentEvent::Checkpoint { summary: summary.clone() });
+        self.suspend(turn, summary.clone());
+        turn.events.emit(AgentEvent::Checkpoint { summary: summary.clone() });
         Ok((TurnEnding::Checkpoint, summary))
     }
 
@@ -811,25 +819,25 @@ impl Agent {
         texts::checkpoint_fallback(rounds)
     }
 
-    fn suspend(&mut self, t: &TurnState<'_>, summary: String) {
+    fn suspend(&mut self, turn: &TurnState<'_>, summary: String) {
         self.suspended =
-            Some(Suspended { turn_start: t.turn_start, keep: t.keep.clone(), summary });
+            Some(Suspended { turn_start: turn.turn_start, keep: turn.keep.clone(), summary });
     }
 
     /// A reply cut at the output limit: no call runs; text is continued, then shown with a
     /// note if still cut; only calls is an error.
     async fn cut_reply(
         &mut self,
-        t: &mut TurnState<'_>,
+        turn: &mut TurnState<'_>,
         recovered: Recovered,
         ending: TurnEnding,
     ) -> Ended {
         if !recovered.calls.is_empty() {
             let text = recovered.visible_text;
-            self.push(t, assistant(text.clone(), recovered.reasoning, recovered.calls.clone()));
+            self.push(turn, assistant(text.clone(), recovered.reasoning, recovered.calls.clone()));
             for call in &recovered.calls {
                 let output = failed(FailureCode::Unresolved, texts::CUT_CALL);
-                self.append_result(t, call, output).await;
+                self.append_result(turn, call, output).await;
             }
             if text.trim().is_empty() {
                 return Err(AgentError::OutputLimit);
@@ -840,18 +848,18 @@ impl Agent {
         let mut text = recovered.visible_text;
         let mut cut = true;
         for attempt in 1..=self.config.max_continuations {
-            if t.cancel.is_cancelled() {
+            if turn.cancel.is_cancelled() {
                 break;
             }
             Self::notice(
-                t,
+                turn,
                 code::CONTINUE,
                 format!("reply cut at the output limit; continuation {attempt}"),
             );
             // Scaffolding for this request only; the stored answer is the joined text.
             self.history.push(Message::assistant(text.clone()));
             self.history.push(Message::user(texts::CONTINUE_CUT));
-            let result = self.request(t, false, None, true).await;
+            let result = self.request(turn, false, None, true).await;
             self.history.truncate(self.history.len() - 2);
             match result {
                 Ok(Requested::Reply(reply)) => {
@@ -865,7 +873,7 @@ impl Agent {
                 Ok(Requested::Cancelled) => break,
                 Err(error) => {
                     tracing::warn!(%error, "continuing a cut reply failed");
-                    t.events.emit(AgentEvent::Error {
+                    turn.events.emit(AgentEvent::Error {
                         code: code::MODEL_ERROR.to_owned(),
                         message: error.to_string(),
                     });
@@ -873,9 +881,9 @@ impl Agent {
                 }
             }
         }
-        if t.cancel.is_cancelled() && cut {
+        if turn.cancel.is_cancelled() && cut {
             if !text.trim().is_empty() {
-                self.push(t, assistant(text.clone(), reasoning, Vec::new()));
+                self.push(turn, assistant(text.clone(), reasoning, Vec::new()));
             }
             return Ok((TurnEnding::Interrupted, text));
         }
@@ -885,7 +893,7 @@ impl Agent {
                 texts::BLANK_ANSWER.to_owned(),
             ));
         }
-        self.push(t, assistant(text.clone(), reasoning, Vec::new()));
+        self.push(turn, assistant(text.clone(), reasoning, Vec::new()));
         if cut {
             return Ok((TurnEnding::Length, format!("{text}{}", texts::CUT_NOTE)));
         }

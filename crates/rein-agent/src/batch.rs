@@ -50,7 +50,7 @@ impl Agent {
     /// one result, appended in call order, whatever happens.
     pub(crate) async fn run_batch(
         &mut self,
-        t: &mut TurnState<'_>,
+        turn: &mut TurnState<'_>,
         calls: &[ToolCall],
     ) -> BatchReport {
         let mut report = BatchReport::default();
@@ -66,12 +66,12 @@ impl Agent {
             let segment = &calls[start..end];
             let mut slots = Vec::with_capacity(segment.len());
             for call in segment {
-                let pre = self.precheck(t, call, &mut report).await;
+                let pre = self.precheck(turn, call, &mut report).await;
                 slots.push(pre);
             }
-            let outputs = self.run_segment(t, segment, slots, parallel, &mut report).await;
+            let outputs = self.run_segment(turn, segment, slots, parallel, &mut report).await;
             for (call, output) in segment.iter().zip(outputs) {
-                let judged = self.append_result(t, call, output.clone()).await;
+                let judged = self.append_result(turn, call, output.clone()).await;
                 report.results.push(CallReport { output, judged });
             }
             start = end;
@@ -88,21 +88,21 @@ impl Agent {
     /// The checks before a call: stop flag, per-turn cap, loop guard, arguments, approval.
     async fn precheck(
         &mut self,
-        t: &mut TurnState<'_>,
+        turn: &mut TurnState<'_>,
         call: &ToolCall,
         report: &mut BatchReport,
     ) -> Pre {
         if report.stop_turn {
             return Pre::Done(failed(FailureCode::Unresolved, texts::NOT_RUN_APPROVAL_STOP));
         }
-        if report.stopped || t.cancel.is_cancelled() {
+        if report.stopped || turn.cancel.is_cancelled() {
             report.stopped = true;
             return Pre::Done(failed(FailureCode::Unresolved, texts::NOT_RUN_STOPPED));
         }
         if let Some(cap) = self.config.max_calls_per_turn
-            && t.calls_made >= cap
+            && turn.calls_made >= cap
         {
-            t.cap_reached = true;
+            turn.cap_reached = true;
             let failure = ToolFailure::new(
                 FailureCode::CallCap,
                 format!("Not run: this turn reached its cap of {cap} tool calls."),
@@ -110,9 +110,9 @@ impl Agent {
             .hint("Answer with the results you already have.");
             return Pre::Done(ToolOutput::failed(failure));
         }
-        t.calls_made += 1;
+        turn.calls_made += 1;
         let fingerprint = format!("{}:{}", call.name, canonical_args(&call.arguments));
-        let count = t.fingerprints.entry(fingerprint).or_default();
+        let count = turn.fingerprints.entry(fingerprint).or_default();
         *count += 1;
         let count = *count;
         if self.config.loop_guard_repeat_limit > 0 && count >= self.config.loop_guard_repeat_limit {
@@ -141,7 +141,7 @@ impl Agent {
         let Some(spec) = self.tools.spec(&call.name).cloned() else { return Pre::Run(arguments) };
         let approval_id = format!("approval_{}", call.id);
         let checked = ToolCall::new(call.id.clone(), call.name.clone(), arguments.clone());
-        t.events.emit(AgentEvent::ApprovalRequested {
+        turn.events.emit(AgentEvent::ApprovalRequested {
             approval_id: approval_id.clone(),
             call: checked.clone(),
         });
@@ -153,7 +153,7 @@ impl Agent {
         };
         let decision = tokio::select! {
             biased;
-            () = t.cancel.cancelled() => None,
+            () = turn.cancel.cancelled() => None,
             decision = approver.decide(&request) => Some(decision),
         };
         match decision {
@@ -184,7 +184,7 @@ impl Agent {
     /// flag. Returns one output per call, in order.
     async fn run_segment(
         &mut self,
-        t: &mut TurnState<'_>,
+        turn: &mut TurnState<'_>,
         segment: &[ToolCall],
         slots: Vec<Pre>,
         parallel: usize,
@@ -206,9 +206,9 @@ impl Agent {
         }
         let tools = Arc::clone(&self.tools);
         let session = self.config.session_id.clone();
-        let cancel = t.cancel.clone();
+        let cancel = turn.cancel.clone();
         for (_, call, _) in &runs {
-            t.events.emit(AgentEvent::ToolStarted {
+            turn.events.emit(AgentEvent::ToolStarted {
                 call_id: call.id.clone(),
                 name: call.name.clone(),
             });
@@ -228,7 +228,7 @@ impl Agent {
         loop {
             let next = tokio::select! {
                 biased;
-                () = t.cancel.cancelled() => {
+                () = turn.cancel.cancelled() => {
                     report.stopped = true;
                     break;
                 }
@@ -245,12 +245,12 @@ impl Agent {
     /// Appends one result, reports it, runs the `after_tool` hooks.
     pub(crate) async fn append_result(
         &mut self,
-        t: &mut TurnState<'_>,
+        turn: &mut TurnState<'_>,
         call: &ToolCall,
         output: ToolOutput,
     ) -> Judged {
         let judged = judge(&call.name, &output);
-        t.events.emit(AgentEvent::ToolResult {
+        turn.events.emit(AgentEvent::ToolResult {
             call_id: call.id.clone(),
             name: call.name.clone(),
             output: output.clone(),
@@ -260,12 +260,12 @@ impl Agent {
             content: Content::Text(output.text.clone()),
             is_error: output.is_error,
         };
-        self.push(t, message);
+        self.push(turn, message);
         for hook in self.hooks.clone() {
-            let result = hook.after_tool(&self.turn_context(t), call, &output).await;
-            self.hook_result(t, hook.as_ref(), "after_tool", result);
+            let result = hook.after_tool(&self.turn_context(turn), call, &output).await;
+            self.hook_result(turn, hook.as_ref(), "after_tool", result);
         }
-        t.tool_results.push((call.clone(), output));
+        turn.tool_results.push((call.clone(), output));
         judged
     }
 }
