@@ -5,7 +5,8 @@
 //! that echoes the API key (`rein-cli` tests, `security.rs`: through `rein serve` against an
 //! echoing upstream), binding beyond loopback without tokens and short tokens (`rein-cli`
 //! `security.rs` and `config_check.rs`), the access log (`rein-cli` `security.rs`), and the
-//! bounded WAL (`rein-store`'s `sessions.rs`, which can drive the checkpointer step by step).
+//! bounded WAL (`rein-store`'s `src/sqlite/checkpoint.rs` tests, which drive the
+//! checkpointer step by step).
 
 use axum::{
     body::Body,
