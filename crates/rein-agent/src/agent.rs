@@ -335,6 +335,14 @@ impl Agent {
             let result = hook.before_turn(&self.turn_context(&turn)).await;
             self.hook_result(&turn, hook.as_ref(), "before_turn", result);
         }
+        for hook in self.hooks.clone() {
+            let result = hook.check_prompt(&self.turn_context(&turn)).await;
+            if let Some(Some(reason)) =
+                self.hook_result(&turn, hook.as_ref(), "check_prompt", result)
+            {
+                return Ok(self.refused(&turn, is_resumed, reason));
+            }
+        }
         for completion in &input.completions {
             let note = Message::user(completion.note());
             turn.keep.push(note.clone());
@@ -376,6 +384,22 @@ impl Agent {
                 });
                 Err(error)
             }
+        }
+    }
+
+    /// Ends a turn whose prompt a hook refused: nothing is stored, the reason is the text.
+    fn refused(&self, turn: &TurnState<'_>, resumed: bool, reason: String) -> TurnOutcome {
+        Self::notice(turn, code::PROMPT_REFUSED, reason.clone());
+        let ending = TurnEnding::Interrupted;
+        turn.events.emit(AgentEvent::TurnEnd { ending, text: reason.clone(), usage: turn.usage });
+        TurnOutcome {
+            ending,
+            text: reason,
+            usage: turn.usage,
+            steps: 0,
+            tool_rounds: 0,
+            tool_results: Vec::new(),
+            resumed,
         }
     }
 

@@ -1,4 +1,4 @@
-//! Turn hooks: add context to a turn or observe it; never gate it.
+//! Turn hooks: add context to a turn or observe it; only `check_prompt` may refuse a turn.
 
 use async_trait::async_trait;
 use rein_protocol::{ToolCall, ToolOutput};
@@ -58,6 +58,13 @@ pub trait Hooks: Send + Sync {
     /// Runs once before the user's message is appended.
     async fn before_turn(&self, _turn: &TurnContext<'_>) -> Result<(), HookError> {
         Ok(())
+    }
+
+    /// Runs after `before_turn`, before the user's message is appended. `Some(reason)` refuses
+    /// the prompt: the message is not stored, no model request is made, and the turn ends
+    /// `interrupted` with the reason as its text (and a `prompt_refused` notice).
+    async fn check_prompt(&self, _turn: &TurnContext<'_>) -> Result<Option<String>, HookError> {
+        Ok(None)
     }
 
     /// Text sent with the system instructions of the next request only; never stored, so the

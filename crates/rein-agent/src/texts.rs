@@ -86,6 +86,7 @@ pub(crate) mod code {
     pub(crate) const CONTINUE: &str = "output_limit_continue";
     pub(crate) const PROMPT_TOO_LONG: &str = "prompt_too_long_retry";
     pub(crate) const HOOK_FAILED: &str = "hook_failed";
+    pub(crate) const PROMPT_REFUSED: &str = "prompt_refused";
     pub(crate) const FALLBACK: &str = "recovery_fallback";
     pub(crate) const STEP_LIMIT: &str = "step_limit";
     pub(crate) const CHECKPOINT: &str = "checkpoint";

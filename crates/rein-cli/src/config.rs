@@ -125,6 +125,11 @@ pub(crate) struct Config {
     /// false with them).
     #[serde(default)]
     pub(crate) allow_client_system_prompt: Option<bool>,
+    /// Whether API clients may lower the approvals this config requires (`autoApprove: true`,
+    /// TerraFin's `requireHumanApprovalFor…: false`): true without `server.tokens`, false with
+    /// them. Raising approvals is always allowed.
+    #[serde(default)]
+    pub(crate) client_may_auto_approve: Option<bool>,
     /// MCP servers (`mcpServers`), plus GLEN's single `mcp_server_url` as the server `default`.
     #[serde(default, rename = "mcpServers")]
     pub(crate) mcp_servers: Option<McpServers>,
@@ -146,6 +151,38 @@ pub(crate) struct Config {
     /// Persona definition files (TOML or JSON), relative to the working directory.
     #[serde(default)]
     pub(crate) personas: Vec<PathBuf>,
+    /// The default agent's pinned context (and every `[[agents]]` entry's without its own).
+    #[serde(flatten)]
+    pub(crate) pinned: PinnedKeys,
+    /// Command hooks by event (`[[hooks.PreToolUse]]`, ...).
+    #[serde(default)]
+    pub(crate) hooks: BTreeMap<String, Vec<HookEntry>>,
+}
+
+/// `pinned_context` and `pinned_context_files`, at the top level and in `[[agents]]`.
+#[derive(Debug, Clone, Default, Deserialize)]
+pub(crate) struct PinnedKeys {
+    /// Text sent with the system instructions of every request (none).
+    #[serde(default)]
+    pub(crate) pinned_context: Option<String>,
+    /// Files read before every request and sent the same way (none); relative to the working
+    /// directory.
+    #[serde(default)]
+    pub(crate) pinned_context_files: Option<Vec<PathBuf>>,
+}
+
+/// One `[[hooks.EVENT]]` entry.
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct HookEntry {
+    /// A regex on the tool name (tool events only); all tools when absent.
+    #[serde(default)]
+    pub(crate) matcher: Option<String>,
+    /// Run with `sh -c` in the working directory.
+    pub(crate) command: String,
+    /// Seconds before the command is killed (60).
+    #[serde(default)]
+    pub(crate) timeout: Option<u64>,
 }
 
 /// GLEN's loop settings.
@@ -231,6 +268,12 @@ pub(crate) struct AgentSection {
     /// when absent. A session created with its own model keeps that one.
     #[serde(default)]
     pub(crate) model: Option<String>,
+    /// Its pinned text; the top-level `pinned_context` when absent.
+    #[serde(default)]
+    pub(crate) pinned_context: Option<String>,
+    /// Its pinned files; the top-level `pinned_context_files` when absent.
+    #[serde(default)]
+    pub(crate) pinned_context_files: Option<Vec<PathBuf>>,
 }
 
 /// Keys rein knows at the top level; anything else is reported as a warning.
@@ -256,6 +299,7 @@ const KNOWN_KEYS: &[&str] = &[
     "max_parallel_tool_calls",
     "system_prompt",
     "allow_client_system_prompt",
+    "client_may_auto_approve",
     "mcpServers",
     "mcp_server_url",
     "mcp_auth_token",
@@ -263,6 +307,9 @@ const KNOWN_KEYS: &[&str] = &[
     "server",
     "agents",
     "personas",
+    "pinned_context",
+    "pinned_context_files",
+    "hooks",
 ];
 
 /// Keys of a GLEN app config that only its web UI reads; accepted silently.
@@ -488,6 +535,7 @@ fn check_merged(config: &Config) -> Vec<Problem> {
             ));
         }
     }
+    problems.extend(check_hooks(config));
     let mut seen = std::collections::BTreeSet::new();
     for (index, agent) in config.agents.iter().enumerate() {
         if agent.name.trim().is_empty() {
@@ -506,6 +554,50 @@ fn check_merged(config: &Config) -> Vec<Problem> {
                     &format!("agents[{index}].model"),
                     format!("no model named `{model}` (models: {})", names.join(", ")),
                 ));
+            }
+        }
+    }
+    problems
+}
+
+/// The hook problems: unknown events, empty commands, bad matchers (what
+/// [`rein_runtime::HookSet`] would refuse).
+fn check_hooks(config: &Config) -> Vec<Problem> {
+    let mut problems = Vec::new();
+    let error = |key: String, message: String| Problem { file: None, key, message, warning: false };
+    for (event, entries) in &config.hooks {
+        let Some(parsed) = rein_runtime::HookEvent::parse(event) else {
+            let known: Vec<&str> =
+                rein_runtime::HookEvent::ALL.iter().map(|e| e.as_str()).collect();
+            problems.push(error(
+                format!("hooks.{event}"),
+                format!("unknown hook event `{event}` (known: {})", known.join(", ")),
+            ));
+            continue;
+        };
+        for (index, entry) in entries.iter().enumerate() {
+            let key = format!("hooks.{event}[{index}]");
+            match rein_runtime::CommandHook::new(entry.command.clone()) {
+                Err(problem) => problems.push(error(format!("{key}.command"), problem.to_string())),
+                Ok(hook) => {
+                    if let Some(matcher) = &entry.matcher
+                        && let Err(problem) = hook.matcher(matcher)
+                    {
+                        problems.push(error(format!("{key}.matcher"), problem.to_string()));
+                    }
+                }
+            }
+            if entry.matcher.is_some() && !parsed.is_tool_event() {
+                problems.push(Problem {
+                    warning: true,
+                    ..error(
+                        format!("{key}.matcher"),
+                        format!("{event} is not a tool event; the matcher is ignored"),
+                    )
+                });
+            }
+            if entry.timeout == Some(0) {
+                problems.push(error(format!("{key}.timeout"), "must be at least 1 second".into()));
             }
         }
     }

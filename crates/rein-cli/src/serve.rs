@@ -45,6 +45,7 @@ pub(crate) async fn run(args: ServeArgs) -> anyhow::Result<ExitCode> {
     }
     server.allowed_hosts = config.server.allowed_hosts.clone();
     server.allow_client_system_prompt = config.allow_client_system_prompt;
+    server.client_may_auto_approve = config.client_may_auto_approve;
     server.max_sessions_per_principal = config.server.max_sessions_per_principal;
     server.insecure_no_auth = args.insecure_no_auth;
     let dispatcher = wired.runtime.start_dispatcher();

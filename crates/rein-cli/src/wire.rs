@@ -11,8 +11,8 @@ use rein_mcp::{ClientOptions, McpToolSource};
 use rein_model::{ModelRegistry, RegistryOptions};
 use rein_protocol::{Model, ToolOutput, ToolSpec};
 use rein_runtime::{
-    AgentDefinition, AgentPolicy, Capabilities, Capability, Persona, Runtime, RuntimeConfig,
-    RuntimeParts, StaticModels,
+    AgentDefinition, AgentPolicy, Capabilities, Capability, CommandHook, HookEvent, HookSet,
+    Persona, PinnedContext, Runtime, RuntimeConfig, RuntimeParts, StaticModels,
 };
 use rein_store::{
     Clock as _, Durability, JsonlTranscriptStore, PathConfig, SqliteConfig, SqliteSessionStore,
@@ -81,6 +81,7 @@ pub(crate) async fn wire(config: &Config, overrides: &Overrides) -> anyhow::Resu
     }
     let mut runtime_config = RuntimeConfig::with_agents(agents(config));
     runtime_config.personas = personas;
+    runtime_config.hooks = hooks(config)?;
 
     let paths = StorePaths::from_env(&PathConfig {
         data_dir: overrides.data_dir.clone().or_else(|| config.server.data_dir.clone()),
@@ -122,6 +123,7 @@ fn agents(config: &Config) -> Vec<AgentDefinition> {
             agent.policy.max_steps = steps;
         }
         apply_loop_limits(config, &mut agent.policy, !auto_approve);
+        agent.pinned = pinned(config, None, None);
         return vec![agent];
     }
     config
@@ -138,6 +140,11 @@ fn agents(config: &Config) -> Vec<AgentDefinition> {
             );
             agent.description = section.description.clone();
             agent.model = section.model.clone();
+            agent.pinned = pinned(
+                config,
+                section.pinned_context.as_ref(),
+                section.pinned_context_files.as_ref(),
+            );
             let mut policy = AgentPolicy::default();
             policy.allowed_tools = section.allowed_tools.clone();
             policy.require_approval_for_side_effects =
@@ -150,6 +157,34 @@ fn agents(config: &Config) -> Vec<AgentDefinition> {
             agent.with_policy(policy)
         })
         .collect()
+}
+
+/// An agent's pinned context: its own keys, else the top-level ones.
+fn pinned(config: &Config, text: Option<&String>, files: Option<&Vec<PathBuf>>) -> PinnedContext {
+    let text = text.or(config.pinned.pinned_context.as_ref()).cloned();
+    let files = files.or(config.pinned.pinned_context_files.as_ref()).cloned().unwrap_or_default();
+    PinnedContext::new(text, files)
+}
+
+/// The command hooks of the config (already checked by `config::check_merged`).
+fn hooks(config: &Config) -> anyhow::Result<HookSet> {
+    let mut hooks = HookSet::default();
+    for (name, entries) in &config.hooks {
+        let event =
+            HookEvent::parse(name).with_context(|| format!("hooks.{name}: unknown hook event"))?;
+        for (index, entry) in entries.iter().enumerate() {
+            let key = format!("hooks.{name}[{index}]");
+            let mut hook = CommandHook::new(entry.command.clone()).context(key.clone())?;
+            if let Some(matcher) = &entry.matcher {
+                hook = hook.matcher(matcher).context(key)?;
+            }
+            if let Some(seconds) = entry.timeout {
+                hook = hook.timeout(std::time::Duration::from_secs(seconds.max(1)));
+            }
+            hooks.add(event, hook);
+        }
+    }
+    Ok(hooks)
 }
 
 /// GLEN's checkpoint threshold (`max_tool_calls` with auto-approve, `max_tool_calls_manual`

@@ -6,6 +6,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::{
     error::{Result, RuntimeError},
+    hook_config::{HookSet, PinnedContext},
     names::ToolName,
 };
 
@@ -19,6 +20,8 @@ pub struct RuntimeConfig {
     pub personas: Vec<Persona>,
     /// Limits and timings.
     pub limits: Limits,
+    /// Command hooks, for every session (see `hooks.rs` for the protocol).
+    pub hooks: HookSet,
 }
 
 impl Default for RuntimeConfig {
@@ -27,6 +30,7 @@ impl Default for RuntimeConfig {
             agents: vec![AgentDefinition::default()],
             personas: Vec::new(),
             limits: Limits::default(),
+            hooks: HookSet::default(),
         }
     }
 }
@@ -68,6 +72,10 @@ pub struct AgentDefinition {
     /// The model its sessions start with when the request names none (else the resolver's
     /// default). Must be one the resolver knows.
     pub model: Option<String>,
+    /// Context pinned to every request of its sessions' turns (from the host's config, never
+    /// on the wire).
+    #[serde(skip)]
+    pub pinned: PinnedContext,
 }
 
 impl Default for AgentDefinition {
@@ -79,6 +87,7 @@ impl Default for AgentDefinition {
             policy: AgentPolicy::default(),
             metadata: serde_json::Map::new(),
             model: None,
+            pinned: PinnedContext::default(),
         }
     }
 }

@@ -131,6 +131,7 @@ impl Core {
             metadata: JsonObject::new(),
             // A persona's child session is created with its parent's model.
             model: None,
+            pinned: crate::hook_config::PinnedContext::default(),
         })
     }
 

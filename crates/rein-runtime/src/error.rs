@@ -15,6 +15,9 @@ pub enum RuntimeError {
     /// No such approval.
     #[error("approval `{0}` not found")]
     ApprovalNotFound(String),
+    /// No such approval rule (of the caller).
+    #[error("approval rule `{0}` not found")]
+    ApprovalRuleNotFound(String),
     /// No such view context.
     #[error("view context `{0}` not found")]
     ViewContextNotFound(String),
@@ -71,6 +74,7 @@ impl RuntimeError {
             RuntimeError::SessionNotFound(_) => "hosted_session_not_found",
             RuntimeError::TaskNotFound(_) => "hosted_task_not_found",
             RuntimeError::ApprovalNotFound(_) => "hosted_approval_not_found",
+            RuntimeError::ApprovalRuleNotFound(_) => "hosted_approval_rule_not_found",
             RuntimeError::ViewContextNotFound(_) => "hosted_view_context_not_found",
             RuntimeError::AgentNotFound(_) => "hosted_agent_not_found",
             RuntimeError::ModelNotFound(_) => "hosted_model_not_found",

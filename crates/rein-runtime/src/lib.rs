@@ -74,6 +74,8 @@ mod error;
 mod events;
 mod fingerprint;
 mod history;
+mod hook_config;
+mod hooks;
 mod live_sessions;
 mod model_filter;
 mod models;
@@ -102,6 +104,9 @@ pub use crate::{
     error::{Result, RuntimeError},
     events::EventStream,
     fingerprint::{call_fingerprint, canonical_json},
+    hook_config::{
+        CommandHook, DEFAULT_HOOK_TIMEOUT, HookConfigError, HookEvent, HookSet, PinnedContext,
+    },
     models::{ModelResolver, StaticModels},
     names::task_tool_name,
     owner::{
@@ -121,6 +126,6 @@ pub use crate::{
 
 /// Store records the runtime hands out, re-exported so hosts need not depend on `rein-store`.
 pub use rein_store::{
-    Approval, ApprovalScope, ApprovalStatus, AuditEntry, SessionCursor, Task, TaskStatus,
-    Timestamp, TurnUnfinished, ViewContext, check_session_id,
+    Approval, ApprovalRule, ApprovalScope, ApprovalStatus, AuditEntry, SessionCursor, Task,
+    TaskStatus, Timestamp, TurnUnfinished, ViewContext, check_session_id,
 };

@@ -5,7 +5,9 @@
 //! An approval is keyed by the call's fingerprint (action, tool name, canonical arguments): the
 //! first call creates a pending approval and reads `approvalRequired: true`; once a person
 //! approves, the next identical call runs and consumes it (or every call, for "approve for this
-//! session"). A persona child's approvals belong to its parent, where a person sees them.
+//! session"; or every call of the tool by the agent in every session of the same owner, for
+//! "always", a rule kept in the store until revoked). A persona child's approvals belong to its
+//! parent, where a person sees them.
 
 use rein_protocol::{
     AgentEvent, FailureCode, JsonObject, ToolCall, ToolContext, ToolError, ToolFailure, ToolOutput,
@@ -167,9 +169,10 @@ pub(crate) fn authorize(
     }
     let settings = core.settings(session);
     let side_effects = capability.spec().side_effects;
-    let needs_approval =
-        (side_effects && settings.require_approval_for_side_effects && !settings.auto_approve)
-            || (action == Action::Task && settings.require_approval_for_background_tasks);
+    // A session's `autoApprove`, when set, already decided `require_approval_for_side_effects`
+    // (`SessionMeta::effective_settings`).
+    let needs_approval = (side_effects && settings.require_approval_for_side_effects)
+        || (action == Action::Task && settings.require_approval_for_background_tasks);
     if !needs_approval {
         audit("allowed", "Allowed by hosted agent policy.".to_owned(), None);
         return Ok(());
@@ -184,6 +187,16 @@ pub(crate) fn authorize(
         Ok(ApprovalMatch::Allowed(approval)) => {
             let reason = format!("Allowed by approval request '{}'.", approval.id);
             audit("allowed", reason, Some(&approval.id));
+            return Ok(());
+        }
+        Ok(ApprovalMatch::Ruled(rule)) => {
+            let reason = format!("Allowed by the standing approval rule '{}'.", rule.id);
+            let mut entry = NewAuditEntry::new(Some(&session.id), action.as_str(), "allowed");
+            entry.tool = Some(tool_name.to_owned());
+            entry.reason = Some(reason);
+            entry.metadata.insert("ruleId".into(), json!(rule.id));
+            entry.metadata.insert("capabilityName".into(), json!(cap_name));
+            core.audit(entry);
             return Ok(());
         }
         Ok(ApprovalMatch::Pending(approval)) => approval,

@@ -206,20 +206,44 @@ impl SessionMeta {
         metadata
     }
 
-    /// The settings in force: these, over `policy`.
+    /// The settings in force: these, over `policy`. A session's `autoApprove`, when set,
+    /// decides whether side effects need approval (on: they do not; off: they do), over its
+    /// `requireApprovalForSideEffects` and the agent's policy: it is the switch a person flips
+    /// (the web chat's box, `rein chat`'s `/auto`). Whether a client may flip it to a lower
+    /// setting than the policy is the host's call ([`SessionMeta::lowers`]).
     pub(crate) fn effective_settings(&self, policy: &AgentPolicy) -> EffectiveSettings {
         let stored = self.settings.clone().unwrap_or_default();
-        EffectiveSettings {
-            auto_approve: stored.auto_approve.unwrap_or(false),
-            reasoning: stored.reasoning,
-            require_approval_for_side_effects: stored
+        let side_effects = match stored.auto_approve {
+            Some(auto) => !auto,
+            None => stored
                 .require_approval_for_side_effects
                 .unwrap_or(policy.require_approval_for_side_effects),
+        };
+        EffectiveSettings {
+            // Unset, it shows what is in force: side effects run without asking or not.
+            auto_approve: stored.auto_approve.unwrap_or(!side_effects),
+            reasoning: stored.reasoning,
+            require_approval_for_side_effects: side_effects,
             require_approval_for_background_tasks: stored
                 .require_approval_for_background_tasks
                 .unwrap_or(policy.require_approval_for_background_tasks),
             allow_background_tasks: policy.allow_background_tasks,
         }
+    }
+
+    /// Whether a new session's `settings` and client `metadata` (TerraFin's
+    /// `requireHumanApprovalFor…` keys) would need fewer approvals than `policy` requires.
+    pub(crate) fn lowers(
+        policy: &AgentPolicy,
+        settings: &SessionSettings,
+        metadata: &JsonObject,
+    ) -> bool {
+        let asked = SessionMeta::read(&SessionMeta::new_session(metadata.clone(), settings, None))
+            .effective_settings(policy);
+        let base = SessionMeta::default().effective_settings(policy);
+        (base.require_approval_for_side_effects && !asked.require_approval_for_side_effects)
+            || (base.require_approval_for_background_tasks
+                && !asked.require_approval_for_background_tasks)
     }
 
     /// The system prompt replacing the agent's, if any.
@@ -284,7 +308,8 @@ mod tests {
         })));
         let policy = AgentPolicy::default();
         let settings = meta.effective_settings(&policy);
-        assert!(!settings.auto_approve);
+        // `"yes"` reads as unset, so it shows what is in force: side effects do not ask.
+        assert!(settings.auto_approve);
         assert_eq!(settings.reasoning, Some(true));
         assert!(!settings.require_approval_for_side_effects);
         assert_eq!(
@@ -296,6 +321,65 @@ mod tests {
         assert_eq!(meta.last_message_preview(), Some("hi"));
         assert_eq!(meta.last_message_at(), None);
         assert_eq!(SessionMeta::read(&object(json!({"settings": 1}))), SessionMeta::default());
+    }
+
+    #[test]
+    fn a_sessions_auto_approve_decides_side_effect_approvals_over_the_policy() {
+        let asks =
+            AgentPolicy { require_approval_for_side_effects: true, ..AgentPolicy::default() };
+        let trusts =
+            AgentPolicy { require_approval_for_side_effects: false, ..AgentPolicy::default() };
+        let with = |auto: Option<bool>, require: Option<bool>| {
+            SessionMeta::read(&SessionMeta::new_session(
+                JsonObject::new(),
+                &SessionSettings {
+                    auto_approve: auto,
+                    require_approval_for_side_effects: require,
+                    ..SessionSettings::default()
+                },
+                None,
+            ))
+        };
+        assert!(
+            !with(Some(true), None).effective_settings(&asks).require_approval_for_side_effects
+        );
+        assert!(
+            with(Some(false), None).effective_settings(&trusts).require_approval_for_side_effects
+        );
+        assert!(
+            with(Some(false), Some(false))
+                .effective_settings(&trusts)
+                .require_approval_for_side_effects
+        );
+        assert!(with(None, None).effective_settings(&asks).require_approval_for_side_effects);
+        assert!(!with(None, None).effective_settings(&trusts).require_approval_for_side_effects);
+        assert!(!with(None, None).effective_settings(&asks).auto_approve);
+        assert!(with(None, None).effective_settings(&trusts).auto_approve);
+    }
+
+    #[test]
+    fn lowering_is_measured_against_the_policy() {
+        let asks = AgentPolicy {
+            require_approval_for_side_effects: true,
+            require_approval_for_background_tasks: true,
+            ..AgentPolicy::default()
+        };
+        let trusts = AgentPolicy {
+            require_approval_for_side_effects: false,
+            require_approval_for_background_tasks: false,
+            ..AgentPolicy::default()
+        };
+        let auto = |on| SessionSettings { auto_approve: Some(on), ..SessionSettings::default() };
+        let none = JsonObject::new();
+        assert!(SessionMeta::lowers(&asks, &auto(true), &none));
+        assert!(!SessionMeta::lowers(&asks, &auto(false), &none));
+        assert!(!SessionMeta::lowers(&trusts, &auto(true), &none));
+        assert!(!SessionMeta::lowers(&trusts, &auto(false), &none));
+        let terrafin = object(json!({"requireHumanApprovalForBackgroundTasks": false}));
+        assert!(SessionMeta::lowers(&asks, &SessionSettings::default(), &terrafin));
+        let raise = object(json!({"requireHumanApprovalForSideEffects": true}));
+        assert!(!SessionMeta::lowers(&trusts, &SessionSettings::default(), &raise));
+        assert!(!SessionMeta::lowers(&asks, &SessionSettings::default(), &none));
     }
 
     #[test]

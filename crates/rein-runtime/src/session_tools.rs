@@ -26,6 +26,7 @@ use crate::{
     core::Core,
     error::SHUT_DOWN,
     history::History,
+    hooks,
     offer::{Offer, SessionTool},
     persona, policy,
     view_context::read_view_context,
@@ -258,6 +259,7 @@ pub(crate) fn registry(
                 spec,
             }),
         };
+        let tool = hooks::gate(core, &session.id, tool);
         if let Err(error) = registry.register(tool) {
             tracing::warn!(%error, "a tool name is taken; the later tool is left out");
         }

@@ -27,6 +27,7 @@ use crate::{
     config::AgentDefinition,
     core::Core,
     error::{Result, RuntimeError, StoreResult as _},
+    hooks,
     live_sessions::{LiveSession, SessionLock},
     model_filter::{HiddenToolFilter, UnofferedCallAudit},
     session_meta::SessionMeta,
@@ -218,6 +219,9 @@ fn attach_agent(
     let mut agent =
         Agent::new(Arc::clone(model), Arc::new(registry), core.agent_config(session, definition))
             .with_hook(Arc::new(UnofferedCallAudit::new(core, &session.id)));
+    for hook in hooks::agent_hooks(&core.config().hooks, &definition.pinned) {
+        agent.add_hook(hook);
+    }
     agent.set_history(rebuilt.history);
     live.agent = Some(agent);
     Ok(())
@@ -301,6 +305,7 @@ impl Prepared {
             }
         };
         tracing::debug!(session = id, history_len, ending = outcome.ending.as_str(), "turn ended");
+        hooks::stop(&core, id, outcome.ending.as_str()).await;
         let visible = history.visible();
         set_title_once(&core, &session, visible.first_user.as_deref());
         let last =

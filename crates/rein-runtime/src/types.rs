@@ -251,6 +251,9 @@ pub enum Decision {
     Approve,
     /// Run every call of this tool in this session without asking again.
     ApproveForSession,
+    /// Run every call of this tool by this agent, in every session of the same owner, without
+    /// asking again, until the rule is revoked ([`Runtime::revoke_approval_rule`](crate::Runtime::revoke_approval_rule)).
+    ApproveAlways,
     /// Do not run it.
     Deny,
 }

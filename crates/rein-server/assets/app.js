@@ -177,10 +177,18 @@ async function createSession() {
   const model = $('model-select').value;
   if (model) body.runtimeModel = model;
   const session = await api('POST', '/sessions', body);
-  await api('PATCH', `/sessions/${encodeURIComponent(session.sessionId)}`, {
-    autoApprove: $('auto-approve').checked,
-    reasoning: $('reasoning').checked,
-  });
+  const path = `/sessions/${encodeURIComponent(session.sessionId)}`;
+  await api('PATCH', path, { reasoning: $('reasoning').checked });
+  // Auto-approve follows the operator's config until the person flips the box; a server that
+  // keeps its approvals (`client_may_auto_approve = false`) refuses turning them off.
+  const auto = store.get('rein.autoApprove', null);
+  if (typeof auto === 'boolean') {
+    try {
+      await api('PATCH', path, { autoApprove: auto });
+    } catch (error) {
+      showBanner(error.message, 'error');
+    }
+  }
   await loadSessions();
   await openSession(session.sessionId);
   return session.sessionId;
@@ -939,9 +947,16 @@ function wire() {
   });
   $('auto-approve').checked = state.prefs.autoApprove;
   $('reasoning').checked = state.prefs.reasoning;
-  $('auto-approve').addEventListener('change', (e) => {
-    store.set('rein.autoApprove', e.target.checked);
-    updateSettings({ autoApprove: e.target.checked });
+  $('auto-approve').addEventListener('change', async (e) => {
+    const wanted = e.target.checked;
+    await updateSettings({ autoApprove: wanted });
+    const policy = (state.session && state.session.policy) || {};
+    if (!state.sessionId || policy.autoApprove === wanted) {
+      store.set('rein.autoApprove', wanted);
+    } else if (typeof policy.autoApprove === 'boolean') {
+      // Refused (the server keeps its approvals): show what is in force.
+      e.target.checked = policy.autoApprove;
+    }
   });
   $('reasoning').addEventListener('change', (e) => {
     store.set('rein.reasoning', e.target.checked);

@@ -104,7 +104,10 @@ pub struct CreateSession {
     #[serde(default)]
     pub runtime_model: Option<String>,
     /// Free-form metadata; `viewContextId` links a view context,
-    /// `requireHumanApprovalForSideEffects` overrides the approval policy.
+    /// `requireHumanApprovalForSideEffects` and `requireHumanApprovalForBackgroundTasks`
+    /// override the approval policy (lowering it is refused with
+    /// `403 hosted_agent_policy_denied` unless the operator allows it:
+    /// `client_may_auto_approve`).
     #[serde(default)]
     pub metadata: JsonObject,
 }
@@ -116,7 +119,9 @@ pub struct SessionSettings {
     /// Pin the session to this model.
     #[serde(default)]
     pub runtime_model: Option<String>,
-    /// Run side-effecting tools without asking.
+    /// Run side-effecting tools without asking (`true`) or ask for each (`false`); decides
+    /// over the agent's policy. `true` where the policy asks is refused with
+    /// `403 hosted_agent_policy_denied` unless the operator allows it (`client_may_auto_approve`).
     #[serde(default)]
     pub auto_approve: Option<bool>,
     /// Ask the model to reason (where the provider supports a switch).
@@ -221,6 +226,85 @@ pub struct ApprovalDecision {
     /// A note kept with the decision.
     #[serde(default)]
     pub note: Option<String>,
+    /// How far an approval reaches (`once` when absent; a denial ignores it).
+    #[serde(default)]
+    pub scope: Option<ApprovalScope>,
+}
+
+/// How far an approval reaches.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum ApprovalScope {
+    /// The identical call, once: the next identical call needs approval again.
+    #[default]
+    Once,
+    /// Every call of this tool in this session.
+    Session,
+    /// Every call of this tool by this agent in every session of the caller, until the rule
+    /// is revoked (`DELETE /approval-rules/{id}`).
+    Always,
+}
+
+/// A standing approval of the caller ("always for this tool").
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct ApprovalRule {
+    /// Its id (`approval_rule:<hex>`).
+    pub rule_id: String,
+    /// The agent whose calls it covers.
+    pub agent_name: String,
+    /// The tool it covers.
+    pub tool_name: String,
+    /// When it was made.
+    pub created_at: String,
+}
+
+/// `GET /approval-rules`.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct ApprovalRuleList {
+    /// The caller's rules, oldest first.
+    pub rules: Vec<ApprovalRule>,
+}
+
+/// `DELETE /approval-rules/{id}`.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct RevokedApprovalRule {
+    /// The revoked rule.
+    pub rule_id: String,
+    /// When.
+    pub revoked_at: String,
+}
+
+/// One entry of a session's audit log.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct AuditEntry {
+    /// Its id (`audit:<hex>`).
+    pub entry_id: String,
+    /// When (RFC 3339).
+    pub at: String,
+    /// What was decided: `invoke`, `task`, `approve`, `deny`.
+    pub action: String,
+    /// The tool, if any.
+    pub tool: Option<String>,
+    /// `allowed`, `denied`, `pending`.
+    pub outcome: String,
+    /// Why.
+    pub reason: Option<String>,
+    /// More about it (`approvalId`, `ruleId`, `capabilityName`, `scope`).
+    pub metadata: JsonObject,
+}
+
+/// `GET /sessions/{id}/audit`.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct AuditLog {
+    /// The session.
+    pub session_id: String,
+    /// Its entries, oldest first.
+    pub entries: Vec<AuditEntry>,
 }
 
 /// A session with its conversation: `SessionResponse`.

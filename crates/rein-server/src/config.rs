@@ -25,6 +25,11 @@ pub struct ServerConfig {
     /// `None` decides by mode: allowed without tokens, refused with them
     /// (`403 hosted_agent_policy_denied`).
     pub allow_client_system_prompt: Option<bool>,
+    /// Whether a client may lower the approvals the operator's config requires (`autoApprove:
+    /// true`, TerraFin's `requireHumanApprovalFor…: false`). `None` decides by mode: allowed
+    /// without tokens, refused with them (`403 hosted_agent_policy_denied`). Raising them is
+    /// always allowed.
+    pub client_may_auto_approve: Option<bool>,
     /// The most sessions one principal may own (`403 hosted_session_quota_exceeded` beyond);
     /// `None` for no limit.
     pub max_sessions_per_principal: Option<usize>,
@@ -47,6 +52,7 @@ impl Default for ServerConfig {
             cors_origins: Vec::new(),
             allowed_hosts: Vec::new(),
             allow_client_system_prompt: None,
+            client_may_auto_approve: None,
             max_sessions_per_principal: None,
             insecure_no_auth: false,
             max_body_bytes: 1024 * 1024,
@@ -73,6 +79,12 @@ impl ServerConfig {
     /// local mode.
     pub fn client_system_prompt_allowed(&self) -> bool {
         self.allow_client_system_prompt.unwrap_or(self.tokens.is_empty())
+    }
+
+    /// Whether clients may lower approvals: the configured answer, else true only in local
+    /// mode.
+    pub fn client_auto_approve_allowed(&self) -> bool {
+        self.client_may_auto_approve.unwrap_or(self.tokens.is_empty())
     }
 
     /// Allows a browser origin.

@@ -112,6 +112,7 @@ impl From<RuntimeError> for ApiError {
             RuntimeError::SessionNotFound(id) => not_found("Hosted session", id),
             RuntimeError::TaskNotFound(id) => not_found("Task", id),
             RuntimeError::ApprovalNotFound(id) => not_found("Approval", id),
+            RuntimeError::ApprovalRuleNotFound(id) => not_found("Approval rule", id),
             RuntimeError::ViewContextNotFound(id) => not_found("View context", id),
             RuntimeError::AgentNotFound(name) => not_found("Agent", name),
             RuntimeError::ModelNotFound(name) => (

@@ -38,9 +38,10 @@ use rein_runtime::Runtime;
 
 pub use crate::{
     api::{
-        Agent, AgentList, AgentTool, Approval, ApprovalDecision, ApprovalList, CreateSession,
-        DeletedSession, ErrorBody, ErrorDetail, Interrupted, JsonObject, ModelEntry, ModelList,
-        PendingCheckpoint, RunResponse, SendMessage, Session, SessionEvent, SessionList,
+        Agent, AgentList, AgentTool, Approval, ApprovalDecision, ApprovalList, ApprovalRule,
+        ApprovalRuleList, ApprovalScope, AuditEntry, AuditLog, CreateSession, DeletedSession,
+        ErrorBody, ErrorDetail, Interrupted, JsonObject, ModelEntry, ModelList, PendingCheckpoint,
+        RevokedApprovalRule, RunResponse, SendMessage, Session, SessionEvent, SessionList,
         SessionSettings, SessionSummary, Task, TaskList, ToolResultEntry, TurnUnfinished,
         ViewContext, ViewContextInput,
     },

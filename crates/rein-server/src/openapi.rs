@@ -12,9 +12,10 @@ use schemars::{JsonSchema, SchemaGenerator, generate::SchemaSettings};
 use serde_json::{Map, Value, json};
 
 use crate::api::{
-    AgentList, Approval, ApprovalDecision, ApprovalList, CreateSession, DeletedSession, ErrorBody,
-    Interrupted, ModelList, RunResponse, SendMessage, Session, SessionList, SessionSettings, Task,
-    TaskList, ViewContext, ViewContextInput,
+    AgentList, Approval, ApprovalDecision, ApprovalList, ApprovalRuleList, AuditLog, CreateSession,
+    DeletedSession, ErrorBody, Interrupted, ModelList, RevokedApprovalRule, RunResponse,
+    SendMessage, Session, SessionList, SessionSettings, Task, TaskList, ViewContext,
+    ViewContextInput,
 };
 
 /// Where the document keeps its schemas; every generated `$ref` points here.
@@ -157,7 +158,7 @@ fn build() -> Value {
             "post": operation(&doc, "createSession", "Creates a session owned by the caller.", None, Some((doc.request::<CreateSession>(), true)),
                 ("201", doc.ok::<Session>("The new session.")),
                 &[("404", "No such public agent (`hosted_agent_not_found`)."),
-                  ("403", "Policy refused the session: a `systemPrompt` the operator does not allow (`hosted_agent_policy_denied`), or the caller's session quota is used up (`hosted_session_quota_exceeded`)."),
+                  ("403", "Policy refused the session: a `systemPrompt` the operator does not allow, or metadata that lowers the approvals the operator requires (`hosted_agent_policy_denied`), or the caller's session quota is used up (`hosted_session_quota_exceeded`)."),
                   ("503", "No model is configured (`hosted_agent_not_configured`).")]),
             "get": operation(&doc, "listSessions", "One page of the caller's sessions, newest first.", Some(json!([
                     { "name": "limit", "in": "query", "required": false, "description": "At most this many (100 when absent).",
@@ -173,7 +174,8 @@ fn build() -> Value {
                 ("200", doc.ok::<Session>("The session.")), &[NOT_FOUND_SESSION]),
             "patch": operation(&doc, "updateSession", "Changes a session's model, auto-approve and reasoning settings.",
                 session_id(), Some((doc.request::<SessionSettings>(), false)), ("200", doc.ok::<Session>("The session.")),
-                &[NOT_FOUND_SESSION, ("422", "The body does not fit the schema, or no model has that name (`hosted_model_not_found`).")]),
+                &[NOT_FOUND_SESSION, ("422", "The body does not fit the schema, or no model has that name (`hosted_model_not_found`)."),
+                  ("403", "`autoApprove: true` where the agent's policy asks, and the operator does not let clients lower approvals (`hosted_agent_policy_denied`, `client_may_auto_approve`); or a `Host`/origin refusal.")]),
             "delete": operation(&doc, "deleteSession", "Deletes a session.", session_id(), None,
                 ("200", doc.ok::<DeletedSession>("The deleted session.")),
                 &[NOT_FOUND_SESSION, ("409", "The session has active tasks (`hosted_session_has_active_tasks`) or a running turn (`hosted_agent_turn_in_flight`).")]),
@@ -199,6 +201,8 @@ fn build() -> Value {
             session_id(), None, ("200", doc.ok::<TaskList>("The tasks.")), &[NOT_FOUND_SESSION]) },
         "/agent/api/runtime/sessions/{id}/approvals": { "get": operation(&doc, "listSessionApprovals", "A session's approvals.",
             session_id(), None, ("200", doc.ok::<ApprovalList>("The approvals.")), &[NOT_FOUND_SESSION]) },
+        "/agent/api/runtime/sessions/{id}/audit": { "get": operation(&doc, "sessionAudit", "A session's audit log: every policy and approval decision, oldest first.",
+            session_id(), None, ("200", doc.ok::<AuditLog>("The audit log.")), &[NOT_FOUND_SESSION]) },
         "/agent/api/runtime/sessions/{id}/events": { "get": {
             "operationId": "sessionEvents",
             "summary": "The session's events as Server-Sent Events: a `ready` event, the stored events after `Last-Event-ID` (all of them without it), then live ones. Each event has `id:` (resume point), `event:` (its type) and `data:` (the AgentEvent JSON).",
@@ -222,12 +226,17 @@ fn build() -> Value {
             &[("404", "No such task for this caller (`hosted_task_not_found`).")]) },
         "/agent/api/runtime/approvals/{id}": { "get": operation(&doc, "getApproval", "One approval.", Some(id_param("The approval id.")), None,
             ("200", doc.ok::<Approval>("The approval.")), &[("404", "No such approval for this caller (`hosted_approval_not_found`).")]) },
-        "/agent/api/runtime/approvals/{id}/approve": { "post": operation(&doc, "approve", "Approves a pending approval; the next identical call runs.",
+        "/agent/api/runtime/approvals/{id}/approve": { "post": operation(&doc, "approve", "Approves a pending approval: `scope` `once` (default) lets the next identical call run, `session` every call of the tool in the session, `always` every call of the tool by the agent in every session of the caller (a rule, listed at `/approval-rules`).",
             Some(id_param("The approval id.")), Some((doc.request::<ApprovalDecision>(), false)), ("200", doc.ok::<Approval>("The approval.")),
             &[("404", "No such approval for this caller."), ("409", "Already decided (`hosted_approval_resolved`).")]) },
         "/agent/api/runtime/approvals/{id}/deny": { "post": operation(&doc, "deny", "Denies a pending approval.",
             Some(id_param("The approval id.")), Some((doc.request::<ApprovalDecision>(), false)), ("200", doc.ok::<Approval>("The approval.")),
             &[("404", "No such approval for this caller."), ("409", "Already decided (`hosted_approval_resolved`).")]) },
+        "/agent/api/runtime/approval-rules": { "get": operation(&doc, "listApprovalRules", "The caller's standing approvals (\"always for this tool\"), oldest first.",
+            None, None, ("200", doc.ok::<ApprovalRuleList>("The rules.")), &[]) },
+        "/agent/api/runtime/approval-rules/{id}": { "delete": operation(&doc, "revokeApprovalRule", "Revokes a standing approval: the next call it covered asks again.",
+            Some(id_param("The rule id.")), None, ("200", doc.ok::<RevokedApprovalRule>("The revoked rule.")),
+            &[("404", "No such rule for this caller (`hosted_approval_rule_not_found`).")]) },
         "/agent/api/runtime/view-contexts/{id}": {
             "put": operation(&doc, "putViewContext", "Stores what the user is looking at.", Some(id_param("The view context id (client-chosen).")),
                 Some((doc.request::<ViewContextInput>(), true)), ("200", doc.ok::<ViewContext>("The stored view context.")), &[]),

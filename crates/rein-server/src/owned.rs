@@ -20,8 +20,9 @@ use rein_runtime::{
 
 use crate::{
     api::{
-        Approval, CreateSession, DeletedSession, Interrupted, RunResponse, SendMessage, Session,
-        SessionEvent, SessionList, SessionSettings, Task, ViewContext, ViewContextInput,
+        Approval, ApprovalRule, ApprovalScope, AuditEntry, CreateSession, DeletedSession,
+        Interrupted, RevokedApprovalRule, RunResponse, SendMessage, Session, SessionEvent,
+        SessionList, SessionSettings, Task, ViewContext, ViewContextInput,
     },
     auth::Principal,
     wire,
@@ -317,17 +318,71 @@ impl<'a> Owned<'a> {
         Ok(wire::approval(self.runtime, self.owner, &agent, &found))
     }
 
-    /// Approves (`approve == true`) or denies a pending approval, with an optional note.
+    /// Approves (with `Some(scope)`) or denies (`None`) a pending approval, with an optional
+    /// note.
     pub(crate) async fn decide_approval(
         &self,
         approval_id: &str,
-        approve: bool,
+        approve: Option<ApprovalScope>,
         note: Option<&str>,
     ) -> Result<Approval> {
         let (_, agent) = self.owned_approval(approval_id).await?;
-        let decision = if approve { Decision::Approve } else { Decision::Deny };
+        let decision = match approve {
+            Some(ApprovalScope::Once) => Decision::Approve,
+            Some(ApprovalScope::Session) => Decision::ApproveForSession,
+            Some(ApprovalScope::Always) => Decision::ApproveAlways,
+            None => Decision::Deny,
+        };
         let decided = self.runtime.decide_approval(approval_id, decision, note).await?;
         Ok(wire::approval(self.runtime, self.owner, &agent, &decided))
+    }
+
+    /// The caller's standing approval rules, oldest first.
+    pub(crate) async fn approval_rules(&self) -> Result<Vec<ApprovalRule>> {
+        let rules = self.runtime.approval_rules(Some(self.owner.as_str())).await?;
+        Ok(rules.iter().map(wire::approval_rule).collect())
+    }
+
+    /// Revokes the caller's rule `id` (another principal's is not found).
+    pub(crate) async fn revoke_approval_rule(&self, id: &str) -> Result<RevokedApprovalRule> {
+        self.runtime.revoke_approval_rule(Some(self.owner.as_str()), id).await?;
+        Ok(RevokedApprovalRule { rule_id: id.to_owned(), revoked_at: wire::now() })
+    }
+
+    /// A session's audit log, oldest first.
+    pub(crate) async fn audit(&self, id: &str) -> Result<Vec<AuditEntry>> {
+        let id = &self.resolve(id)?;
+        Ok(self.runtime.audit(id).await?.iter().map(wire::audit_entry).collect())
+    }
+
+    /// Whether creating a session of `agent` with client `metadata` would lower the approvals
+    /// the agent's policy requires.
+    pub(crate) fn create_lowers_approvals(
+        &self,
+        agent: &str,
+        metadata: &rein_protocol::JsonObject,
+    ) -> Result<bool> {
+        self.runtime.lowers_approvals(
+            Some(agent),
+            &rein_runtime::SessionSettings::default(),
+            metadata,
+        )
+    }
+
+    /// Whether changing the caller's session `id` to `settings` would lower the approvals its
+    /// agent's policy requires.
+    // `rein_runtime::SessionSettings` is #[non_exhaustive]: see `update_session`.
+    #[allow(clippy::field_reassign_with_default)]
+    pub(crate) async fn update_lowers_approvals(
+        &self,
+        id: &str,
+        settings: &SessionSettings,
+    ) -> Result<bool> {
+        let stored = self.resolve(id)?;
+        let agent = self.agent_of(&stored).await?;
+        let mut change = rein_runtime::SessionSettings::default();
+        change.auto_approve = settings.auto_approve;
+        self.runtime.lowers_approvals(Some(&agent), &change, &rein_protocol::JsonObject::new())
     }
 
     /// Stores what the user is looking at, in the caller's namespace.

@@ -86,6 +86,9 @@ pub(crate) fn router(
         .route("/approvals/{id}", get(get_approval))
         .route("/approvals/{id}/approve", post(approve))
         .route("/approvals/{id}/deny", post(deny))
+        .route("/approval-rules", get(approval_rules))
+        .route("/approval-rules/{id}", axum::routing::delete(revoke_approval_rule))
+        .route("/sessions/{id}/audit", get(session_audit))
         .route("/view-contexts/{id}", put(put_view_context).get(get_view_context));
     let mut app = Router::new()
         .route("/", get(assets::index))
@@ -282,6 +285,11 @@ async fn create_session(
         return Err(ApiError::from(refusal).with_details(field("systemPrompt")));
     }
     let owned = s.owned(&owner);
+    if !s.config.client_auto_approve_allowed()
+        && owned.create_lowers_approvals(&request.agent_name, &request.metadata)?
+    {
+        return Err(ApiError::from(lowering_refused()).with_details(field("metadata")));
+    }
     if let Some(limit) = s.config.max_sessions_per_principal
         && owned.session_count()? >= limit
     {
@@ -294,6 +302,14 @@ async fn create_session(
     }
     let session = owned.create_session(request).await?;
     Ok((StatusCode::CREATED, Json(session)))
+}
+
+/// The refusal of a client's change that would need fewer approvals than the operator's config.
+fn lowering_refused() -> RuntimeError {
+    RuntimeError::PolicyDenied(
+        "This server does not let clients turn off the approvals its config requires (`client_may_auto_approve`)."
+            .to_owned(),
+    )
 }
 
 fn field(name: &str) -> serde_json::Value {
@@ -341,7 +357,13 @@ async fn update_session(
     Id(id): Id,
     Body(settings): Body<SessionSettings>,
 ) -> ApiResult<crate::api::Session> {
-    Ok(Json(s.owned(&owner).update_session(&id, settings).await?))
+    let owned = s.owned(&owner);
+    if !s.config.client_auto_approve_allowed()
+        && owned.update_lowers_approvals(&id, &settings).await?
+    {
+        return Err(ApiError::from(lowering_refused()).with_details(field("autoApprove")));
+    }
+    Ok(Json(owned.update_session(&id, settings).await?))
 }
 
 async fn delete_session(
@@ -466,7 +488,8 @@ async fn approve(
     Id(id): Id,
     Body(decision): Body<ApprovalDecision>,
 ) -> ApiResult<crate::api::Approval> {
-    Ok(Json(s.owned(&owner).decide_approval(&id, true, decision.note.as_deref()).await?))
+    let scope = decision.scope.unwrap_or_default();
+    Ok(Json(s.owned(&owner).decide_approval(&id, Some(scope), decision.note.as_deref()).await?))
 }
 
 async fn deny(
@@ -475,7 +498,31 @@ async fn deny(
     Id(id): Id,
     Body(decision): Body<ApprovalDecision>,
 ) -> ApiResult<crate::api::Approval> {
-    Ok(Json(s.owned(&owner).decide_approval(&id, false, decision.note.as_deref()).await?))
+    Ok(Json(s.owned(&owner).decide_approval(&id, None, decision.note.as_deref()).await?))
+}
+
+async fn approval_rules(
+    State(s): State<AppState>,
+    Caller(owner): Caller,
+) -> ApiResult<crate::api::ApprovalRuleList> {
+    Ok(Json(crate::api::ApprovalRuleList { rules: s.owned(&owner).approval_rules().await? }))
+}
+
+async fn revoke_approval_rule(
+    State(s): State<AppState>,
+    Caller(owner): Caller,
+    Id(id): Id,
+) -> ApiResult<crate::api::RevokedApprovalRule> {
+    Ok(Json(s.owned(&owner).revoke_approval_rule(&id).await?))
+}
+
+async fn session_audit(
+    State(s): State<AppState>,
+    Caller(owner): Caller,
+    Id(id): Id,
+) -> ApiResult<crate::api::AuditLog> {
+    let entries = s.owned(&owner).audit(&id).await?;
+    Ok(Json(crate::api::AuditLog { session_id: id, entries }))
 }
 
 async fn put_view_context(

@@ -7,8 +7,8 @@ use serde_json::Value;
 
 use crate::{
     api::{
-        Agent, AgentTool, Approval, ModelEntry, ModelList, PendingCheckpoint, Session,
-        SessionSummary, Task, ToolResultEntry, ViewContext,
+        Agent, AgentTool, Approval, ApprovalRule, AuditEntry, ModelEntry, ModelList,
+        PendingCheckpoint, Session, SessionSummary, Task, ToolResultEntry, ViewContext,
     },
     auth::Principal,
 };
@@ -173,6 +173,29 @@ pub(crate) fn approval(
         input_payload: approval.args.clone(),
         decision_note: approval.note.clone(),
         metadata,
+    }
+}
+
+/// A standing approval rule (its agent and tool are never namespaced).
+pub(crate) fn approval_rule(rule: &rein_runtime::ApprovalRule) -> ApprovalRule {
+    ApprovalRule {
+        rule_id: rule.id.clone(),
+        agent_name: rule.agent_id.clone(),
+        tool_name: rule.tool.clone(),
+        created_at: rule.created_at.to_rfc3339(),
+    }
+}
+
+/// One audit log entry.
+pub(crate) fn audit_entry(entry: &rein_runtime::AuditEntry) -> AuditEntry {
+    AuditEntry {
+        entry_id: entry.id.clone(),
+        at: entry.at.to_rfc3339(),
+        action: entry.action.clone(),
+        tool: entry.tool.clone(),
+        outcome: entry.outcome.clone(),
+        reason: entry.reason.clone(),
+        metadata: entry.metadata.clone(),
     }
 }
 

@@ -359,6 +359,10 @@ pub enum ApprovalScope {
     Once,
     /// Every call of the same tool in the same session; never consumed.
     Session,
+    /// Every call of the same tool by the same agent for the same owner, in every session: an
+    /// [`ApprovalRule`], kept until revoked. The request itself is stored as approved once
+    /// (the retried call consumes it); the rule covers the calls after.
+    Always,
 }
 
 impl ApprovalScope {
@@ -367,6 +371,7 @@ impl ApprovalScope {
         match self {
             ApprovalScope::Once => "once",
             ApprovalScope::Session => "session",
+            ApprovalScope::Always => "always",
         }
     }
 
@@ -463,8 +468,27 @@ pub enum ApprovalMatch {
     Allowed(Approval),
     /// A request for this fingerprint is already waiting.
     Pending(Approval),
+    /// The call may run: the owner's standing rule for this agent and tool covers it.
+    Ruled(ApprovalRule),
     /// Nothing usable (none, denied or consumed): the caller creates a new request.
     None,
+}
+
+/// A standing approval: every call of `tool` by `agent_id` in any session of `owner` runs
+/// without asking, until the rule is revoked. Made by approving with [`ApprovalScope::Always`].
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ApprovalRule {
+    /// The rule id (`approval_rule:<hex>`).
+    pub id: String,
+    /// The owning principal (`None` for sessions without an owner).
+    pub owner: Option<String>,
+    /// The agent whose calls it covers.
+    pub agent_id: String,
+    /// The tool it covers.
+    pub tool: String,
+    /// When it was made.
+    pub created_at: Timestamp,
 }
 
 /// One entry of the append-only audit log.

@@ -7,9 +7,9 @@ use serde_json::Value;
 use rein_protocol::JsonObject;
 
 use crate::{
-    Approval, ApprovalDecision, ApprovalMatch, AuditEntry, NewApproval, NewAuditEntry, NewSession,
-    NewTask, Result, Session, SessionFilter, SessionPatch, StopRequest, Task, TaskOutcome,
-    TurnUnfinished, ViewContext,
+    Approval, ApprovalDecision, ApprovalMatch, ApprovalRule, AuditEntry, NewApproval,
+    NewAuditEntry, NewSession, NewTask, Result, Session, SessionFilter, SessionPatch, StopRequest,
+    Task, TaskOutcome, TurnUnfinished, ViewContext,
 };
 
 /// Sessions, background tasks, approvals, the audit log, view contexts, task checkpoints and
@@ -182,7 +182,10 @@ pub trait SessionStore: Send + Sync {
     fn list_approvals(&self, session_id: &str) -> Result<Vec<Approval>>;
 
     /// Approves or denies a pending approval with an optional note.
-    /// [`InvalidState`](crate::StoreError::InvalidState) when it is not pending.
+    /// [`InvalidState`](crate::StoreError::InvalidState) when it is not pending. Approving with
+    /// [`ApprovalScope::Always`](crate::ApprovalScope::Always) also makes (or keeps) the
+    /// [`ApprovalRule`] of the session's owner and agent for the approval's tool, in the same
+    /// transaction.
     fn resolve_approval(
         &self,
         id: &str,
@@ -191,14 +194,24 @@ pub trait SessionStore: Send + Sync {
     ) -> Result<Approval>;
 
     /// Looks up what covers a call, atomically: a session-scoped approval for `tool` allows it;
-    /// else the newest request with `fingerprint` decides: approved (once) is consumed and allows
-    /// it, pending is returned as pending; anything else is [`ApprovalMatch::None`].
+    /// else an approved (once) request with `fingerprint` is consumed and allows it; else the
+    /// rule of the session's owner and agent for `tool` allows it ([`ApprovalMatch::Ruled`]);
+    /// else a pending request with `fingerprint` is returned as pending; anything else is
+    /// [`ApprovalMatch::None`].
     fn match_approval(
         &self,
         session_id: &str,
         tool: &str,
         fingerprint: &str,
     ) -> Result<ApprovalMatch>;
+
+    /// The standing approval rules of `owner` (of sessions without an owner when `None`),
+    /// oldest first. Never another owner's.
+    fn list_approval_rules(&self, owner: Option<&str>) -> Result<Vec<ApprovalRule>>;
+
+    /// Revokes the rule `id` of `owner`; `false` when `owner` has no such rule (another
+    /// owner's rule is never touched).
+    fn delete_approval_rule(&self, owner: Option<&str>, id: &str) -> Result<bool>;
 
     // --- audit log ------------------------------------------------------------------------
 

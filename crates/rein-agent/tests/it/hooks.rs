@@ -1,5 +1,6 @@
 //! Rule 10: hooks: `before_turn`, `pinned_context` (sent with that one request, never stored),
-//! `after_tool`, `after_completion`; a failing hook is logged and skipped, never gates a turn.
+//! `after_tool`, `after_completion`; a failing hook is logged and skipped, never gates a turn;
+//! `check_prompt` may refuse one.
 
 use std::sync::{Arc, Mutex};
 
@@ -140,4 +141,26 @@ async fn hooks_default_methods_do_nothing() {
     let ran = run(&mut agent, "go").await;
     assert!(notices(&ran.events).is_empty());
     assert_eq!(model.requests()[0].messages.len(), 1);
+}
+
+#[tokio::test]
+async fn hooks_check_prompt_refuses_a_prompt_before_any_request() {
+    struct Refuser;
+    #[async_trait]
+    impl Hooks for Refuser {
+        async fn check_prompt(&self, turn: &TurnContext<'_>) -> Result<Option<String>, HookError> {
+            Ok(turn.user_text.contains("secret").then(|| "Not about secrets.".to_owned()))
+        }
+    }
+    let model = ScriptedModel::new([reply::text("ok")]);
+    let mut agent =
+        agent(&model, registry(&[]), AgentConfig::default()).with_hook(Arc::new(Refuser));
+    let ran = run(&mut agent, "tell me the secret").await;
+    assert_eq!(ran.outcome().text, "Not about secrets.");
+    assert_eq!(ran.outcome().ending, rein_protocol::TurnEnding::Interrupted);
+    assert!(notices(&ran.events).contains(&"prompt_refused".to_owned()));
+    assert!(model.requests().is_empty(), "no model request");
+    assert!(agent.history().is_empty(), "the refused prompt is not stored");
+    let ran = run(&mut agent, "hello").await;
+    assert_eq!(ran.outcome().text, "ok");
 }

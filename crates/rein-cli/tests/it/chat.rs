@@ -94,3 +94,41 @@ fn ctrl_c_stops_a_slow_turn_but_not_the_program() {
     let output = report["output"].as_str().unwrap_or_default();
     assert!(!output.contains("and done."), "the slow reply was cut, not waited out:\n{output}");
 }
+
+#[test]
+fn auto_off_and_on_really_switch_approvals_for_the_session() {
+    let model = ScriptedModel::start();
+    let dir = tempfile::tempdir().unwrap();
+    // `auto_approve = true`: the config asks for nothing, until `/auto off`.
+    let config = write_json(dir.path(), "rein.json", &config_with_everything(&model, true, true));
+    let data = dir.path().join("data");
+    let steps = json!([
+        {"expect": "/help lists the commands."},
+        {"expect": "›"},
+        {"send": "/auto off\n"},
+        {"expect": "auto-approve off"},
+        {"expect": "›"},
+        {"send": "toggle the logging\n"},
+        {"expect": "toggle-simulated-logging needs your approval"},
+        {"expect": "[a]lways for this session"},
+        {"send": "n\n"},
+        {"expect": "›"},
+        {"send": "/auto on\n"},
+        {"expect": "auto-approve on"},
+        {"expect": "›"},
+        {"send": "toggle the logging again\n"},
+        {"expect": "✓ toggle-simulated-logging:"},
+        {"expect": "The tool said:"},
+        {"expect": "›"},
+        {"send": "/quit\n"},
+    ]);
+    let report =
+        drive(&["chat", "--config", &config, "--data-dir", data.to_str().unwrap()], &steps);
+    check(&report);
+    let output = report["output"].as_str().unwrap_or_default();
+    assert_eq!(
+        output.matches("needs your approval").count(),
+        1,
+        "only the call made with auto-approve off asked:\n{output}"
+    );
+}

@@ -1,7 +1,9 @@
 //! rein-cli's integration tests: each module drives the built `rein` binary.
 
+mod approvals;
 mod chat;
 mod config_check;
+mod hooks;
 mod recover;
 mod run;
 mod security;

@@ -47,7 +47,7 @@ fn answer_with_echo(stream: TcpStream) {
 }
 
 /// `rein serve` on a free loopback port; returns the child and its `HOST:PORT`.
-fn serve(args: &[&str], data: &Path) -> (Child, String) {
+pub(crate) fn serve(args: &[&str], data: &Path) -> (Child, String) {
     let mut child = Command::new(env!("CARGO_BIN_EXE_rein"))
         .arg("serve")
         .args(args)
@@ -69,7 +69,7 @@ fn serve(args: &[&str], data: &Path) -> (Child, String) {
 }
 
 /// One HTTP/1.1 request over a fresh connection; the status code and the body.
-fn http(
+pub(crate) fn http(
     host: &str,
     method: &str,
     path: &str,
@@ -115,7 +115,7 @@ fn events_until(host: &str, path: &str, until: &str) -> String {
     text
 }
 
-fn stop(mut child: Child) -> String {
+pub(crate) fn stop(mut child: Child) -> String {
     child.kill().expect("kill");
     let mut stderr = String::new();
     child.stderr.take().expect("stderr").read_to_string(&mut stderr).expect("read stderr");

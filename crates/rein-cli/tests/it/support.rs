@@ -6,7 +6,7 @@ use std::{
     path::{Path, PathBuf},
     process::Command,
     sync::{
-        Arc,
+        Arc, Mutex,
         atomic::{AtomicBool, AtomicUsize, Ordering},
     },
     time::Duration,
@@ -29,6 +29,8 @@ pub(crate) struct ScriptedModel {
     stop: Arc<AtomicBool>,
     /// Requests served so far.
     pub(crate) requests: Arc<AtomicUsize>,
+    /// The bodies of the requests served so far, in order.
+    pub(crate) bodies: Arc<Mutex<Vec<Value>>>,
 }
 
 impl ScriptedModel {
@@ -39,19 +41,40 @@ impl ScriptedModel {
         listener.set_nonblocking(true).expect("nonblocking listener");
         let stop = Arc::new(AtomicBool::new(false));
         let requests = Arc::new(AtomicUsize::new(0));
-        let (stop_flag, counter) = (stop.clone(), requests.clone());
+        let bodies = Arc::new(Mutex::new(Vec::new()));
+        let (stop_flag, counter, log) = (stop.clone(), requests.clone(), bodies.clone());
         std::thread::spawn(move || {
             while !stop_flag.load(Ordering::SeqCst) {
                 match listener.accept() {
                     Ok((stream, _)) => {
-                        let (stop_flag, counter) = (stop_flag.clone(), counter.clone());
-                        std::thread::spawn(move || serve_connection(stream, &stop_flag, &counter));
+                        let (stop_flag, counter, log) =
+                            (stop_flag.clone(), counter.clone(), log.clone());
+                        std::thread::spawn(move || {
+                            serve_connection(stream, &stop_flag, &counter, &log)
+                        });
                     }
                     Err(_) => std::thread::sleep(Duration::from_millis(20)),
                 }
             }
         });
-        ScriptedModel { port, stop, requests }
+        ScriptedModel { port, stop, requests, bodies }
+    }
+
+    /// The system text of each request served so far (every system message, joined).
+    pub(crate) fn system_texts(&self) -> Vec<String> {
+        let bodies = self.bodies.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+        bodies
+            .iter()
+            .map(|body| {
+                let messages = body["messages"].as_array().cloned().unwrap_or_default();
+                messages
+                    .iter()
+                    .filter(|m| m["role"] == "system")
+                    .map(|m| content_text(&m["content"]))
+                    .collect::<Vec<_>>()
+                    .join("\n")
+            })
+            .collect()
     }
 
     /// The OpenAI-compatible base URL (`http://127.0.0.1:PORT/v1`).
@@ -107,7 +130,12 @@ pub(crate) fn read_request(reader: &mut impl BufRead) -> Option<HttpRequest> {
     Some(request)
 }
 
-fn serve_connection(stream: TcpStream, stop: &AtomicBool, counter: &AtomicUsize) {
+fn serve_connection(
+    stream: TcpStream,
+    stop: &AtomicBool,
+    counter: &AtomicUsize,
+    log: &Mutex<Vec<Value>>,
+) {
     let _ = stream.set_nonblocking(false);
     let mut reader = BufReader::new(stream.try_clone().expect("clone the stream"));
     let mut writer = stream;
@@ -115,8 +143,9 @@ fn serve_connection(stream: TcpStream, stop: &AtomicBool, counter: &AtomicUsize)
         let Some(HttpRequest { body, .. }) = read_request(&mut reader) else {
             return;
         };
-        counter.fetch_add(1, Ordering::SeqCst);
         let request: Value = serde_json::from_slice(&body).unwrap_or(Value::Null);
+        log.lock().unwrap_or_else(std::sync::PoisonError::into_inner).push(request.clone());
+        counter.fetch_add(1, Ordering::SeqCst);
         if !respond(&mut writer, &request, stop) {
             return;
         }

@@ -1,6 +1,8 @@
 //! The handle's approval and audit API: a person's decisions, and the log of every decision.
 
-use rein_store::{Approval, ApprovalDecision, ApprovalScope, AuditEntry, NewAuditEntry};
+use rein_store::{
+    Approval, ApprovalDecision, ApprovalRule, ApprovalScope, AuditEntry, NewAuditEntry,
+};
 use serde_json::json;
 
 use crate::{
@@ -28,8 +30,8 @@ impl super::Runtime {
         Ok(approval)
     }
 
-    /// Approves (once, or for the rest of the session) or denies a pending approval, with an
-    /// optional note; audited.
+    /// Approves (once, for the rest of the session, or always: a rule for the session's owner,
+    /// agent and tool) or denies a pending approval, with an optional note; audited.
     pub async fn decide_approval(
         &self,
         id: &str,
@@ -50,6 +52,12 @@ impl super::Runtime {
                 "allowed",
                 "Human approval granted for the session.",
             ),
+            Decision::ApproveAlways => (
+                ApprovalDecision::Approve(ApprovalScope::Always),
+                "approve",
+                "allowed",
+                "Human approval granted for this tool from now on.",
+            ),
             Decision::Deny => (ApprovalDecision::Deny, "deny", "denied", "Human approval denied."),
         };
         let core = self.core();
@@ -59,12 +67,36 @@ impl super::Runtime {
         entry.reason =
             Some(note.filter(|n| !n.trim().is_empty()).unwrap_or(default_reason).to_owned());
         entry.metadata.insert("approvalId".into(), json!(id));
+        if decision == Decision::ApproveAlways {
+            entry.metadata.insert("scope".into(), json!(ApprovalScope::Always.as_str()));
+        }
         core.audit(entry);
         Ok(resolved)
     }
 
-    /// The audit log of a session, oldest first.
+    /// The standing approval rules of `owner` (of sessions without an owner when `None`),
+    /// oldest first.
+    pub async fn approval_rules(&self, owner: Option<&str>) -> Result<Vec<ApprovalRule>> {
+        self.core().store().list_approval_rules(owner).map_store_err()
+    }
+
+    /// Revokes `owner`'s rule `id`: the next call it covered needs approval again. Another
+    /// owner's rule is [`RuntimeError::ApprovalRuleNotFound`]. Audited (without a session).
+    pub async fn revoke_approval_rule(&self, owner: Option<&str>, id: &str) -> Result<()> {
+        let core = self.core();
+        if !core.store().delete_approval_rule(owner, id).map_store_err()? {
+            return Err(RuntimeError::ApprovalRuleNotFound(id.to_owned()));
+        }
+        let mut entry = NewAuditEntry::new(None, "revoke_rule", "revoked");
+        entry.reason = Some("Standing approval revoked.".to_owned());
+        entry.metadata.insert("ruleId".into(), json!(id));
+        core.audit(entry);
+        Ok(())
+    }
+
+    /// The audit log of a public session, oldest first.
     pub async fn audit(&self, session_id: &str) -> Result<Vec<AuditEntry>> {
+        self.public_session(session_id)?;
         self.core().store().list_audit(Some(session_id), 0, usize::MAX).map_store_err()
     }
 }

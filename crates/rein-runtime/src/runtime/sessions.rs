@@ -171,6 +171,25 @@ impl super::Runtime {
         })
     }
 
+    /// Whether a new session of `agent_name` (the first agent when `None`) made with
+    /// `settings` and client `metadata` (TerraFin's `requireHumanApprovalFor…` keys), or a
+    /// change of a session of that agent to `settings`, would need fewer approvals than the
+    /// agent's configured policy requires. Hosts that let clients change settings but not lower
+    /// the operator's approvals refuse what this calls lowering; raising is never lowering.
+    pub fn lowers_approvals(
+        &self,
+        agent_name: Option<&str>,
+        settings: &SessionSettings,
+        metadata: &rein_protocol::JsonObject,
+    ) -> Result<bool> {
+        let core = self.core();
+        let agents = &core.config().agents;
+        let name = agent_name.unwrap_or_else(|| agents[0].name.as_str());
+        let definition =
+            core.definition(name).ok_or_else(|| RuntimeError::AgentNotFound(name.to_owned()))?;
+        Ok(SessionMeta::lowers(&definition.policy, settings, metadata))
+    }
+
     /// Changes a session's settings: the pinned model (a person's explicit choice), auto-approve,
     /// the reasoning switch, the approval overrides.
     pub async fn update_session(&self, id: &str, settings: SessionSettings) -> Result<SessionView> {

@@ -3,6 +3,7 @@
 //! document and the embedded chat. Every JSON answer read with [`send`] is validated against
 //! the document's schema for its route and status (`documented.rs`).
 
+mod approvals;
 mod browser;
 mod documented;
 mod fuzz_api;

@@ -3,9 +3,10 @@
 
 use axum::http::StatusCode;
 use rein_server::{
-    AgentList, Approval, ApprovalDecision, ApprovalList, CreateSession, DeletedSession, ErrorBody,
-    Interrupted, ModelList, RunResponse, SendMessage, ServerConfig, Session, SessionList,
-    SessionSettings, Task, TaskList, ViewContext, ViewContextInput,
+    AgentList, Approval, ApprovalDecision, ApprovalList, ApprovalRuleList, AuditLog, CreateSession,
+    DeletedSession, ErrorBody, Interrupted, ModelList, RevokedApprovalRule, RunResponse,
+    SendMessage, ServerConfig, Session, SessionList, SessionSettings, Task, TaskList, ViewContext,
+    ViewContextInput,
 };
 use schemars::generate::SchemaSettings;
 
@@ -30,12 +31,15 @@ const ROUTES: &[(&str, &str)] = &[
     ("post", "/agent/api/runtime/sessions/{id}/discard"),
     ("get", "/agent/api/runtime/sessions/{id}/tasks"),
     ("get", "/agent/api/runtime/sessions/{id}/approvals"),
+    ("get", "/agent/api/runtime/sessions/{id}/audit"),
     ("get", "/agent/api/runtime/sessions/{id}/events"),
     ("get", "/agent/api/runtime/tasks/{id}"),
     ("post", "/agent/api/runtime/tasks/{id}/cancel"),
     ("get", "/agent/api/runtime/approvals/{id}"),
     ("post", "/agent/api/runtime/approvals/{id}/approve"),
     ("post", "/agent/api/runtime/approvals/{id}/deny"),
+    ("get", "/agent/api/runtime/approval-rules"),
+    ("delete", "/agent/api/runtime/approval-rules/{id}"),
     ("put", "/agent/api/runtime/view-contexts/{id}"),
     ("get", "/agent/api/runtime/view-contexts/{id}"),
 ];
@@ -119,6 +123,9 @@ fn component_schemas_are_what_the_types_generate() {
     responses.subschema_for::<TaskList>();
     responses.subschema_for::<Approval>();
     responses.subschema_for::<ApprovalList>();
+    responses.subschema_for::<ApprovalRuleList>();
+    responses.subschema_for::<RevokedApprovalRule>();
+    responses.subschema_for::<AuditLog>();
     responses.subschema_for::<ViewContext>();
     let mut expected = requests.take_definitions(true);
     expected.extend(responses.take_definitions(true));

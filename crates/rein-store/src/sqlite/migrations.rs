@@ -118,6 +118,19 @@ DROP INDEX sessions_by_updated;
 CREATE INDEX sessions_by_owner_page ON sessions(owner, updated_at, id);
 CREATE INDEX sessions_by_page ON sessions(updated_at, id);
 "#,
+    // 3: standing approvals ("always for this tool"), one per owner, agent and tool. `owner` is
+    // '' for sessions without one. The unique key is also the index a call's lookup and an
+    // owner's listing read. Rules outlive sessions: deleting a session keeps them.
+    r#"
+CREATE TABLE approval_rules (
+    id          TEXT PRIMARY KEY NOT NULL,
+    owner       TEXT NOT NULL,
+    agent_id    TEXT NOT NULL,
+    tool        TEXT NOT NULL,
+    created_at  INTEGER NOT NULL,
+    UNIQUE (owner, agent_id, tool)
+);
+"#,
 ];
 
 /// The newest schema version this build knows.
@@ -193,5 +206,26 @@ mod tests {
         let kept: String =
             conn.query_row("SELECT id FROM sessions", [], |row| row.get(0)).expect("the row");
         assert_eq!(kept, "kept");
+    }
+
+    #[test]
+    fn a_version_2_database_gains_the_approval_rules_table() {
+        let mut conn = Connection::open_in_memory().expect("a database");
+        conn.execute_batch(MIGRATIONS[0]).expect("version 1");
+        conn.execute_batch(MIGRATIONS[1]).expect("version 2");
+        conn.pragma_update(None, "user_version", 2).expect("the version");
+        assert_eq!(migrate(&mut conn).expect("a migration"), known_version());
+        conn.execute(
+            "INSERT INTO approval_rules (id, owner, agent_id, tool, created_at) \
+             VALUES ('r1', 'alice', 'a', 't', 1)",
+            [],
+        )
+        .expect("a rule");
+        let twice = conn.execute(
+            "INSERT INTO approval_rules (id, owner, agent_id, tool, created_at) \
+             VALUES ('r2', 'alice', 'a', 't', 2)",
+            [],
+        );
+        assert!(twice.is_err(), "one rule per owner, agent and tool");
     }
 }

@@ -20,13 +20,14 @@ use self::checkpoint::{Checkpointer, WAL_SIZE_LIMIT, Wal};
 use self::db::{DbResult, db_error, sidecar};
 use self::rows::{
     APPROVAL_COLS, AUDIT_COLS, SESSION_COLS, TASK_COLS, approval_from_row, audit_from_row,
-    session_from_row, task_from_row,
+    rule_from_row, session_from_row, task_from_row,
 };
 use crate::{
-    Approval, ApprovalDecision, ApprovalMatch, ApprovalScope, ApprovalStatus, AuditEntry, Clock,
-    NewApproval, NewAuditEntry, NewSession, NewTask, Result, Session, SessionFilter, SessionPatch,
-    SessionStore, StopRequest, StoreError, SystemClock, Task, TaskOutcome, TaskStatus, Timestamp,
-    TurnUnfinished, ViewContext, check_session_id, ids::new_id, paths::ensure_parent, private_fs,
+    Approval, ApprovalDecision, ApprovalMatch, ApprovalRule, ApprovalScope, ApprovalStatus,
+    AuditEntry, Clock, NewApproval, NewAuditEntry, NewSession, NewTask, Result, Session,
+    SessionFilter, SessionPatch, SessionStore, StopRequest, StoreError, SystemClock, Task,
+    TaskOutcome, TaskStatus, Timestamp, TurnUnfinished, ViewContext, check_session_id, ids::new_id,
+    paths::ensure_parent, private_fs,
 };
 
 pub(crate) use self::migrations::known_version;
@@ -975,12 +976,27 @@ impl SessionStore for SqliteSessionStore {
                     action: "resolve it",
                 });
             }
+            // The request of an "always" approval is approved once (the retried call consumes
+            // it); the rule covers the calls after (the table's `scope` knows once and session).
+            let stored_scope = match scope {
+                ApprovalScope::Always => ApprovalScope::Once,
+                other => other,
+            };
             tx.run(
                 "UPDATE approvals SET status = ?2, scope = ?3, note = ?4, resolved_at = ?5, updated_at = ?5 \
                  WHERE id = ?1",
-                params![id, status.as_str(), scope.as_str(), note, now],
+                params![id, status.as_str(), stored_scope.as_str(), note, now],
             )
             .db()?;
+            if scope == ApprovalScope::Always && status == ApprovalStatus::Approved {
+                tx.run(
+                    "INSERT INTO approval_rules (id, owner, agent_id, tool, created_at) \
+                     SELECT ?1, COALESCE(owner, ''), agent_id, ?3, ?4 FROM sessions WHERE id = ?2 \
+                     ON CONFLICT(owner, agent_id, tool) DO NOTHING",
+                    params![new_id("approval_rule"), approval.session_id, approval.tool, now],
+                )
+                .db()?;
+            }
             load_approval(tx, id)?.ok_or_else(|| StoreError::not_found("approval", id))
         })
     }
@@ -1016,12 +1032,49 @@ impl SessionStore for SqliteSessionStore {
                     load_approval(tx, &approval.id)?.ok_or_else(|| StoreError::not_found("approval", &approval.id))?;
                 return Ok(ApprovalMatch::Allowed(consumed));
             }
+            // After the once-approval, so the call retried after an "always" approval consumes
+            // its request (which would otherwise outlive a revoked rule).
+            let rule = query_opt(
+                tx,
+                "SELECT r.id, r.owner, r.agent_id, r.tool, r.created_at FROM approval_rules r \
+                 JOIN sessions s ON r.owner = COALESCE(s.owner, '') AND r.agent_id = s.agent_id \
+                 WHERE s.id = ?1 AND r.tool = ?2",
+                params![session_id, tool],
+                rule_from_row,
+            )?;
+            if let Some(rule) = rule {
+                return Ok(ApprovalMatch::Ruled(rule));
+            }
             let pending = newest_approval(
                 tx,
                 "fingerprint = ?2 AND tool = ?3 AND status = 'pending'",
                 params![session_id, fingerprint, tool],
             )?;
             Ok(pending.map_or(ApprovalMatch::None, ApprovalMatch::Pending))
+        })
+    }
+
+    fn list_approval_rules(&self, owner: Option<&str>) -> Result<Vec<ApprovalRule>> {
+        let owner = owner.unwrap_or_default();
+        self.read(|conn| {
+            let mut stmt = conn
+                .prepare_cached(
+                    "SELECT id, owner, agent_id, tool, created_at FROM approval_rules WHERE owner = ?1 \
+                     ORDER BY created_at, rowid",
+                )
+                .db()?;
+            let rows = stmt.query_map([owner], rule_from_row).db()?;
+            rows.collect::<rusqlite::Result<Vec<_>>>().db()
+        })
+    }
+
+    fn delete_approval_rule(&self, owner: Option<&str>, id: &str) -> Result<bool> {
+        let owner = owner.unwrap_or_default();
+        self.tx(|tx| {
+            let deleted = tx
+                .run("DELETE FROM approval_rules WHERE id = ?1 AND owner = ?2", params![id, owner])
+                .db()?;
+            Ok(deleted > 0)
         })
     }
 

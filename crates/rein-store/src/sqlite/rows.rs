@@ -6,8 +6,8 @@ use serde_json::Value;
 use rein_protocol::JsonObject;
 
 use crate::{
-    Approval, ApprovalScope, ApprovalStatus, AuditEntry, Session, StopRequest, Task, TaskStatus,
-    Timestamp, TurnUnfinished, ViewContext,
+    Approval, ApprovalRule, ApprovalScope, ApprovalStatus, AuditEntry, Session, StopRequest, Task,
+    TaskStatus, Timestamp, TurnUnfinished, ViewContext,
 };
 
 pub(super) const SESSION_COLS: &str = "id, owner, agent_id, model, title, parent_id, hidden, created_at, \
@@ -129,6 +129,18 @@ pub(super) fn approval_from_row(row: &Row<'_>) -> rusqlite::Result<Approval> {
         updated_at: time(row, 10)?,
         resolved_at: opt_time(row, 11)?,
         consumed_at: opt_time(row, 12)?,
+    })
+}
+
+/// An approval rule from `id, owner, agent_id, tool, created_at` (`owner` '' reads as `None`).
+pub(super) fn rule_from_row(row: &Row<'_>) -> rusqlite::Result<ApprovalRule> {
+    let owner: String = row.get(1)?;
+    Ok(ApprovalRule {
+        id: row.get(0)?,
+        owner: (!owner.is_empty()).then_some(owner),
+        agent_id: row.get(2)?,
+        tool: row.get(3)?,
+        created_at: time(row, 4)?,
     })
 }
 

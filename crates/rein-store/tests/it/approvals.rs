@@ -1,4 +1,5 @@
-//! Approvals keyed by fingerprint (once and session scope) and the append-only audit log.
+//! Approvals keyed by fingerprint (once and session scope), standing rules (always scope, per
+//! owner, agent and tool) and the append-only audit log.
 
 use std::time::Duration;
 
@@ -103,6 +104,68 @@ fn denied_requests_do_not_allow_and_session_scope_covers_the_tool() {
         store.create_approval(NewApproval::new("s", "x", "", json!({}))),
         Err(StoreError::InvalidInput { .. })
     ));
+}
+
+#[test]
+fn an_always_approval_is_a_rule_of_the_owner_agent_and_tool_until_revoked() {
+    let (_dir, store, _clock) = store();
+    let session = |id: &str, owner: Option<&str>, agent: &str| NewSession {
+        id: Some(id.into()),
+        owner: owner.map(str::to_owned),
+        ..NewSession::new(agent)
+    };
+    store.create_session(session("a1", Some("alice"), "a")).unwrap();
+    store.create_session(session("a2", Some("alice"), "a")).unwrap();
+    store.create_session(session("a3", Some("alice"), "other")).unwrap();
+    store.create_session(session("b1", Some("bob"), "a")).unwrap();
+    store.create_session(session("n1", None, "a")).unwrap();
+    let request = store.create_approval(NewApproval::new("a1", "send", "fp", json!({}))).unwrap();
+    let decided = store
+        .resolve_approval(&request.id, ApprovalDecision::Approve(ApprovalScope::Always), None)
+        .unwrap();
+    // The request itself is approved once: the retried call consumes it.
+    assert_eq!((decided.status, decided.scope), (ApprovalStatus::Approved, ApprovalScope::Once));
+    assert_eq!(allowed(store.match_approval("a1", "send", "fp").unwrap()).id, request.id);
+
+    let rules = store.list_approval_rules(Some("alice")).unwrap();
+    assert_eq!(rules.len(), 1);
+    let rule = &rules[0];
+    assert_eq!(
+        (rule.owner.as_deref(), rule.agent_id.as_str(), rule.tool.as_str()),
+        (Some("alice"), "a", "send")
+    );
+    for (covered, session, tool) in [
+        (true, "a1", "send"),
+        (true, "a2", "send"),
+        (false, "a2", "other_tool"),
+        (false, "a3", "send"),
+        (false, "b1", "send"),
+        (false, "n1", "send"),
+    ] {
+        let found = store.match_approval(session, tool, "fp2").unwrap();
+        assert_eq!(
+            matches!(&found, ApprovalMatch::Ruled(r) if r.id == rule.id),
+            covered,
+            "{session} {tool}: {found:?}"
+        );
+    }
+    assert!(store.list_approval_rules(Some("bob")).unwrap().is_empty());
+    assert!(store.list_approval_rules(None).unwrap().is_empty());
+
+    // Approving "always" again keeps the one rule.
+    let again = store.create_approval(NewApproval::new("a2", "send", "fp3", json!({}))).unwrap();
+    store
+        .resolve_approval(&again.id, ApprovalDecision::Approve(ApprovalScope::Always), None)
+        .unwrap();
+    assert_eq!(store.list_approval_rules(Some("alice")).unwrap(), rules);
+
+    // Only its owner revokes it; then calls are not covered any more.
+    assert!(!store.delete_approval_rule(Some("bob"), &rule.id).unwrap());
+    assert!(!store.delete_approval_rule(None, &rule.id).unwrap());
+    assert!(store.delete_approval_rule(Some("alice"), &rule.id).unwrap());
+    assert!(!store.delete_approval_rule(Some("alice"), &rule.id).unwrap());
+    assert_eq!(store.match_approval("a2", "send", "fp4").unwrap(), ApprovalMatch::None);
+    assert!(store.list_approval_rules(Some("alice")).unwrap().is_empty());
 }
 
 #[test]
