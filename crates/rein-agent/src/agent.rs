@@ -12,7 +12,7 @@ use rein_recover::{RawReply, Recovered, recover};
 
 use crate::{
     approval::Approver,
-    config::{AgentConfig, NUDGE_ERROR_CHARS, StopMode},
+    config::{AgentConfig, ApprovalMode, NUDGE_ERROR_CHARS, StopMode},
     error::AgentError,
     events::EventSink,
     hooks::{HookError, Hooks, TaskCompletion, TurnContext},
@@ -141,6 +141,7 @@ pub struct Agent {
     pub(crate) config: AgentConfig,
     pub(crate) hooks: Vec<Arc<dyn Hooks>>,
     pub(crate) approver: Option<Arc<dyn Approver>>,
+    approval_mode: Option<Arc<dyn ApprovalMode>>,
     pub(crate) history: Vec<Message>,
     budget: ContextBudget,
     suspended: Option<Suspended>,
@@ -181,6 +182,7 @@ impl Agent {
             config,
             hooks: Vec::new(),
             approver: None,
+            approval_mode: None,
             history: Vec::new(),
             budget,
             suspended: None,
@@ -198,6 +200,12 @@ impl Agent {
     pub fn with_approver(mut self, approver: Arc<dyn Approver>) -> Self {
         self.approver = Some(approver);
         self
+    }
+
+    /// Sets who says, before every round, whether calls are asked about (the checkpoint
+    /// threshold follows it). Without one, the config's `auto_approve` says.
+    pub fn set_approval_mode(&mut self, mode: Option<Arc<dyn ApprovalMode>>) {
+        self.approval_mode = mode;
     }
 
     /// Adds a hook.
@@ -598,7 +606,10 @@ impl Agent {
             if turn.cancel.is_cancelled() {
                 return self.stopped(turn).await;
             }
-            let threshold = self.config.checkpoint_threshold();
+            let threshold = match &self.approval_mode {
+                Some(mode) => self.config.checkpoint_threshold_when(mode.asks()),
+                None => self.config.checkpoint_threshold(),
+            };
             if threshold > 0 && (turn.iterations >= threshold || turn.local_streak >= threshold) {
                 return self.checkpoint(turn).await;
             }
@@ -795,7 +806,8 @@ impl Agent {
 
     /// Pause the turn: ask for a progress summary with tools off, keep the turn.
     async fn checkpoint(&mut self, turn: &mut TurnState<'_>) -> Ended {
-        let rounds = turn.iterations;
+        // Remote rounds, or the local-only rounds in a row when those reached the threshold.
+        let rounds = turn.iterations.max(turn.local_streak);
         Self::notice(turn, code::CHECKPOINT, format!("checkpoint after {rounds} tool rounds"));
         let instruction = Message::user(texts::checkpoint_prompt(rounds));
         // Not reported until the summary request is done: a stop during it takes it back.

@@ -108,6 +108,21 @@ impl AgentConfig {
     /// The checkpoint threshold in force: `max_tool_calls` with auto-approve, else
     /// `max_tool_calls_manual`; 0 means no checkpoint.
     pub fn checkpoint_threshold(&self) -> u32 {
-        if self.auto_approve { self.max_tool_calls } else { self.max_tool_calls_manual }
+        self.checkpoint_threshold_when(!self.auto_approve)
     }
+
+    /// The checkpoint threshold when the host does (`asks`) or does not ask before remote
+    /// and side-effecting calls.
+    pub fn checkpoint_threshold_when(&self, asks: bool) -> u32 {
+        if asks { self.max_tool_calls_manual } else { self.max_tool_calls }
+    }
+}
+
+/// Whether the host asks before remote and side-effecting calls, read before every round: the
+/// checkpoint threshold follows it. For hosts that approve outside the loop (the runtime's
+/// pending approvals, a session's auto-approve toggle) while the loop's own `auto_approve`
+/// stays on.
+pub trait ApprovalMode: Send + Sync {
+    /// Whether calls are asked about now.
+    fn asks(&self) -> bool;
 }

@@ -34,7 +34,7 @@ pub use crate::{
     agent::{Agent, TurnInput, TurnOutcome},
     approval::{ApprovalDecision, ApprovalRequest, Approver},
     config::{
-        AgentConfig, DEFAULT_MAX_CONTINUATIONS, DEFAULT_MAX_TOOL_CALLS,
+        AgentConfig, ApprovalMode, DEFAULT_MAX_CONTINUATIONS, DEFAULT_MAX_TOOL_CALLS,
         DEFAULT_MAX_TOOL_CALLS_MANUAL, LOOP_GUARD_REPEAT_LIMIT, MAX_PARSE_RETRIES,
         MAX_RECOVERABLE_ERROR_BATCHES, MAX_REPEATED_SAME_ERROR, NUDGE_ERROR_CHARS, StopMode,
     },

@@ -254,7 +254,8 @@ impl ToolRegistry {
 
     /// Whether `name` is a registered local tool (unknown names are not local).
     pub fn is_local(&self, name: &str) -> bool {
-        matches!(self.entry(name).map(|e| &e.backend), Some(Backend::Local(_)))
+        self.entry(name)
+            .is_some_and(|entry| matches!(entry.backend, Backend::Local(_)) && !entry.spec.remote)
     }
 
     /// The source serving a remote tool; `None` for local and unknown tools.
@@ -269,7 +270,9 @@ impl ToolRegistry {
     /// side-effecting tools do, local tools without side effects never.
     pub fn needs_approval(&self, name: &str) -> bool {
         self.entry(name).is_some_and(|entry| {
-            matches!(entry.backend, Backend::Remote(_)) || entry.spec.side_effects
+            matches!(entry.backend, Backend::Remote(_))
+                || entry.spec.remote
+                || entry.spec.side_effects
         })
     }
 

@@ -157,6 +157,10 @@ pub(crate) struct Config {
     /// Command hooks by event (`[[hooks.PreToolUse]]`, ...).
     #[serde(default)]
     pub(crate) hooks: BTreeMap<String, Vec<HookEntry>>,
+    /// Tools (MCP or built-in) the default agent may also start as background tasks
+    /// (`start_<name>_task`); none when absent.
+    #[serde(default)]
+    pub(crate) background_tools: Vec<String>,
 }
 
 /// `pinned_context` and `pinned_context_files`, at the top level and in `[[agents]]`.
@@ -274,6 +278,9 @@ pub(crate) struct AgentSection {
     /// Its pinned files; the top-level `pinned_context_files` when absent.
     #[serde(default)]
     pub(crate) pinned_context_files: Option<Vec<PathBuf>>,
+    /// Tools it may also start as background tasks (`start_<name>_task`); none when absent.
+    #[serde(default)]
+    pub(crate) background_tools: Vec<String>,
 }
 
 /// Keys rein knows at the top level; anything else is reported as a warning.
@@ -310,6 +317,7 @@ const KNOWN_KEYS: &[&str] = &[
     "pinned_context",
     "pinned_context_files",
     "hooks",
+    "background_tools",
 ];
 
 /// Keys of a GLEN app config that only its web UI reads; accepted silently.
@@ -536,6 +544,12 @@ fn check_merged(config: &Config) -> Vec<Problem> {
         }
     }
     problems.extend(check_hooks(config));
+    // Without MCP servers every tool is built in, so unknown names show here; with them, the
+    // names are only known once the servers answer, and `wire` warns then.
+    if config.all_mcp_servers().is_empty() {
+        let names = builtin_tool_names(config);
+        problems.extend(background_tool_problems(config, &names));
+    }
     let mut seen = std::collections::BTreeSet::new();
     for (index, agent) in config.agents.iter().enumerate() {
         if agent.name.trim().is_empty() {
@@ -554,6 +568,35 @@ fn check_merged(config: &Config) -> Vec<Problem> {
                     &format!("agents[{index}].model"),
                     format!("no model named `{model}` (models: {})", names.join(", ")),
                 ));
+            }
+        }
+    }
+    problems
+}
+
+/// The names of the built-in tools `tools` turns on.
+fn builtin_tool_names(config: &Config) -> Vec<&'static str> {
+    config.tools.iter().filter(|set| set.as_str() == "clock").map(|_| "current_time").collect()
+}
+
+/// Warnings for `background_tools` entries (top level and `[[agents]]`) that name no tool in
+/// `tools`, with their key path (`background_tools[0]`, `agents[1].background_tools[0]`).
+pub(crate) fn background_tool_problems(config: &Config, tools: &[&str]) -> Vec<Problem> {
+    let lists = std::iter::once(("background_tools".to_owned(), &config.background_tools)).chain(
+        config.agents.iter().enumerate().map(|(index, agent)| {
+            (format!("agents[{index}].background_tools"), &agent.background_tools)
+        }),
+    );
+    let mut problems = Vec::new();
+    for (key, names) in lists {
+        for (index, name) in names.iter().enumerate() {
+            if !tools.contains(&name.as_str()) {
+                problems.push(Problem {
+                    file: None,
+                    key: format!("{key}[{index}]"),
+                    message: format!("no tool named `{name}`; it cannot run in the background"),
+                    warning: true,
+                });
             }
         }
     }

@@ -72,6 +72,7 @@ pub(crate) async fn wire(config: &Config, overrides: &Overrides) -> anyhow::Resu
             unreachable.push((server.name.clone(), error.to_string()));
         }
     }
+    mark_background(config, &mut capabilities);
 
     let mut personas = Vec::new();
     for path in &config.personas {
@@ -110,6 +111,21 @@ pub(crate) async fn wire(config: &Config, overrides: &Overrides) -> anyhow::Resu
     Ok(Wired { runtime, default_model, paths, unreachable })
 }
 
+/// Lets every tool a `background_tools` key names run as a background task; warns (with the key
+/// path) about names no tool has, which `rein config check` cannot know while MCP servers are
+/// only listed.
+fn mark_background(config: &Config, capabilities: &mut Capabilities) {
+    let names: Vec<String> = capabilities.iter().map(|cap| cap.spec().name.clone()).collect();
+    let names: Vec<&str> = names.iter().map(String::as_str).collect();
+    for problem in crate::config::background_tool_problems(config, &names) {
+        eprintln!("rein: {problem}");
+    }
+    let wanted = config.agents.iter().flat_map(|agent| &agent.background_tools);
+    for name in config.background_tools.iter().chain(wanted) {
+        capabilities.mark_background(name);
+    }
+}
+
 /// The agents of the config, or one default agent with the config's system prompt and limits.
 fn agents(config: &Config) -> Vec<AgentDefinition> {
     let auto_approve = config.limits.auto_approve.unwrap_or(true);
@@ -122,7 +138,8 @@ fn agents(config: &Config) -> Vec<AgentDefinition> {
         if let Some(steps) = config.limits.max_steps {
             agent.policy.max_steps = steps;
         }
-        apply_loop_limits(config, &mut agent.policy, !auto_approve);
+        apply_loop_limits(config, &mut agent.policy);
+        agent.policy.allow_background_tasks = !config.background_tools.is_empty();
         agent.pinned = pinned(config, None, None);
         return vec![agent];
     }
@@ -152,8 +169,8 @@ fn agents(config: &Config) -> Vec<AgentDefinition> {
             if let Some(steps) = section.max_steps.or(config.limits.max_steps) {
                 policy.max_steps = steps;
             }
-            let asks = policy.require_approval_for_side_effects;
-            apply_loop_limits(config, &mut policy, asks);
+            policy.allow_background_tasks = !section.background_tools.is_empty();
+            apply_loop_limits(config, &mut policy);
             agent.with_policy(policy)
         })
         .collect()
@@ -187,16 +204,15 @@ fn hooks(config: &Config) -> anyhow::Result<HookSet> {
     Ok(hooks)
 }
 
-/// GLEN's checkpoint threshold (`max_tool_calls` with auto-approve, `max_tool_calls_manual`
-/// when the agent asks first) and `max_parallel_tool_calls`, when the config gives them.
-fn apply_loop_limits(config: &Config, policy: &mut AgentPolicy, asks: bool) {
-    let threshold = if asks {
-        config.limits.max_tool_calls_manual.or(Some(rein_agent::DEFAULT_MAX_TOOL_CALLS_MANUAL))
-    } else {
-        config.limits.max_tool_calls
-    };
-    if let Some(rounds) = threshold {
+/// GLEN's checkpoint thresholds (`max_tool_calls` while the session runs tools without asking,
+/// `max_tool_calls_manual` while it asks; the runtime reads which before every round) and
+/// `max_parallel_tool_calls`, when the config gives them.
+fn apply_loop_limits(config: &Config, policy: &mut AgentPolicy) {
+    if let Some(rounds) = config.limits.max_tool_calls {
         policy.max_tool_rounds = rounds;
+    }
+    if let Some(rounds) = config.limits.max_tool_calls_manual {
+        policy.max_tool_rounds_manual = rounds;
     }
     if let Some(parallel) = config.limits.max_parallel_tool_calls {
         policy.max_parallel_tool_calls = parallel.max(1);

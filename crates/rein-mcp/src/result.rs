@@ -98,7 +98,7 @@ fn human_size(bytes: usize) -> String {
 /// Converts an MCP tool (its `tools/list` wire JSON) to a [`ToolSpec`] with an OpenAI-ready schema.
 ///
 /// `read_only` comes from the `readOnlyHint` annotation; a tool that is not read-only counts as
-/// having side effects. A tool without a name gives `None`.
+/// having side effects; every MCP tool is `remote`. A tool without a name gives `None`.
 pub fn tool_to_spec(tool: &Value) -> Option<ToolSpec> {
     let name = tool.get("name").and_then(Value::as_str).filter(|name| !name.is_empty())?;
     let annotations = tool.get("annotations");
@@ -117,6 +117,7 @@ pub fn tool_to_spec(tool: &Value) -> Option<ToolSpec> {
     Some(
         ToolSpec::new(name, description, openai_parameters(&schema))
             .read_only(read_only)
-            .side_effects(!read_only),
+            .side_effects(!read_only)
+            .remote(true),
     )
 }

@@ -28,6 +28,10 @@ pub struct ToolSpec {
     /// The tool changes something outside the conversation: hosts may require approval.
     #[serde(default)]
     pub side_effects: bool,
+    /// The tool is served by another process (an MCP server), even when a host wraps it in a
+    /// local tool: the loop's checkpoint counts rounds that call one.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub remote: bool,
 }
 
 fn empty_object_schema() -> JsonObject {
@@ -50,6 +54,7 @@ impl ToolSpec {
             input_schema,
             read_only: false,
             side_effects: false,
+            remote: false,
         }
     }
 
@@ -67,6 +72,12 @@ impl ToolSpec {
     /// Marks the tool as having side effects.
     pub fn side_effects(mut self, side_effects: bool) -> Self {
         self.side_effects = side_effects;
+        self
+    }
+
+    /// Marks the tool as served by another process (an MCP server).
+    pub fn remote(mut self, remote: bool) -> Self {
+        self.remote = remote;
         self
     }
 

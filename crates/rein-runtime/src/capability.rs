@@ -111,6 +111,18 @@ impl Capabilities {
         Ok(count)
     }
 
+    /// Lets the capability called `name` also run as a background task (`start_<name>_task`);
+    /// `false` when there is none.
+    pub fn mark_background(&mut self, name: &str) -> bool {
+        match self.entries.iter_mut().find(|entry| entry.spec().name == name) {
+            Some(entry) => {
+                entry.background = true;
+                true
+            }
+            None => false,
+        }
+    }
+
     /// The capability called `name`.
     pub fn get(&self, name: &str) -> Option<&Capability> {
         self.entries.iter().find(|entry| entry.spec().name == name)

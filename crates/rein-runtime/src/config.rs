@@ -130,12 +130,17 @@ pub struct AgentPolicy {
     pub require_approval_for_background_tasks: bool,
     /// Whether the `consult_<persona>` tools are offered (default true).
     pub consult_personas: bool,
-    /// Model requests per turn; the last runs with tools off (TerraFin: 8).
+    /// Model requests per turn, the last with tools off; 0 (the default) sets no limit, as
+    /// glen (TerraFin used 8).
     pub max_steps: u32,
     /// Tool calls per turn across all steps (TerraFin: 24).
     pub max_calls_per_turn: u32,
-    /// Tool rounds before the turn pauses at a checkpoint (glen: 15; 0 never pauses).
+    /// Remote tool rounds before the turn pauses at a checkpoint while the session runs
+    /// side-effecting tools without asking (glen `max_tool_calls`: 15; 0 never pauses).
     pub max_tool_rounds: u32,
+    /// The same while the session asks first (glen `max_tool_calls_manual`: 100). The
+    /// session's effective auto-approve is read before every round.
+    pub max_tool_rounds_manual: u32,
     /// Consecutive read-only calls run this many at a time (1: one after the other).
     pub max_parallel_tool_calls: usize,
 }
@@ -148,9 +153,10 @@ impl Default for AgentPolicy {
             require_approval_for_side_effects: true,
             require_approval_for_background_tasks: false,
             consult_personas: true,
-            max_steps: 8,
+            max_steps: 0,
             max_calls_per_turn: 24,
             max_tool_rounds: rein_agent::DEFAULT_MAX_TOOL_CALLS,
+            max_tool_rounds_manual: rein_agent::DEFAULT_MAX_TOOL_CALLS_MANUAL,
             max_parallel_tool_calls: 1,
         }
     }

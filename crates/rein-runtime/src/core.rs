@@ -181,7 +181,7 @@ impl Core {
             max_calls_per_turn: (policy.max_calls_per_turn > 0)
                 .then_some(policy.max_calls_per_turn),
             max_tool_calls: policy.max_tool_rounds,
-            max_tool_calls_manual: policy.max_tool_rounds,
+            max_tool_calls_manual: policy.max_tool_rounds_manual,
             max_parallel_tool_calls: policy.max_parallel_tool_calls.max(1),
             stop_mode: StopMode::LastStep,
             reasoning: settings.reasoning,

@@ -120,4 +120,9 @@ impl<'a> Offer<'a> {
     pub(crate) fn hidden_names(&self) -> HashSet<String> {
         self.hidden.iter().map(SessionTool::name).collect()
     }
+
+    /// Whether the model is offered at least one `start_<capability>_task`.
+    pub(crate) fn offers_tasks(&self) -> bool {
+        self.offered.iter().any(|tool| matches!(tool, SessionTool::TaskStart(_)))
+    }
 }

@@ -219,12 +219,37 @@ fn attach_agent(
     let mut agent =
         Agent::new(Arc::clone(model), Arc::new(registry), core.agent_config(session, definition))
             .with_hook(Arc::new(UnofferedCallAudit::new(core, &session.id)));
+    agent.set_approval_mode(Some(Arc::new(SessionApprovalMode {
+        core: Arc::downgrade(core),
+        session_id: session.id.clone(),
+        policy_asks: definition.policy.require_approval_for_side_effects,
+    })));
     for hook in hooks::agent_hooks(&core.config().hooks, &definition.pinned) {
         agent.add_hook(hook);
     }
     agent.set_history(rebuilt.history);
     live.agent = Some(agent);
     Ok(())
+}
+
+/// A session's effective auto-approve, read from the store before every round: the loop's
+/// checkpoint threshold is `max_tool_rounds` without asking, `max_tool_rounds_manual` when
+/// asking, so a toggle between turns or mid-turn switches it.
+struct SessionApprovalMode {
+    core: std::sync::Weak<Core>,
+    session_id: String,
+    policy_asks: bool,
+}
+
+impl rein_agent::ApprovalMode for SessionApprovalMode {
+    fn asks(&self) -> bool {
+        let Some(core) = self.core.upgrade() else { return self.policy_asks };
+        match core.store().get_session(&self.session_id) {
+            Ok(Some(session)) => core.settings(&session).require_approval_for_side_effects,
+            // Unreadable: the agent's own policy says.
+            _ => self.policy_asks,
+        }
+    }
 }
 
 /// The turn's input: the finished background tasks of `session_id` first, as hidden notes,

@@ -103,7 +103,8 @@ async fn turn_limits_local_only_rounds_in_a_row_also_checkpoint() {
     assert_eq!(ran.outcome().tool_rounds, 0, "local rounds are not remote rounds");
     let instruction =
         model.requests().pop().expect("requests").messages.last().expect("message").text();
-    assert!(instruction.contains("after 0 tool rounds"), "{instruction}");
+    // The instruction counts the rounds that reached the threshold, not the remote ones.
+    assert!(instruction.contains("after 3 tool rounds"), "{instruction}");
 }
 
 #[tokio::test]
@@ -201,4 +202,88 @@ async fn turn_limits_max_steps_last_step_calls_are_not_run() {
     assert_eq!(tool.call_count(), 1);
     assert_eq!(ran.outcome().ending.as_str(), "step_limit");
     assert_eq!(ran.outcome().text, "partial answer");
+}
+
+/// A local `fetch` tool marked remote (a host's wrapper around an MCP tool); it runs `on_call`
+/// with the call's index (0 for the first).
+fn remote_local(on_call: impl Fn(usize) + Send + Sync + 'static) -> rein_testkit::ScriptedTool {
+    let schema =
+        crate::support::obj(json!({"type": "object", "properties": {"n": {"type": "integer"}}}));
+    rein_testkit::ScriptedTool::new(
+        ToolSpec::new("fetch", "Fetches over MCP.", schema).read_only(true).remote(true),
+        move |_, calls| {
+            on_call(calls);
+            Ok(ToolOutput::text("fetched"))
+        },
+    )
+}
+
+fn fetch_rounds(n: usize) -> Vec<rein_protocol::ModelReply> {
+    (0..n).map(|i| reply::calls_from(i + 1, &[("fetch", json!({"n": i}))])).collect()
+}
+
+/// The host's asking flag, read by the loop before every round.
+struct Flag(Arc<std::sync::atomic::AtomicBool>);
+
+impl rein_agent::ApprovalMode for Flag {
+    fn asks(&self) -> bool {
+        self.0.load(std::sync::atomic::Ordering::SeqCst)
+    }
+}
+
+#[tokio::test]
+async fn turn_limits_a_local_tool_marked_remote_counts_as_a_remote_round() {
+    let tool = remote_local(|_| ());
+    let mut script = fetch_rounds(3);
+    script.push(reply::text("paused"));
+    let model = ScriptedModel::new(script);
+    let config = AgentConfig { max_tool_calls: 3, ..AgentConfig::default() };
+    let mut agent = agent(&model, registry(&[&tool]), config);
+    let ran = run(&mut agent, "fetch").await;
+    assert_eq!(ran.outcome().ending.as_str(), "checkpoint");
+    assert_eq!(ran.outcome().tool_rounds, 3, "rounds of a remote-flagged tool are remote");
+    let instruction =
+        model.requests().pop().expect("requests").messages.last().expect("message").text();
+    assert!(instruction.contains("after 3 tool rounds"), "{instruction}");
+}
+
+#[tokio::test]
+async fn turn_limits_an_asking_host_checkpoints_after_100_remote_rounds() {
+    let tool = remote_local(|_| ());
+    let mut script = fetch_rounds(100);
+    script.push(reply::text("paused after a hundred"));
+    let model = ScriptedModel::new(script);
+    // The loop's own auto-approve stays on (the host approves); the host's mode says it asks.
+    let config =
+        AgentConfig { max_steps: None, max_calls_per_turn: None, ..AgentConfig::default() };
+    let mut agent = agent(&model, registry(&[&tool]), config);
+    agent.set_approval_mode(Some(Arc::new(Flag(Arc::new(true.into())))));
+    let ran = run(&mut agent, "fetch a lot").await;
+    assert_eq!(ran.outcome().ending.as_str(), "checkpoint");
+    assert_eq!(ran.outcome().tool_rounds, rein_agent::DEFAULT_MAX_TOOL_CALLS_MANUAL);
+    let instruction =
+        model.requests().pop().expect("requests").messages.last().expect("message").text();
+    assert!(instruction.contains("after 100 tool rounds"), "{instruction}");
+}
+
+#[tokio::test]
+async fn turn_limits_the_host_mode_is_read_before_every_round() {
+    let asks = Arc::new(std::sync::atomic::AtomicBool::new(true));
+    let toggle = Arc::clone(&asks);
+    // The third call switches auto-approve on: the threshold drops from 4 to 2 mid-turn.
+    let tool = remote_local(move |calls| {
+        if calls == 2 {
+            toggle.store(false, std::sync::atomic::Ordering::SeqCst);
+        }
+    });
+    let mut script = fetch_rounds(6);
+    script.push(reply::text("paused"));
+    let model = ScriptedModel::new(script);
+    let config =
+        AgentConfig { max_tool_calls: 2, max_tool_calls_manual: 4, ..AgentConfig::default() };
+    let mut agent = agent(&model, registry(&[&tool]), config);
+    agent.set_approval_mode(Some(Arc::new(Flag(Arc::clone(&asks)))));
+    let ran = run(&mut agent, "fetch").await;
+    assert_eq!(ran.outcome().ending.as_str(), "checkpoint");
+    assert_eq!(ran.outcome().tool_rounds, 3, "not 2 while asking, then at once after the switch");
 }

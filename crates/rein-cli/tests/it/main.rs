@@ -1,6 +1,7 @@
 //! rein-cli's integration tests: each module drives the built `rein` binary.
 
 mod approvals;
+mod background;
 mod chat;
 mod config_check;
 mod hooks;
@@ -9,6 +10,7 @@ mod run;
 mod security;
 mod serve;
 mod support;
+mod turn_limits;
 
 use std::io::Write as _;
 use std::process::{Command, Output, Stdio};

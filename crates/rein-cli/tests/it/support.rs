@@ -14,9 +14,17 @@ use std::{
 
 use serde_json::{Value, json};
 
+/// Tool results after which a `loop` conversation answers instead of calling `echo` again.
+pub(crate) const LOOP_ROUNDS: usize = 20;
+
 /// What the scripted model does with a request, decided from the request alone (so the script
 /// holds across turns and sessions):
+/// - a user message contains `loop` and the last message is one of fewer than
+///   [`LOOP_ROUNDS`] tool results: call `echo` again with `{"message": "round N"}` (round
+///   after round, one call each);
 /// - the last message is a tool result: answer `The tool said: <result>`;
+/// - tools are off and the last user message is a checkpoint's instruction: answer
+///   `Paused: <instruction>` (so the summary names the round count);
 /// - tools are off (the last step after a stop): answer `Stopped here.`;
 /// - the last user message contains `slow`: stream `Thinking slowly` and then nothing for a long
 ///   while (the test stops the turn);
@@ -160,9 +168,19 @@ fn respond(writer: &mut TcpStream, request: &Value, stop: &AtomicBool) -> bool {
         messages.iter().rev().find(|m| m["role"] == "user").cloned().unwrap_or(Value::Null);
     let user_text = content_text(&last_user["content"]);
     let streaming = request["stream"] == true;
+    let looping = messages
+        .iter()
+        .any(|m| m["role"] == "user" && content_text(&m["content"]).contains("loop"));
+    let tool_results = messages.iter().filter(|m| m["role"] == "tool").count();
+    if looping && last["role"] == "tool" && tool_results < LOOP_ROUNDS {
+        return reply(writer, streaming, Reply::EchoRound(tool_results + 1));
+    }
     if last["role"] == "tool" {
         let said = content_text(&last["content"]);
         return reply(writer, streaming, Reply::Text(format!("The tool said: {said}")));
+    }
+    if request.get("tools").is_none() && user_text.contains("reached a checkpoint") {
+        return reply(writer, streaming, Reply::Text(format!("Paused: {user_text}")));
     }
     if request.get("tools").is_none() {
         // A request with tools off is the last step after a stop: answer from what is in hand.
@@ -207,17 +225,31 @@ fn respond(writer: &mut TcpStream, request: &Value, stop: &AtomicBool) -> bool {
     if user_text.contains("toggle") {
         return reply(writer, streaming, Reply::Toggle);
     }
+    if looping {
+        return reply(writer, streaming, Reply::EchoRound(tool_results + 1));
+    }
     reply(writer, streaming, Reply::Echo)
 }
 
 enum Reply {
     Text(String),
     Echo,
+    /// `echo` with `round N` (distinct arguments and id, so the loop guard lets it repeat).
+    EchoRound(usize),
     Toggle,
 }
 
 fn reply(writer: &mut TcpStream, streaming: bool, reply: Reply) -> bool {
-    let call = match reply {
+    let call = match &reply {
+        Reply::EchoRound(round) => json!({
+            "index": 0,
+            "id": format!("call_echo_round_{round}"),
+            "type": "function",
+            "function": {
+                "name": "echo",
+                "arguments": json!({"message": format!("round {round}")}).to_string(),
+            },
+        }),
         Reply::Toggle => json!({
             "index": 0,
             "id": "call_toggle_1",
@@ -238,7 +270,7 @@ fn reply(writer: &mut TcpStream, streaming: bool, reply: Reply) -> bool {
                 body.push_str(&sse_chunk(json!({"role": "assistant", "content": text}), None));
                 body.push_str(&sse_chunk(json!({}), Some("stop")));
             }
-            Reply::Echo | Reply::Toggle => {
+            Reply::Echo | Reply::EchoRound(_) | Reply::Toggle => {
                 body.push_str(&sse_chunk(json!({"role": "assistant", "tool_calls": [call]}), None));
                 body.push_str(&sse_chunk(json!({}), Some("tool_calls")));
             }
@@ -253,7 +285,7 @@ fn reply(writer: &mut TcpStream, streaming: bool, reply: Reply) -> bool {
     }
     let (message, finish) = match reply {
         Reply::Text(text) => (json!({"role": "assistant", "content": text}), "stop"),
-        Reply::Echo | Reply::Toggle => {
+        Reply::Echo | Reply::EchoRound(_) | Reply::Toggle => {
             (json!({"role": "assistant", "content": null, "tool_calls": [call]}), "tool_calls")
         }
     };

@@ -16,12 +16,17 @@ impl super::Runtime {
         core.config()
             .agents
             .iter()
-            .map(|agent| AgentInfo {
-                name: agent.name.clone(),
-                description: agent.description.clone(),
-                allow_background_tasks: agent.policy.allow_background_tasks,
-                metadata: agent.metadata.clone(),
-                tools: Offer::new(core, agent, false).specs(),
+            .map(|agent| {
+                let offer = Offer::new(core, agent, false);
+                AgentInfo {
+                    name: agent.name.clone(),
+                    description: agent.description.clone(),
+                    // True only when a task can really be started: the policy allows tasks and
+                    // some capability it may call runs in the background.
+                    allow_background_tasks: offer.offers_tasks(),
+                    metadata: agent.metadata.clone(),
+                    tools: offer.specs(),
+                }
             })
             .collect()
     }

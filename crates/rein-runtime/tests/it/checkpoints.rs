@@ -15,8 +15,10 @@ fn lookups(from: usize, count: usize) -> Vec<Step> {
 }
 
 fn unlimited() -> RuntimeConfig {
-    // No step limit: the loop's checkpoint (15 tool rounds) pauses the turn instead.
+    // No step limit: the loop's checkpoint (15 tool rounds with auto-approve; an agent that
+    // asks first would pause after 100) pauses the turn instead.
     let agent = AgentDefinition::new("assistant", "You help.").with_policy(policy(|p| {
+        p.require_approval_for_side_effects = false;
         p.max_steps = 0;
         p.max_calls_per_turn = 0;
     }));

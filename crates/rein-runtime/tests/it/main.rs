@@ -11,4 +11,5 @@ mod policy;
 mod sessions;
 mod support;
 mod tasks;
+mod turn_limits;
 mod view_context;

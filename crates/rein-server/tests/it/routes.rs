@@ -306,7 +306,9 @@ async fn second_turn_in_flight_is_409_and_interrupt_stops_it() {
 async fn checkpoint_continue_and_discard() {
     // One tool round pauses a turn; the model's summary of it is the checkpoint's.
     let mut policy = AgentPolicy::default();
+    // The default policy asks before side effects, so the manual threshold is the one in force.
     policy.max_tool_rounds = 1;
+    policy.max_tool_rounds_manual = 1;
     let agents = RuntimeConfig::with_agents(vec![AgentDefinition::default().with_policy(policy)]);
     let model = ByPrompt::new([
         said("read the files"),
