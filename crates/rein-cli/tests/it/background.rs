@@ -3,7 +3,7 @@
 //! result, and `/agents` says `allowBackgroundTasks` only when it is set.
 
 use std::{
-    io::{BufReader, Write as _},
+    io::BufReader,
     net::{TcpListener, TcpStream},
     sync::{Arc, Mutex},
     time::Duration,
@@ -13,7 +13,7 @@ use serde_json::{Value, json};
 
 use crate::{
     security::{http, serve, stop},
-    support::{everything_peer, read_request, write_json},
+    support::{everything_peer, read_request, write_completion, write_json},
 };
 
 const RT: &str = "/agent/api/runtime";
@@ -61,20 +61,7 @@ fn answer(stream: TcpStream, log: &Mutex<Vec<Value>>) {
         } else {
             (json!({"role": "assistant", "content": "Noted."}), "stop")
         };
-        let body = json!({
-            "id": "chatcmpl-task",
-            "object": "chat.completion",
-            "model": "scripted",
-            "choices": [{"index": 0, "message": message, "finish_reason": finish}],
-            "usage": {"prompt_tokens": 10, "completion_tokens": 5, "total_tokens": 15},
-        })
-        .to_string();
-        let head = format!(
-            "HTTP/1.1 200 OK\r\ncontent-type: application/json\r\ncontent-length: {}\r\n\r\n",
-            body.len()
-        );
-        if writer.write_all(head.as_bytes()).is_err() || writer.write_all(body.as_bytes()).is_err()
-        {
+        if !write_completion(&mut writer, message, finish) {
             return;
         }
     }

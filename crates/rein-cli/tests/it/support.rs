@@ -289,6 +289,12 @@ fn reply(writer: &mut TcpStream, streaming: bool, reply: Reply) -> bool {
             (json!({"role": "assistant", "content": null, "tool_calls": [call]}), "tool_calls")
         }
     };
+    write_completion(writer, message, finish)
+}
+
+/// Writes one non-streamed Chat Completions answer holding `message`; `false` if the client
+/// went away.
+pub(crate) fn write_completion(writer: &mut TcpStream, message: Value, finish: &str) -> bool {
     let body = json!({
         "id": "chatcmpl-scripted",
         "object": "chat.completion",
