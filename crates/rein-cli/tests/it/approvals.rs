@@ -5,10 +5,7 @@
 
 use serde_json::{Value, json};
 
-use crate::{
-    security::{http, serve, stop},
-    support::{ScriptedModel, config_with_everything, write_json},
-};
+use crate::support::{ScriptedModel, config_with_everything, http, serve, stop, write_json};
 
 const RT: &str = "/agent/api/runtime";
 const TOKEN: &str = "alice-token-0123456789";

@@ -11,9 +11,8 @@ use std::{
 
 use serde_json::{Value, json};
 
-use crate::{
-    security::{http, serve, stop},
-    support::{everything_peer, read_request, write_completion, write_json},
+use crate::support::{
+    everything_peer, http, read_request, serve, stop, write_completion, write_json,
 };
 
 const RT: &str = "/agent/api/runtime";

@@ -8,22 +8,10 @@ use serde_json::{Value, json};
 
 use crate::{
     rein,
-    security::{http, serve, stop},
-    support::{ScriptedModel, config_with_everything, write_json},
+    support::{
+        ScriptedModel, config_with_everything, events, http, of_type, serve, stop, write_json,
+    },
 };
-
-fn events(stdout: &[u8]) -> Vec<Value> {
-    String::from_utf8_lossy(stdout)
-        .lines()
-        .map(|line| {
-            serde_json::from_str(line).unwrap_or_else(|e| panic!("not a JSON line ({e}): {line}"))
-        })
-        .collect()
-}
-
-fn of_type<'a>(events: &'a [Value], kind: &str) -> Vec<&'a Value> {
-    events.iter().map(|e| &e["event"]).filter(|e| e["type"] == kind).collect()
-}
 
 /// Writes a hook script into `dir` and returns the command that runs it.
 fn script(dir: &Path, name: &str, body: &str) -> String {

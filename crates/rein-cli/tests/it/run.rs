@@ -1,24 +1,9 @@
 //! `rein run`: one turn end to end against a scripted model and a real MCP server.
 
-use serde_json::Value;
-
 use crate::{
     rein,
-    support::{ScriptedModel, config_with_everything, write_json},
+    support::{ScriptedModel, config_with_everything, events, of_type, write_json},
 };
-
-fn events(stdout: &[u8]) -> Vec<Value> {
-    String::from_utf8_lossy(stdout)
-        .lines()
-        .map(|line| {
-            serde_json::from_str(line).unwrap_or_else(|e| panic!("not a JSON line ({e}): {line}"))
-        })
-        .collect()
-}
-
-fn of_type<'a>(events: &'a [Value], kind: &str) -> Vec<&'a Value> {
-    events.iter().map(|e| &e["event"]).filter(|e| e["type"] == kind).collect()
-}
 
 #[test]
 fn json_events_show_the_echo_call_and_the_answer() {

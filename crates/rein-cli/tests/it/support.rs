@@ -1,10 +1,10 @@
 //! Test helpers: a scripted OpenAI-compatible server, the server-everything peer, config files.
 
 use std::{
-    io::{BufRead, BufReader, Write as _},
+    io::{BufRead, BufReader, Read as _, Write as _},
     net::{TcpListener, TcpStream},
     path::{Path, PathBuf},
-    process::Command,
+    process::{Child, Command, Stdio},
     sync::{
         Arc, Mutex,
         atomic::{AtomicBool, AtomicUsize, Ordering},
@@ -396,4 +396,80 @@ pub(crate) fn write_json(dir: &Path, name: &str, value: &Value) -> String {
     std::fs::write(&path, serde_json::to_string_pretty(value).expect("JSON"))
         .expect("write the config");
     path.display().to_string()
+}
+
+/// `rein serve` on a free loopback port; returns the child and its `HOST:PORT`.
+pub(crate) fn serve(args: &[&str], data: &Path) -> (Child, String) {
+    let mut child = Command::new(env!("CARGO_BIN_EXE_rein"))
+        .arg("serve")
+        .args(args)
+        .args(["--addr", "127.0.0.1:0", "--data-dir", data.to_str().expect("utf-8 path")])
+        .env_remove("REIN_ADDR")
+        .env("REIN_LOG", "info")
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("spawn rein serve");
+    let mut line = String::new();
+    BufReader::new(child.stdout.take().expect("stdout")).read_line(&mut line).expect("a line");
+    let url = line
+        .split_whitespace()
+        .find(|word| word.starts_with("http://"))
+        .unwrap_or_else(|| panic!("a URL in: {line}"))
+        .to_owned();
+    (child, url.trim_start_matches("http://").trim_end_matches('/').to_owned())
+}
+
+/// One HTTP/1.1 request over a fresh connection; the status code and the body.
+pub(crate) fn http(
+    host: &str,
+    method: &str,
+    path: &str,
+    body: Option<&str>,
+    token: Option<&str>,
+) -> (u16, String) {
+    let mut stream = TcpStream::connect(host).expect("connect");
+    stream.set_read_timeout(Some(Duration::from_secs(60))).expect("timeout");
+    let mut head = format!("{method} {path} HTTP/1.1\r\nHost: {host}\r\nConnection: close\r\n");
+    if let Some(token) = token {
+        head.push_str(&format!("Authorization: Bearer {token}\r\n"));
+    }
+    let body = body.unwrap_or("");
+    if !body.is_empty() {
+        head.push_str(&format!(
+            "Content-Type: application/json\r\nContent-Length: {}\r\n",
+            body.len()
+        ));
+    }
+    head.push_str("\r\n");
+    stream.write_all(head.as_bytes()).expect("write");
+    stream.write_all(body.as_bytes()).expect("write body");
+    let mut response = String::new();
+    let _ = stream.read_to_string(&mut response);
+    let status = response.split_whitespace().nth(1).and_then(|s| s.parse().ok()).unwrap_or(0);
+    let body = response.split_once("\r\n\r\n").map(|(_, b)| b.to_owned()).unwrap_or_default();
+    (status, body)
+}
+
+pub(crate) fn stop(mut child: Child) -> String {
+    child.kill().expect("kill");
+    let mut stderr = String::new();
+    child.stderr.take().expect("stderr").read_to_string(&mut stderr).expect("read stderr");
+    child.wait().expect("wait");
+    stderr
+}
+
+/// The JSON lines of `rein run --json`.
+pub(crate) fn events(stdout: &[u8]) -> Vec<Value> {
+    String::from_utf8_lossy(stdout)
+        .lines()
+        .map(|line| {
+            serde_json::from_str(line).unwrap_or_else(|e| panic!("not a JSON line ({e}): {line}"))
+        })
+        .collect()
+}
+
+/// The events of one type among `events`.
+pub(crate) fn of_type<'a>(events: &'a [Value], kind: &str) -> Vec<&'a Value> {
+    events.iter().map(|e| &e["event"]).filter(|e| e["type"] == kind).collect()
 }

@@ -4,9 +4,8 @@
 
 use serde_json::{Value, json};
 
-use crate::{
-    security::{http, serve, stop},
-    support::{LOOP_ROUNDS, ScriptedModel, config_with_everything, write_json},
+use crate::support::{
+    LOOP_ROUNDS, ScriptedModel, config_with_everything, http, serve, stop, write_json,
 };
 
 const RT: &str = "/agent/api/runtime";
