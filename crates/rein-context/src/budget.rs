@@ -417,10 +417,10 @@ impl ContextBudget {
     /// last prepared request: estimates are scaled by `prompt_tokens / estimate` (kept within
     /// 0.5 to 4). Usage without prompt tokens changes nothing.
     pub fn record_usage(&mut self, usage: &Usage) {
-        if let Some(estimate) = self.last_estimate.filter(|estimate| *estimate > 0) {
-            if usage.prompt_tokens > 0 {
-                self.correction = (usage.prompt_tokens as f64 / estimate as f64).clamp(0.5, 4.0);
-            }
+        if let Some(estimate) = self.last_estimate.filter(|estimate| *estimate > 0)
+            && usage.prompt_tokens > 0
+        {
+            self.correction = (usage.prompt_tokens as f64 / estimate as f64).clamp(0.5, 4.0);
         }
     }
 
@@ -726,10 +726,10 @@ fn window(
         count += len;
     }
     kept.reverse();
-    if let Some(current) = current {
-        if !kept.contains(&current) {
-            kept.insert(0, current);
-        }
+    if let Some(current) = current
+        && !kept.contains(&current)
+    {
+        kept.insert(0, current);
     }
     kept
 }

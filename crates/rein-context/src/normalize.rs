@@ -379,12 +379,11 @@ pub(crate) fn shape(items: Vec<Item>, provider: Provider, sources: &Sources<'_>)
                 continue;
             }
             // Blank system text would become an empty user message: it goes.
-            if let Item::Plain { src, idx } = &item {
-                if let Message::System { content } = sources.get(*src, *idx) {
-                    if is_blank(content) {
-                        continue;
-                    }
-                }
+            if let Item::Plain { src, idx } = &item
+                && let Message::System { content } = sources.get(*src, *idx)
+                && is_blank(content)
+            {
+                continue;
             }
             role = Role::User;
             as_user = true;
@@ -412,18 +411,18 @@ pub(crate) fn materialize(
 ) {
     for shaped in shaped {
         let mut message = build(&shaped.item, sources, tool_chars);
-        if shaped.as_user {
-            if let Message::System { content } = message {
-                message = Message::User { content };
-            }
+        if shaped.as_user
+            && let Message::System { content } = message
+        {
+            message = Message::User { content };
         }
-        if shaped.merge {
-            if let Some(last) = out.last_mut() {
-                if let Some(unmerged) = merge_into(last, message) {
-                    out.push(unmerged);
-                }
-                continue;
+        if shaped.merge
+            && let Some(last) = out.last_mut()
+        {
+            if let Some(unmerged) = merge_into(last, message) {
+                out.push(unmerged);
             }
+            continue;
         }
         out.push(message);
     }
@@ -492,13 +491,19 @@ fn merge_into(last: &mut Message, next: Message) -> Option<Message> {
             None
         }
         (
-            Message::Assistant { content, reasoning_content, tool_calls },
+            Message::Assistant { content, reasoning_content, tool_calls, provider_data },
             Message::Assistant {
                 content: more,
                 reasoning_content: more_reasoning,
                 tool_calls: more_calls,
+                provider_data: more_data,
             },
         ) => {
+            // The provider's data belongs to the calls it came with: the first message's, or
+            // the merged one's when the first had none.
+            if provider_data.is_none() {
+                *provider_data = more_data;
+            }
             *content = match (content.take(), more) {
                 (Some(a), Some(b)) => Some(join(a, b)),
                 (a, b) => a.or(b),

@@ -63,6 +63,16 @@ pub enum AgentEvent {
         /// Whether tools were offered.
         tools_offered: bool,
     },
+    /// A model request failed and is sent again (glen's `onRetry`): after `delay_ms`, as
+    /// attempt `attempt`.
+    ModelRetry {
+        /// The attempt about to be made (2 for the first retry).
+        attempt: u32,
+        /// The wait before it, in milliseconds (what a `Retry-After` asked for; 0 for none).
+        delay_ms: u64,
+        /// Why: the failed attempt's error.
+        reason: String,
+    },
     /// Visible text streamed in.
     TextDelta {
         /// The new text.

@@ -47,6 +47,12 @@ pub enum Message {
         /// Tool calls the model made.
         #[serde(default, skip_serializing_if = "Vec::is_empty")]
         tool_calls: Vec<ToolCall>,
+        /// What the provider needs back with this message in later requests (Anthropic's
+        /// thinking blocks with their signatures, Gemini's thought signatures by call id),
+        /// opaque to everyone else: kept and stored with the message, sent back only by the
+        /// provider that wrote it.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        provider_data: Option<serde_json::Value>,
     },
     /// The result of one tool call.
     Tool {
@@ -78,12 +84,35 @@ impl Message {
             content: Some(Content::Text(text.into())),
             reasoning_content: None,
             tool_calls: Vec::new(),
+            provider_data: None,
         }
     }
 
     /// An assistant message that makes tool calls, with optional text beside them.
     pub fn assistant_calls(text: Option<String>, tool_calls: Vec<ToolCall>) -> Self {
-        Message::Assistant { content: text.map(Content::Text), reasoning_content: None, tool_calls }
+        Message::Assistant {
+            content: text.map(Content::Text),
+            reasoning_content: None,
+            tool_calls,
+            provider_data: None,
+        }
+    }
+
+    /// The same message carrying `data` as its provider data (an assistant message; any other
+    /// is returned as it is).
+    pub fn with_provider_data(mut self, data: Option<serde_json::Value>) -> Self {
+        if let Message::Assistant { provider_data, .. } = &mut self {
+            *provider_data = data;
+        }
+        self
+    }
+
+    /// The provider data of an assistant message (see [`Message::Assistant`]).
+    pub fn provider_data(&self) -> Option<&serde_json::Value> {
+        match self {
+            Message::Assistant { provider_data, .. } => provider_data.as_ref(),
+            _ => None,
+        }
     }
 
     /// A tool result.

@@ -276,9 +276,19 @@ pub enum ReplyDelta {
         /// The tool's name.
         name: String,
     },
+    /// The request failed and is about to be sent again (glen's `onRetry`); nothing of the
+    /// failed attempt was streamed. Sent by providers that stream and by those that do not.
+    Retry {
+        /// The attempt about to be made (2 for the first retry).
+        attempt: u32,
+        /// How long the provider waits before it, in milliseconds (a `Retry-After`).
+        delay_ms: u64,
+        /// Why: the failed attempt's error, as its message says it.
+        reason: String,
+    },
 }
 
-/// Where a streaming provider sends deltas. Providers that do not stream never call it.
+/// Where a provider sends deltas. Providers that do not stream send only [`ReplyDelta::Retry`].
 pub type DeltaSink<'a> = &'a (dyn Fn(ReplyDelta) + Send + Sync);
 
 /// What a model is and what it can take, for the context budget and for display.

@@ -60,19 +60,15 @@ pub(crate) fn object_from_value(value: Value, raw: &str) -> (JsonObject, Option<
             if inner.is_empty() {
                 return (JsonObject::new(), None);
             }
-            if inner.starts_with('{') {
-                if let Some(lenient) = parse_lenient(inner, false) {
-                    if let Value::Object(object) = lenient.value {
-                        let message = format!(
-                            "arguments `{}` were a JSON string holding an object; decoded it",
-                            excerpt(raw.trim(), 80)
-                        );
-                        return (
-                            object,
-                            Some(Diagnostic::new(DiagnosticKind::ArgumentsRepaired, message)),
-                        );
-                    }
-                }
+            if inner.starts_with('{')
+                && let Some(lenient) = parse_lenient(inner, false)
+                && let Value::Object(object) = lenient.value
+            {
+                let message = format!(
+                    "arguments `{}` were a JSON string holding an object; decoded it",
+                    excerpt(raw.trim(), 80)
+                );
+                return (object, Some(Diagnostic::new(DiagnosticKind::ArgumentsRepaired, message)));
             }
             not_object(raw, "a string")
         }
@@ -119,12 +115,11 @@ pub fn scrub_dialect_leaks(arguments: &mut JsonObject) -> usize {
 fn scrub_value(text: &str) -> Option<Value> {
     let after = after_leak_marker(text)?;
     let start = after.trim_start();
-    if start.starts_with('{') || start.starts_with('[') {
-        if let Some(lenient) = parse_lenient(after, false) {
-            if lenient.value.is_object() || lenient.value.is_array() {
-                return Some(lenient.value);
-            }
-        }
+    if (start.starts_with('{') || start.starts_with('['))
+        && let Some(lenient) = parse_lenient(after, false)
+        && (lenient.value.is_object() || lenient.value.is_array())
+    {
+        return Some(lenient.value);
     }
     let mut rest = after.trim_end();
     for closer in ["</arg_value>", "</parameter>"] {
@@ -154,10 +149,10 @@ fn after_leak_marker(text: &str) -> Option<&str> {
             let next = rest.get("<parameter".len()).copied();
             if !matches!(next, Some(b) if b.is_ascii_alphanumeric() || b == b'_') {
                 let tag_from = at + "<parameter".len();
-                if let Some(close) = memchr::memchr2(b'>', b'<', &bytes[tag_from..]) {
-                    if bytes[tag_from + close] == b'>' {
-                        return Some(&text[tag_from + close + 1..]);
-                    }
+                if let Some(close) = memchr::memchr2(b'>', b'<', &bytes[tag_from..])
+                    && bytes[tag_from + close] == b'>'
+                {
+                    return Some(&text[tag_from + close + 1..]);
                 }
             }
         }
@@ -177,12 +172,11 @@ pub(crate) fn parameter_value(text: &str) -> Value {
     let text = text.strip_prefix("\r\n").or_else(|| text.strip_prefix('\n')).unwrap_or(text);
     let text = text.strip_suffix("\r\n").or_else(|| text.strip_suffix('\n')).unwrap_or(text);
     let trimmed = text.trim();
-    if (trimmed.starts_with('{') && trimmed.ends_with('}'))
-        || (trimmed.starts_with('[') && trimmed.ends_with(']'))
+    if ((trimmed.starts_with('{') && trimmed.ends_with('}'))
+        || (trimmed.starts_with('[') && trimmed.ends_with(']')))
+        && let Some(value) = crate::json::to_value(trimmed)
     {
-        if let Some(value) = crate::json::to_value(trimmed) {
-            return value;
-        }
+        return value;
     }
     Value::String(text.to_owned())
 }

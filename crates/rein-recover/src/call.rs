@@ -200,10 +200,10 @@ pub(crate) fn checked_tool_name<'n>(name: &'n str, tools: Tools<'_>) -> Option<&
     {
         return None;
     }
-    if let Some(rest) = name.strip_prefix("functions.") {
-        if tools.knows(rest) {
-            return Some(rest);
-        }
+    if let Some(rest) = name.strip_prefix("functions.")
+        && tools.knows(rest)
+    {
+        return Some(rest);
     }
     Some(name)
 }
@@ -212,10 +212,10 @@ pub(crate) fn checked_tool_name<'n>(name: &'n str, tools: Tools<'_>) -> Option<&
 pub(crate) fn unwrap_envelope(mut arguments: JsonObject) -> JsonObject {
     if arguments.len() == 1 {
         for key in ["arguments", "parameters"] {
-            if matches!(arguments.get(key), Some(Value::Object(_))) {
-                if let Some(Value::Object(inner)) = arguments.remove(key) {
-                    return inner;
-                }
+            if matches!(arguments.get(key), Some(Value::Object(_)))
+                && let Some(Value::Object(inner)) = arguments.remove(key)
+            {
+                return inner;
             }
         }
     }

@@ -690,10 +690,10 @@ impl<'t> Ctx<'t, '_> {
         }
         let mut end = i;
         let k = self.skip_ws(i);
-        if let Some((tag_end, closer)) = self.closing_tag(k) {
-            if closer == "function" || closer == "invoke" {
-                end = tag_end;
-            }
+        if let Some((tag_end, closer)) = self.closing_tag(k)
+            && (closer == "function" || closer == "invoke")
+        {
+            end = tag_end;
         }
         scrub(&mut arguments, &name, &mut self.diagnostics);
         Some(self.push(text_call(name, arguments), end))
@@ -1000,14 +1000,13 @@ pub(crate) fn cut_spans(text: &str, spans: &[Range<usize>]) -> Vec<Range<usize>>
         if opens {
             let after = &text[group.end..];
             let trimmed = after.trim_start();
-            if let Some(rest) = trimmed.strip_prefix("```") {
-                if rest.is_empty() || rest.starts_with(['\n', '\r', ' ', '\t']) {
-                    let fence_start = previous_end
-                        + line_start
-                        + (fence_line.len() - fence_line.trim_start().len());
-                    group.start = fence_start;
-                    group.end = bytes.len() - rest.len();
-                }
+            if let Some(rest) = trimmed.strip_prefix("```")
+                && (rest.is_empty() || rest.starts_with(['\n', '\r', ' ', '\t']))
+            {
+                let fence_start =
+                    previous_end + line_start + (fence_line.len() - fence_line.trim_start().len());
+                group.start = fence_start;
+                group.end = bytes.len() - rest.len();
             }
         }
         previous_end = group.end;

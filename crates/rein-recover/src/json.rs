@@ -263,19 +263,19 @@ impl<'a> Scanner<'a> {
                     if c == b']' && state != State::Value {
                         i = self.close(i);
                     } else if c == b'{' || c == b'[' {
-                        if i != start {
-                            if let Some(outcome) = self.memo.get(i) {
-                                match outcome {
-                                    Outcome::Closed(end) => {
-                                        i = end;
-                                        match self.after_value() {
-                                            Some(next) => state = next,
-                                            None => return Ok(i),
-                                        }
-                                        continue;
+                        if i != start
+                            && let Some(outcome) = self.memo.get(i)
+                        {
+                            match outcome {
+                                Outcome::Closed(end) => {
+                                    i = end;
+                                    match self.after_value() {
+                                        Some(next) => state = next,
+                                        None => return Ok(i),
                                     }
-                                    Outcome::Failed(at) => return Err(self.fail(at, State::Value)),
+                                    continue;
                                 }
+                                Outcome::Failed(at) => return Err(self.fail(at, State::Value)),
                             }
                         }
                         let kind = if c == b'{' { Kind::Object } else { Kind::Array };
@@ -310,10 +310,10 @@ impl<'a> Scanner<'a> {
 
     /// Closes the innermost container at `i` (its closer) and returns the position after it.
     fn close(&mut self, i: usize) -> usize {
-        if let Some((open, _)) = self.stack.pop() {
-            if i + 1 - open >= MEMO_MIN {
-                self.memo.insert(self.src.len(), open, Outcome::Closed(i + 1));
-            }
+        if let Some((open, _)) = self.stack.pop()
+            && i + 1 - open >= MEMO_MIN
+        {
+            self.memo.insert(self.src.len(), open, Outcome::Closed(i + 1));
         }
         i + 1
     }
@@ -487,10 +487,12 @@ pub(crate) fn parse_lenient(text: &str, close_truncated: bool) -> Option<Lenient
             Err(fail) => {
                 // The first value, cut short at the end of the text: complete it rather than
                 // take a value nested in it.
-                if first && close_truncated && fail.closable {
-                    if let Some(value) = complete(text, start, fail.at, scanner.closers()) {
-                        return Some(Lenient { value, repair: Repair::Closed });
-                    }
+                if first
+                    && close_truncated
+                    && fail.closable
+                    && let Some(value) = complete(text, start, fail.at, scanner.closers())
+                {
+                    return Some(Lenient { value, repair: Repair::Closed });
                 }
                 from = start + 1;
             }

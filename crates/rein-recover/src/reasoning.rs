@@ -76,13 +76,12 @@ pub(crate) fn extract<'c>(
             }
             seen_tag = true;
             from = end;
-        } else if let Some((_, _, first_call @ None)) = open.as_mut() {
-            if starts_with_ignore_case(rest, b"<tool_call")
+        } else if let Some((_, _, first_call @ None)) = open.as_mut()
+            && (starts_with_ignore_case(rest, b"<tool_call")
                 || starts_with_ignore_case(rest, b"<tool_code")
-                || starts_with_ignore_case(rest, b"<function=")
-            {
-                *first_call = Some(at);
-            }
+                || starts_with_ignore_case(rest, b"<function="))
+        {
+            *first_call = Some(at);
         }
     }
     if let Some((tag, text, first_call)) = open {
