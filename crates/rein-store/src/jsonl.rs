@@ -1,9 +1,10 @@
-//! `JsonlTranscriptStore`: one append-only JSONL file per session, torn tails cut on open.
+//! `JsonlTranscriptStore`: one append-only JSONL file per session, torn tails cut on open,
+//! opened from a snapshot of its derived state, read in pages.
 
 use std::{
     collections::HashMap,
     fs::{File, OpenOptions},
-    io::{Read, Seek, SeekFrom, Write},
+    io::{BufRead, BufReader, Read, Seek, SeekFrom, Write},
     path::{Path, PathBuf},
     sync::{Arc, Mutex, MutexGuard, PoisonError},
 };
@@ -11,9 +12,10 @@ use std::{
 use serde::Deserialize;
 
 use crate::{
-    Clock, NewEvent, RecoveryReport, Result, StoreError, SystemClock, TranscriptEvent,
-    TranscriptStore, private_fs,
+    Clock, NewEvent, PageLimit, RecoveryReport, Result, StoreError, SystemClock, TranscriptEvent,
+    TranscriptPage, TranscriptStore, private_fs,
     session_id::{decode_session_id, encode_session_id},
+    snapshot::{Snapshot, Unusable},
 };
 
 /// When an append reaches the disk.
@@ -50,7 +52,16 @@ pub struct TranscriptConfig {
     pub durability: Durability,
     /// Where `createdAt` comes from. Default the system clock.
     pub clock: Arc<dyn Clock>,
+    /// A session's snapshot (`<session>.jsonl.snap`: its last id, counts and index, so opening
+    /// reads only the lines appended since) is rewritten once this many bytes were appended
+    /// after the last one, and when the store is dropped. Default 1 MiB; `None` neither
+    /// writes nor reads snapshots (every open scans the whole file).
+    pub snapshot_every: Option<u64>,
 }
+
+/// The default of [`TranscriptConfig::snapshot_every`]: after a crash, opening scans at most
+/// this much (about 4,000 typical events, a few milliseconds).
+pub const DEFAULT_SNAPSHOT_EVERY: u64 = 1024 * 1024;
 
 impl Default for TranscriptConfig {
     fn default() -> Self {
@@ -58,6 +69,7 @@ impl Default for TranscriptConfig {
             dir: PathBuf::from("transcripts"),
             durability: Durability::Fsync,
             clock: Arc::new(SystemClock),
+            snapshot_every: Some(DEFAULT_SNAPSHOT_EVERY),
         }
     }
 }
@@ -75,6 +87,10 @@ const DELETED_DIR: &str = "deleted";
 /// A sparse index entry is kept every this many events, so `read_since` seeks near its start.
 const INDEX_EVERY: u64 = 64;
 
+/// A snapshot is rewritten no sooner than after this many times its own size was appended, so
+/// snapshots of a huge transcript (a big index) cost at most a sixteenth of its appends.
+const SNAPSHOT_COST_RATIO: u64 = 16;
+
 /// What is known about one session's file once it has been opened (scanned).
 #[derive(Debug)]
 struct OpenLog {
@@ -88,9 +104,74 @@ struct OpenLog {
     /// Under [`Durability::OnSync`], the number of this file's creation while its directory
     /// entry is not yet known durable (the next [`TranscriptStore::sync`] makes it so).
     entry_pending: Option<u64>,
+    /// Bytes the snapshot on disk covers (0 without one).
+    snapshot_len: u64,
+    /// The size of the last snapshot written, which sets when the next one is due.
+    snapshot_size: u64,
+    /// Whether this process appended to the file since it opened it.
+    appended: bool,
 }
 
 impl OpenLog {
+    fn empty(path: &Path) -> Self {
+        OpenLog {
+            path: path.to_owned(),
+            len: 0,
+            last_id: 0,
+            index: Vec::new(),
+            report: RecoveryReport::default(),
+            entry_pending: None,
+            snapshot_len: 0,
+            snapshot_size: 0,
+            appended: false,
+        }
+    }
+
+    /// The state a snapshot recorded, to go on scanning from its end.
+    fn from_snapshot(path: &Path, snapshot: Snapshot) -> Self {
+        OpenLog {
+            len: snapshot.len,
+            last_id: snapshot.last_event_id,
+            report: RecoveryReport {
+                events: snapshot.events,
+                last_event_id: snapshot.last_event_id,
+                truncated_bytes: 0,
+                skipped_lines: snapshot.skipped_lines,
+            },
+            snapshot_len: snapshot.len,
+            index: snapshot.index,
+            ..OpenLog::empty(path)
+        }
+    }
+
+    /// Whether enough was appended since the last snapshot for a new one (`every` bytes, and
+    /// [`SNAPSHOT_COST_RATIO`] times the last snapshot's size).
+    fn snapshot_due(&self, every: u64) -> bool {
+        let appended = self.len.saturating_sub(self.snapshot_len);
+        appended > 0 && appended >= every.max(self.snapshot_size * SNAPSHOT_COST_RATIO).max(1)
+    }
+
+    /// Writes the snapshot of the file as it stands. A failure is logged, never returned: the
+    /// snapshot only saves a scan.
+    fn write_snapshot(&mut self, session_id: &str) {
+        let path = crate::snapshot::path_of(&self.path);
+        let written = File::open(&self.path)
+            .and_then(|mut file| {
+                let counts = (self.report.events, self.report.skipped_lines);
+                Snapshot::of(&mut file, self.len, self.last_id, counts, &self.index)
+            })
+            .map_err(|e| StoreError::io("reading", &self.path, e))
+            .and_then(|snapshot| snapshot.write(&path));
+        match written {
+            Ok(size) => self.snapshot_size = size,
+            Err(error) => {
+                tracing::warn!(session = session_id, %error, "could not write the transcript snapshot; opening it will scan more")
+            }
+        }
+        // Not retried before the next due point, even after a failure.
+        self.snapshot_len = self.len;
+    }
+
     fn note(&mut self, id: u64, offset: u64) {
         let due = self.index.last().is_none_or(|&(last, _)| id >= last + INDEX_EVERY);
         if due && id > self.last_id {
@@ -115,6 +196,7 @@ pub struct JsonlTranscriptStore {
     dir: PathBuf,
     durability: Durability,
     clock: Arc<dyn Clock>,
+    snapshot_every: Option<u64>,
     logs: Mutex<HashMap<String, Arc<Mutex<Option<OpenLog>>>>>,
     handles: Mutex<Handles>,
     new_files: DirSync,
@@ -208,6 +290,7 @@ impl JsonlTranscriptStore {
         private_fs::create_dir_all(&config.dir)?;
         private_fs::tighten_logged(&config.dir, "the transcript directory");
         private_fs::tighten_files_in(&config.dir, ".jsonl", "transcripts")?;
+        private_fs::tighten_files_in(&config.dir, ".snap", "transcript snapshots")?;
         let deleted = config.dir.join(DELETED_DIR);
         private_fs::tighten_logged(&deleted, "the directory of deleted transcripts");
         private_fs::tighten_files_in(&deleted, ".jsonl", "deleted transcripts")?;
@@ -215,6 +298,7 @@ impl JsonlTranscriptStore {
             dir: config.dir.clone(),
             durability: config.durability,
             clock: config.clock.clone(),
+            snapshot_every: config.snapshot_every,
             logs: Mutex::new(HashMap::new()),
             handles: Mutex::new(Handles::default()),
             new_files: DirSync::default(),
@@ -267,7 +351,9 @@ impl JsonlTranscriptStore {
         }
         if slot.is_none() {
             match on_disk {
-                Some(_) => *slot = Some(scan(&path, session_id, self.durability)?),
+                Some(_) => {
+                    *slot = Some(load(&path, session_id, self.durability, self.snapshot_every)?)
+                }
                 None if create => {
                     private_fs::private_file()
                         .write(true)
@@ -281,6 +367,9 @@ impl JsonlTranscriptStore {
                             }
                         })
                         .map_err(|e| StoreError::io("creating", &path, e))?;
+                    // A snapshot left by a transcript that was removed by hand describes
+                    // nothing now.
+                    Snapshot::remove(&crate::snapshot::path_of(&path))?;
                     let number = self.new_files.created();
                     let entry_pending = match self.durability {
                         Durability::Fsync => {
@@ -290,14 +379,7 @@ impl JsonlTranscriptStore {
                         Durability::OnSync => Some(number),
                         Durability::OsBuffered => None,
                     };
-                    *slot = Some(OpenLog {
-                        entry_pending,
-                        path,
-                        len: 0,
-                        last_id: 0,
-                        index: Vec::new(),
-                        report: RecoveryReport::default(),
-                    });
+                    *slot = Some(OpenLog { entry_pending, ..OpenLog::empty(&path) });
                 }
                 None => return Ok(None),
             }
@@ -306,29 +388,131 @@ impl JsonlTranscriptStore {
     }
 }
 
+impl JsonlTranscriptStore {
+    /// The session's file and the committed byte range holding its events after `after`
+    /// (from the index entry at or before it); `None` when it has no transcript.
+    fn committed(&self, session_id: &str, after: u64) -> Result<Option<(PathBuf, (u64, u64))>> {
+        let slot = self.slot(session_id)?;
+        let mut slot = lock(&slot);
+        let Some(log) = self.ensure_open(&mut slot, session_id, false)? else {
+            return Ok(None);
+        };
+        let start = log.seek_for(after);
+        Ok(Some((log.path.clone(), (start, log.len.max(start)))))
+    }
+}
+
+impl Drop for JsonlTranscriptStore {
+    /// Writes the snapshot of every transcript appended to since its last one, so that the
+    /// next open scans nothing (a store that is not dropped, as in a crash, leaves at most
+    /// `snapshot_every` bytes to scan).
+    fn drop(&mut self) {
+        let Some(every) = self.snapshot_every else { return };
+        let logs: Vec<(String, Arc<Mutex<Option<OpenLog>>>)> =
+            lock(&self.logs).iter().map(|(id, slot)| (id.clone(), Arc::clone(slot))).collect();
+        for (session_id, slot) in logs {
+            if let Some(log) = lock(&slot).as_mut()
+                && log.appended
+                && log.len > log.snapshot_len
+                && log.len >= every
+            {
+                log.write_snapshot(&session_id);
+            }
+        }
+    }
+}
+
+/// `path` opened and positioned at `range.0`; `None` when the file is gone.
+fn open_range(path: &Path, range: (u64, u64)) -> Result<Option<File>> {
+    let mut file = match File::open(path) {
+        Ok(file) => file,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
+        Err(e) => return Err(StoreError::io("opening", path, e)),
+    };
+    file.seek(SeekFrom::Start(range.0)).map_err(|e| StoreError::io("reading", path, e))?;
+    Ok(Some(file))
+}
+
 fn sync_dir(dir: &Path) -> Result<()> {
     File::open(dir)
         .and_then(|d| d.sync_all())
         .map_err(|e| StoreError::io("syncing directory", dir, e))
 }
 
-/// Reads a transcript file, cuts a torn last line, and builds the log state.
-fn scan(path: &Path, session_id: &str, durability: Durability) -> Result<OpenLog> {
-    let data = std::fs::read(path).map_err(|e| StoreError::io("reading", path, e))?;
-    let mut log = OpenLog {
-        entry_pending: None,
-        path: path.to_owned(),
-        len: 0,
-        last_id: 0,
-        index: Vec::new(),
-        report: RecoveryReport::default(),
-    };
-    let mut pos = 0usize;
-    while pos < data.len() {
-        let Some(newline) = data[pos..].iter().position(|&b| b == b'\n') else { break };
-        let line = &data[pos..pos + newline];
-        let offset = pos as u64;
-        pos += newline + 1;
+/// Opens a transcript file: from its snapshot when one describes it (then only the lines
+/// after the snapshot are scanned), else by scanning every line. Cuts a torn last line.
+fn load(
+    path: &Path,
+    session_id: &str,
+    durability: Durability,
+    snapshots: Option<u64>,
+) -> Result<OpenLog> {
+    let mut file = File::open(path).map_err(|e| StoreError::io("opening", path, e))?;
+    let size = file.metadata().map_err(|e| StoreError::io("reading metadata of", path, e))?.len();
+    let mut log = OpenLog::empty(path);
+    if snapshots.is_some() {
+        let snapshot_path = crate::snapshot::path_of(path);
+        match Snapshot::read(&snapshot_path) {
+            Ok(snapshot) => match snapshot.describes(&mut file, size) {
+                Ok(true) => log = OpenLog::from_snapshot(path, snapshot),
+                Ok(false) => tracing::warn!(
+                    session = session_id,
+                    path = %snapshot_path.display(),
+                    "the transcript snapshot does not match the transcript (it was cut, replaced \
+                     or restored); scanning the whole file"
+                ),
+                Err(error) => {
+                    return Err(StoreError::io("reading", path, error));
+                }
+            },
+            Err(Unusable::Missing) => {}
+            Err(Unusable::Damaged(why)) => tracing::warn!(
+                session = session_id,
+                path = %snapshot_path.display(),
+                why,
+                "the transcript snapshot is unusable; scanning the whole file"
+            ),
+        }
+    }
+    scan_from(&mut file, &mut log, session_id)?;
+    let torn = size.saturating_sub(log.len);
+    if torn > 0 {
+        tracing::warn!(
+            session = session_id,
+            path = %path.display(),
+            bytes = torn,
+            "transcript ends in a torn line (a crash during an append); cutting it off"
+        );
+        let file = OpenOptions::new()
+            .write(true)
+            .open(path)
+            .map_err(|e| StoreError::io("opening", path, e))?;
+        file.set_len(log.len).map_err(|e| StoreError::io("truncating", path, e))?;
+        if durability.syncs_files_made_and_moved() {
+            file.sync_data().map_err(|e| StoreError::io("syncing", path, e))?;
+        }
+        log.report.truncated_bytes = torn;
+    }
+    Ok(log)
+}
+
+/// Scans `file`'s lines from `log.len` to its end into `log`; leaves `log.len` at the end of the
+/// last complete line (bytes after it are a torn append).
+fn scan_from(file: &mut File, log: &mut OpenLog, session_id: &str) -> Result<()> {
+    let path = log.path.clone();
+    let read_error = |e| StoreError::io("reading", &path, e);
+    file.seek(SeekFrom::Start(log.len)).map_err(read_error)?;
+    let mut reader = BufReader::with_capacity(256 * 1024, file);
+    let mut line = Vec::new();
+    loop {
+        line.clear();
+        let read = reader.read_until(b'\n', &mut line).map_err(read_error)?;
+        if read == 0 || line.last() != Some(&b'\n') {
+            break;
+        }
+        let offset = log.len;
+        log.len += read as u64;
+        let line = &line[..read - 1];
         if line.iter().all(u8::is_ascii_whitespace) {
             continue;
         }
@@ -352,43 +536,89 @@ fn scan(path: &Path, session_id: &str, durability: Durability) -> Result<OpenLog
             }
         }
     }
-    log.len = pos as u64;
     log.report.last_event_id = log.last_id;
-    let torn = data.len() - pos;
-    if torn > 0 {
-        tracing::warn!(
-            session = session_id,
-            path = %path.display(),
-            bytes = torn,
-            "transcript ends in a torn line (a crash during an append); cutting it off"
-        );
-        let file = OpenOptions::new()
-            .write(true)
-            .open(path)
-            .map_err(|e| StoreError::io("opening", path, e))?;
-        file.set_len(log.len).map_err(|e| StoreError::io("truncating", path, e))?;
-        if durability.syncs_files_made_and_moved() {
-            file.sync_data().map_err(|e| StoreError::io("syncing", path, e))?;
-        }
-        log.report.truncated_bytes = torn as u64;
+    Ok(())
+}
+
+/// The id of a line as this store writes it (`{"eventId":N,...`), read without parsing the
+/// line; `None` for any other shape.
+fn quick_id(line: &[u8]) -> Option<u64> {
+    let rest = line.strip_prefix(b"{\"eventId\":")?;
+    let digits = rest.iter().take_while(|b| b.is_ascii_digit()).count();
+    if digits == 0 || digits > 19 || rest.get(digits) != Some(&b',') {
+        return None;
     }
-    Ok(log)
+    std::str::from_utf8(&rest[..digits]).ok()?.parse().ok()
 }
 
 /// Parses the complete lines of `bytes`, keeping events with `eventId > after`.
 fn parse_lines(bytes: &[u8], after: u64, session_id: &str) -> Vec<TranscriptEvent> {
-    let mut events = Vec::new();
+    // Parsing is most of a long read: a long one is parsed on every core, in line-aligned
+    // parts, and the parts joined in order before ids are checked.
+    let parts = line_aligned_parts(bytes, parse_threads(bytes.len()));
+    let parsed: Vec<Vec<TranscriptEvent>> = if parts.len() <= 1 {
+        vec![parse_part(bytes, session_id)]
+    } else {
+        std::thread::scope(|scope| {
+            let handles: Vec<_> =
+                parts.iter().map(|part| scope.spawn(|| parse_part(part, session_id))).collect();
+            handles
+                .into_iter()
+                .zip(&parts)
+                // A part whose thread panicked (it cannot: parsing returns errors) is parsed here.
+                .map(|(handle, part)| {
+                    handle.join().unwrap_or_else(|_| parse_part(part, session_id))
+                })
+                .collect()
+        })
+    };
+    let mut events = Vec::with_capacity(parsed.iter().map(Vec::len).sum());
     let mut last = after;
+    for event in parsed.into_iter().flatten() {
+        if event.event_id > last {
+            last = event.event_id;
+            events.push(event);
+        }
+    }
+    events
+}
+
+/// Bytes of JSONL below which one thread parses them all.
+const PARALLEL_PARSE_BYTES: usize = 1 << 20;
+
+/// How many threads parse `len` bytes: one per core, for reads past
+/// [`PARALLEL_PARSE_BYTES`], at most 8.
+fn parse_threads(len: usize) -> usize {
+    if len < PARALLEL_PARSE_BYTES {
+        return 1;
+    }
+    std::thread::available_parallelism().map_or(1, |n| n.get()).clamp(1, 8)
+}
+
+/// `bytes` cut into about `count` parts, each ending after a newline (the last at the end).
+fn line_aligned_parts(bytes: &[u8], count: usize) -> Vec<&[u8]> {
+    let mut parts = Vec::with_capacity(count);
+    let mut start = 0;
+    for n in 1..count {
+        let target = (bytes.len() * n / count).max(start);
+        let Some(newline) = bytes[target..].iter().position(|&b| b == b'\n') else { break };
+        let end = target + newline + 1;
+        parts.push(&bytes[start..end]);
+        start = end;
+    }
+    parts.push(&bytes[start..]);
+    parts
+}
+
+/// Every event of a line-aligned part, in order; lines that do not parse are skipped.
+fn parse_part(bytes: &[u8], session_id: &str) -> Vec<TranscriptEvent> {
+    let mut events = Vec::new();
     for line in bytes.split(|&b| b == b'\n') {
         if line.iter().all(u8::is_ascii_whitespace) {
             continue;
         }
         match serde_json::from_slice::<TranscriptEvent>(line) {
-            Ok(event) if event.event_id > last => {
-                last = event.event_id;
-                events.push(event);
-            }
-            Ok(_) => {}
+            Ok(event) => events.push(event),
             Err(error) => {
                 tracing::debug!(session = session_id, %error, "skipping a transcript line that does not parse")
             }
@@ -459,6 +689,12 @@ impl TranscriptStore for JsonlTranscriptStore {
         log.len += buf.len() as u64;
         log.report.events += written.len() as u64;
         log.report.last_event_id = log.last_id;
+        log.appended = true;
+        if let Some(every) = self.snapshot_every
+            && log.snapshot_due(every)
+        {
+            log.write_snapshot(session_id);
+        }
         Ok(written)
     }
 
@@ -500,24 +736,64 @@ impl TranscriptStore for JsonlTranscriptStore {
     }
 
     fn read_since(&self, session_id: &str, after_event_id: u64) -> Result<Vec<TranscriptEvent>> {
-        let (path, start, end) = {
-            let slot = self.slot(session_id)?;
-            let mut slot = lock(&slot);
-            let Some(log) = self.ensure_open(&mut slot, session_id, false)? else {
-                return Ok(Vec::new());
-            };
-            (log.path.clone(), log.seek_for(after_event_id), log.len)
+        let Some((path, range)) = self.committed(session_id, after_event_id)? else {
+            return Ok(Vec::new());
         };
-        let mut file = match File::open(&path) {
-            Ok(file) => file,
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(Vec::new()),
-            Err(e) => return Err(StoreError::io("opening", path, e)),
-        };
+        let Some(file) = open_range(&path, range)? else { return Ok(Vec::new()) };
         let mut bytes = Vec::new();
-        file.seek(SeekFrom::Start(start))
-            .and_then(|_| file.take(end.saturating_sub(start)).read_to_end(&mut bytes))
+        file.take(range.1 - range.0)
+            .read_to_end(&mut bytes)
             .map_err(|e| StoreError::io("reading", &path, e))?;
         Ok(parse_lines(&bytes, after_event_id, session_id))
+    }
+
+    fn read_page(
+        &self,
+        session_id: &str,
+        after_event_id: u64,
+        limit: PageLimit,
+    ) -> Result<TranscriptPage> {
+        let Some((path, range)) = self.committed(session_id, after_event_id)? else {
+            return Ok(TranscriptPage::default());
+        };
+        let Some(file) = open_range(&path, range)? else { return Ok(TranscriptPage::default()) };
+        let read_error = |e| StoreError::io("reading", &path, e);
+        let span = range.1 - range.0;
+        let capacity = usize::try_from(span).unwrap_or(usize::MAX).clamp(1, 64 * 1024);
+        let mut reader = BufReader::with_capacity(capacity, file.take(span));
+        let mut page = TranscriptPage::default();
+        let (mut last, mut bytes, mut line) = (after_event_id, 0usize, Vec::new());
+        loop {
+            if !page.events.is_empty()
+                && (page.events.len() >= limit.events || bytes >= limit.bytes)
+            {
+                page.more = !reader.fill_buf().map_err(read_error)?.is_empty();
+                break;
+            }
+            line.clear();
+            let read = reader.read_until(b'\n', &mut line).map_err(read_error)?;
+            if read == 0 {
+                break;
+            }
+            let text = line.strip_suffix(b"\n").unwrap_or(&line);
+            if text.iter().all(u8::is_ascii_whitespace)
+                || quick_id(text).is_some_and(|id| id <= last)
+            {
+                continue;
+            }
+            match serde_json::from_slice::<TranscriptEvent>(text) {
+                Ok(event) if event.event_id > last => {
+                    last = event.event_id;
+                    bytes += read;
+                    page.events.push(event);
+                }
+                Ok(_) => {}
+                Err(error) => {
+                    tracing::debug!(session = session_id, %error, "skipping a transcript line that does not parse")
+                }
+            }
+        }
+        Ok(page)
     }
 
     fn last_event_id(&self, session_id: &str) -> Result<u64> {
@@ -540,6 +816,7 @@ impl TranscriptStore for JsonlTranscriptStore {
         let mut slot = lock(&slot);
         *slot = None;
         lock(&self.handles).forget(session_id);
+        Snapshot::remove(&crate::snapshot::path_of(&path))?;
         if !path.exists() {
             return Ok(false);
         }
@@ -579,5 +856,51 @@ impl TranscriptStore for JsonlTranscriptStore {
         }
         ids.sort();
         Ok(ids)
+    }
+}
+
+#[cfg(test)]
+mod parse_tests {
+    use super::*;
+
+    #[test]
+    fn parts_end_at_newlines_and_cover_every_byte() {
+        let text = b"{\"a\":1}\n{\"b\":2}\n{\"c\":3}\n{\"d\":4}";
+        for count in 1..6 {
+            let parts = line_aligned_parts(text, count);
+            assert_eq!(parts.concat(), text.to_vec(), "{count}");
+            for part in &parts[..parts.len() - 1] {
+                assert_eq!(part.last(), Some(&b'\n'), "{count}");
+            }
+        }
+        assert_eq!(line_aligned_parts(b"", 4), vec![&b""[..]]);
+    }
+
+    #[test]
+    fn a_parallel_parse_reads_what_one_thread_reads() {
+        let mut text = String::new();
+        for id in 1..=30_000u64 {
+            let line = serde_json::json!({
+                "eventId": id, "sessionId": "s", "type": "message",
+                "createdAt": "2026-01-01T00:00:00.000Z", "payload": {"n": id},
+            });
+            text.push_str(&line.to_string());
+            text.push('\n');
+            if id % 997 == 0 {
+                text.push_str("{torn\n"); // skipped wherever it falls
+            }
+        }
+        assert!(parse_threads(text.len()) >= 1);
+        let one = parse_part(text.as_bytes(), "s");
+        let all = parse_lines(text.as_bytes(), 0, "s");
+        assert_eq!(all.len(), 30_000);
+        assert_eq!(one, all);
+        for parts in 2..5 {
+            let joined: Vec<_> = line_aligned_parts(text.as_bytes(), parts)
+                .into_iter()
+                .flat_map(|part| parse_part(part, "s"))
+                .collect();
+            assert_eq!(joined, all, "{parts} parts");
+        }
     }
 }

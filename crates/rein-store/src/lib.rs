@@ -7,7 +7,9 @@
 //!   requests; implemented by [`SqliteSessionStore`] (SQLite in WAL mode, versioned migrations).
 //! - [`TranscriptStore`]: one append-only event log per session, resumable by event id;
 //!   implemented by [`JsonlTranscriptStore`] (one JSONL file per session, fsync per append by
-//!   default, a torn last line cut on open, deletion as a move into `deleted/`).
+//!   default, a torn last line cut on open, opened from a checked snapshot of its derived state
+//!   so that only lines appended since are scanned, read in pages
+//!   ([`TranscriptStore::read_page`]), deletion as a move into `deleted/`).
 //!
 //! Both are synchronous and short: the runtime calls them inline on its async workers, and hands
 //! the thread over (`block_in_place`) only for a transcript write that waits for the disk. [`resolve_paths`] finds where they
@@ -51,12 +53,14 @@
 
 mod error;
 mod ids;
+mod instances;
 mod jsonl;
 mod paths;
 mod private_fs;
 mod records;
 mod session_id;
 mod session_store;
+mod snapshot;
 mod sqlite;
 mod time;
 mod transcript;
@@ -64,7 +68,7 @@ mod transcript;
 pub use crate::{
     error::{Result, StoreError},
     ids::new_id,
-    jsonl::{Durability, JsonlTranscriptStore, TranscriptConfig},
+    jsonl::{DEFAULT_SNAPSHOT_EVERY, Durability, JsonlTranscriptStore, TranscriptConfig},
     paths::{ENV_SESSION_DB_PATH, ENV_TRANSCRIPT_DIR, PathConfig, StorePaths, resolve_paths},
     records::{
         Approval, ApprovalDecision, ApprovalMatch, ApprovalRule, ApprovalScope, ApprovalStatus,
@@ -76,5 +80,7 @@ pub use crate::{
     session_store::SessionStore,
     sqlite::{SqliteConfig, SqliteSessionStore, Synchronous},
     time::{Clock, ManualClock, SystemClock, Timestamp},
-    transcript::{NewEvent, RecoveryReport, TranscriptEvent, TranscriptStore},
+    transcript::{
+        NewEvent, PageLimit, RecoveryReport, TranscriptEvent, TranscriptPage, TranscriptStore,
+    },
 };

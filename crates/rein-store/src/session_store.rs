@@ -73,6 +73,35 @@ pub trait SessionStore: Send + Sync {
     /// for this turn). `Ok(false)` means another live turn holds it.
     fn begin_turn(&self, id: &str, owner: &str, lease: Duration) -> Result<bool>;
 
+    /// Registers `instance` (a runtime's id, used as its lease owner) as alive for as long as
+    /// this process runs, so that other processes can tell at once when it is gone
+    /// ([`SessionStore::instance_gone`]). A store that cannot tell does nothing (the default).
+    fn register_instance(&self, instance: &str) -> Result<()> {
+        let _ = instance;
+        Ok(())
+    }
+
+    /// Lets go of a registered instance (its runtime shut down cleanly).
+    fn release_instance(&self, instance: &str) {
+        let _ = instance;
+    }
+
+    /// Whether the lease holder `instance` is known to be gone (it registered and its process
+    /// ended), so its leases may be taken over at once. `false` when the store cannot tell: the
+    /// lease's expiry decides then (the default).
+    fn instance_gone(&self, instance: &str) -> bool {
+        let _ = instance;
+        false
+    }
+
+    /// Forgets a gone instance once its leases were taken over.
+    fn forget_instance(&self, instance: &str) {
+        let _ = instance;
+    }
+
+    /// The sessions whose turn is in flight (leased), oldest first.
+    fn sessions_with_turn_in_flight(&self) -> Result<Vec<Session>>;
+
     /// Extends the turn lease; `Ok(false)` when `owner` no longer holds it.
     fn renew_turn(&self, id: &str, owner: &str, lease: Duration) -> Result<bool>;
 

@@ -55,6 +55,41 @@ pub struct RecoveryReport {
     pub skipped_lines: u64,
 }
 
+/// How much one [`TranscriptStore::read_page`] returns at most.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct PageLimit {
+    /// Events in the page (at least one is returned whenever one follows).
+    pub events: usize,
+    /// Bytes of stored lines in the page: the page ends after the event that reaches it (so one
+    /// event larger than this is still returned, whole).
+    pub bytes: usize,
+}
+
+impl PageLimit {
+    /// At most `events` events and about `bytes` bytes.
+    pub fn new(events: usize, bytes: usize) -> Self {
+        PageLimit { events, bytes }
+    }
+}
+
+impl Default for PageLimit {
+    /// 256 events or 256 KiB, whichever comes first.
+    fn default() -> Self {
+        PageLimit { events: 256, bytes: 256 * 1024 }
+    }
+}
+
+/// One page of a transcript, from [`TranscriptStore::read_page`].
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct TranscriptPage {
+    /// The events, in order.
+    pub events: Vec<TranscriptEvent>,
+    /// Whether stored lines follow the page (it ended at its limit): read the next page after
+    /// the last event's id. `false` once the page reaches the end of what was stored when it
+    /// was read; a page with `more` always holds at least one event.
+    pub more: bool,
+}
+
 /// Append-only transcripts, one per session.
 ///
 /// Synchronous like [`SessionStore`](crate::SessionStore); an append returns once the event is
@@ -77,6 +112,23 @@ pub trait TranscriptStore: Send + Sync {
 
     /// The events with `eventId > after_event_id`, in order (`0` reads everything).
     fn read_since(&self, session_id: &str, after_event_id: u64) -> Result<Vec<TranscriptEvent>>;
+
+    /// The events with `eventId > after_event_id`, in order, at most `limit` of them: a reader
+    /// that pages through a long transcript holds one page at a time. The default reads
+    /// everything after `after_event_id` and keeps the first `limit.events` (stores override it
+    /// to read no more than the page).
+    fn read_page(
+        &self,
+        session_id: &str,
+        after_event_id: u64,
+        limit: PageLimit,
+    ) -> Result<TranscriptPage> {
+        let mut events = self.read_since(session_id, after_event_id)?;
+        let keep = limit.events.max(1);
+        let more = events.len() > keep;
+        events.truncate(keep);
+        Ok(TranscriptPage { events, more })
+    }
 
     /// Every event of the session, in order (empty for an unknown session).
     fn read_all(&self, session_id: &str) -> Result<Vec<TranscriptEvent>> {

@@ -26,8 +26,11 @@ use crate::{
     Approval, ApprovalDecision, ApprovalMatch, ApprovalRule, ApprovalScope, ApprovalStatus,
     AuditEntry, Clock, NewApproval, NewAuditEntry, NewSession, NewTask, Result, Session,
     SessionFilter, SessionPatch, SessionStore, StopRequest, StoreError, SystemClock, Task,
-    TaskOutcome, TaskStatus, Timestamp, TurnUnfinished, ViewContext, check_session_id, ids::new_id,
-    paths::ensure_parent, private_fs,
+    TaskOutcome, TaskStatus, Timestamp, TurnUnfinished, ViewContext, check_session_id,
+    ids::new_id,
+    instances::{self, InstanceLocks},
+    paths::ensure_parent,
+    private_fs,
 };
 
 pub(crate) use self::migrations::known_version;
@@ -94,6 +97,9 @@ pub struct SqliteSessionStore {
     config: SqliteConfig,
     clock: Arc<dyn Clock>,
     path: PathBuf,
+    /// Which lease holders are alive (`<db>.instances/`); `None` in memory, where no other
+    /// process can hold a lease.
+    instances: Option<InstanceLocks>,
 }
 
 /// Read connections kept open when idle (opening one costs a schema parse); a burst beyond
@@ -186,6 +192,10 @@ impl SqliteSessionStore {
             }
             None => None,
         };
+        let instances = match &config.path {
+            Some(file) => Some(InstanceLocks::open(instances::dir_beside(file)).map_err(fill)?),
+            None => None,
+        };
         Ok(SqliteSessionStore {
             conn: Mutex::new(conn),
             _checkpointer: checkpointer,
@@ -193,6 +203,7 @@ impl SqliteSessionStore {
             config: config.clone(),
             clock: config.clock.clone(),
             path,
+            instances,
         })
     }
 
@@ -581,6 +592,39 @@ impl SessionStore for SqliteSessionStore {
         })
     }
 
+    fn register_instance(&self, instance: &str) -> Result<()> {
+        self.instances.as_ref().map_or(Ok(()), |locks| locks.register(instance))
+    }
+
+    fn release_instance(&self, instance: &str) {
+        if let Some(locks) = &self.instances {
+            locks.release(instance);
+        }
+    }
+
+    fn instance_gone(&self, instance: &str) -> bool {
+        self.instances.as_ref().is_some_and(|locks| locks.is_gone(instance))
+    }
+
+    fn forget_instance(&self, instance: &str) {
+        if let Some(locks) = &self.instances {
+            locks.forget(instance);
+        }
+    }
+
+    fn sessions_with_turn_in_flight(&self) -> Result<Vec<Session>> {
+        self.read(|conn| {
+            let mut stmt = conn
+                .prepare_cached(&format!(
+                    "SELECT {SESSION_COLS} FROM sessions WHERE turn_in_flight = 1 \
+                     ORDER BY updated_at, id"
+                ))
+                .db()?;
+            let rows = stmt.query_map([], session_from_row).db()?;
+            rows.collect::<rusqlite::Result<Vec<_>>>().db()
+        })
+    }
+
     fn renew_turn(&self, id: &str, owner: &str, lease: Duration) -> Result<bool> {
         let now = self.now();
         self.tx(|tx| {
@@ -741,10 +785,16 @@ impl SessionStore for SqliteSessionStore {
                         continue;
                     }
                     if task.attempts >= task.restart_limit {
-                        let note = format!(
-                            "Task failed: its worker was lost {} time(s) and restart_limit {} was reached.",
-                            task.attempts, task.restart_limit
-                        );
+                        let note = if task.restart_limit == 1 {
+                            "Outcome unknown: its worker was lost while it ran, and it may run only \
+                             once (restart_limit 1), so it was not run again."
+                                .to_owned()
+                        } else {
+                            format!(
+                                "Task failed: its worker was lost {} time(s) and restart_limit {} was reached.",
+                                task.attempts, task.restart_limit
+                            )
+                        };
                         tracing::warn!(task = %task.id, attempts = task.attempts, "task failed after losing its worker");
                         finish(tx, &task.id, TaskStatus::Failed, None, Some(&note), now)?;
                         continue;

@@ -3,6 +3,7 @@
 mod approvals;
 mod concurrent;
 mod crash;
+mod pages;
 mod paths;
 #[cfg(unix)]
 mod private_files;
@@ -10,6 +11,7 @@ mod recovery_cases;
 mod schema;
 mod session_ids;
 mod sessions;
+mod snapshots;
 mod tasks;
 mod transcript;
 
