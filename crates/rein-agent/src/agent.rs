@@ -1,6 +1,9 @@
 //! The `Agent`: history, checkpoints and the turn loop.
 
-use std::{collections::HashMap, sync::Arc};
+use std::{
+    collections::HashMap,
+    sync::{Arc, Mutex, PoisonError},
+};
 
 use rein_context::{ContextBudget, Level, PrepareInput};
 use rein_protocol::{
@@ -86,25 +89,32 @@ pub struct TurnOutcome {
     pub resumed: bool,
 }
 
-/// A turn paused at a checkpoint.
-#[derive(Debug, Clone)]
-struct Suspended {
+/// A turn paused at a checkpoint, as a host stores it to continue (or discard) it after a
+/// restart: [`Agent::paused_turn`] after the turn, [`Agent::restore_paused_turn`] on the
+/// history it was paused on.
+#[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct PausedTurn {
     /// Where the turn's messages start in the history.
-    turn_start: usize,
+    pub turn_start: usize,
     /// What stays when the turn is discarded: the user's messages and the summaries.
-    keep: Vec<Message>,
+    pub keep: Vec<Message>,
     /// The last summary.
-    summary: String,
+    pub summary: String,
 }
 
 /// The per-turn state.
 pub(crate) struct TurnState<'a> {
     pub(crate) cancel: &'a CancellationToken,
+    /// The host's second stop: ends the last step after a stop at once.
+    second_stop: Option<CancellationToken>,
     pub(crate) events: &'a dyn EventSink,
     pub(crate) user_text: String,
     pinned: Option<String>,
     turn_start: usize,
     keep: Vec<Message>,
+    /// The provider data of the reply being handled, for the assistant message with its calls.
+    reply_data: Option<serde_json::Value>,
     usage: Usage,
     pub(crate) steps: u32,
     rounds: u32,
@@ -124,7 +134,21 @@ pub(crate) struct TurnState<'a> {
 
 enum Requested {
     Reply(Box<ModelReply>),
-    Cancelled,
+    /// The request was dropped (a stop; for the last step after a stop, a second stop or its
+    /// timeout), with the text it had streamed.
+    Cancelled {
+        partial: String,
+    },
+}
+
+/// What a model request is raced against.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Race {
+    /// The turn's stop.
+    Stop,
+    /// The last step after a stop (the stop has fired): the second stop, and
+    /// `stop_last_step_timeout`.
+    LastStep,
 }
 
 /// How a turn ends inside the loop.
@@ -144,7 +168,8 @@ pub struct Agent {
     approval_mode: Option<Arc<dyn ApprovalMode>>,
     pub(crate) history: Vec<Message>,
     budget: ContextBudget,
-    suspended: Option<Suspended>,
+    suspended: Option<PausedTurn>,
+    second_stop: Option<CancellationToken>,
 }
 
 impl std::fmt::Debug for Agent {
@@ -186,6 +211,7 @@ impl Agent {
             history: Vec::new(),
             budget,
             suspended: None,
+            second_stop: None,
         }
     }
 
@@ -206,6 +232,14 @@ impl Agent {
     /// threshold follows it). Without one, the config's `auto_approve` says.
     pub fn set_approval_mode(&mut self, mode: Option<Arc<dyn ApprovalMode>>) {
         self.approval_mode = mode;
+    }
+
+    /// Sets the token a host fires on a second stop of a turn (a second press of Stop): it
+    /// ends at once the last step a first stop asked for ([`StopMode::LastStep`]), which the
+    /// turn's own token, already fired, cannot. Used by the turns that follow, until replaced;
+    /// a host gives each turn a fresh one.
+    pub fn set_second_stop(&mut self, token: Option<CancellationToken>) {
+        self.second_stop = token;
     }
 
     /// Adds a hook.
@@ -284,6 +318,22 @@ impl Agent {
         self.suspended.is_some()
     }
 
+    /// The turn paused at a checkpoint, for a host to store.
+    pub fn paused_turn(&self) -> Option<&PausedTurn> {
+        self.suspended.as_ref()
+    }
+
+    /// Pauses again the turn a host stored, on the history it was paused on (set that first,
+    /// with [`Agent::set_history`]). `false`, and nothing changes, when it does not fit the
+    /// history (it starts past its end).
+    pub fn restore_paused_turn(&mut self, paused: PausedTurn) -> bool {
+        if paused.turn_start > self.history.len() {
+            return false;
+        }
+        self.suspended = Some(paused);
+        true
+    }
+
     /// The summary of the paused turn, if one is paused.
     pub fn checkpoint_summary(&self) -> Option<&str> {
         self.suspended.as_ref().map(|s| s.summary.as_str())
@@ -301,9 +351,10 @@ impl Agent {
     /// Runs one turn: the user's message, then model requests and tool rounds until the model
     /// answers in text or a rule ends the turn. Resumes a turn paused at a checkpoint.
     ///
-    /// `cancel` stops the turn at its next await (during the model request too); see
-    /// [`StopMode`]. Every event goes to `events`, ending with `turn_end`. The history is
-    /// well-formed after any turn, whatever its ending.
+    /// `cancel` stops the turn at its next await (during the model request too: the request
+    /// is dropped and the turn ends with the text streamed so far); see [`StopMode`]. Every
+    /// event goes to `events`, ending with `turn_end`. The history is well-formed after any
+    /// turn, whatever its ending.
     pub async fn turn(
         &mut self,
         input: impl Into<TurnInput>,
@@ -317,11 +368,13 @@ impl Agent {
         let is_resumed = resumed.is_some();
         let mut turn = TurnState {
             cancel,
+            second_stop: self.second_stop.clone(),
             events,
             user_text: input.text.clone(),
             pinned: input.pinned_context.clone(),
             turn_start: resumed.as_ref().map_or(self.history.len(), |s| s.turn_start),
             keep: resumed.map(|s| s.keep).unwrap_or_default(),
+            reply_data: None,
             usage: Usage::default(),
             steps: 0,
             rounds: 0,
@@ -482,13 +535,13 @@ impl Agent {
     }
 
     /// One model request through the context budget; retries at tighter levels when the
-    /// prompt is too long. `cancellable`: races the token.
+    /// prompt is too long. `race`: what drops the request before it answers.
     async fn request(
         &mut self,
         turn: &mut TurnState<'_>,
         tools_on: bool,
         note: Option<&str>,
-        cancellable: bool,
+        race: Race,
     ) -> Result<Requested, AgentError> {
         loop {
             turn.steps += 1;
@@ -538,20 +591,50 @@ impl Agent {
             turn.events.emit(AgentEvent::RequestStarted { step: turn.steps, tools_offered });
 
             let events = turn.events;
-            let deltas = move |delta: ReplyDelta| match delta {
-                ReplyDelta::Text { text } => events.emit(AgentEvent::TextDelta { text }),
+            // The text streamed so far: what a stopped request leaves.
+            let streamed = Mutex::new(String::new());
+            let deltas = |delta: ReplyDelta| match delta {
+                ReplyDelta::Text { text } => {
+                    streamed.lock().unwrap_or_else(PoisonError::into_inner).push_str(&text);
+                    events.emit(AgentEvent::TextDelta { text });
+                }
                 ReplyDelta::Reasoning { text } => events.emit(AgentEvent::ReasoningDelta { text }),
+                ReplyDelta::Retry { attempt, delay_ms, reason } => {
+                    events.emit(AgentEvent::ModelRetry { attempt, delay_ms, reason });
+                }
                 _ => {}
             };
+            let partial =
+                || std::mem::take(&mut *streamed.lock().unwrap_or_else(PoisonError::into_inner));
             let model = Arc::clone(&self.model);
-            let result = if cancellable {
-                tokio::select! {
+            let completion = model.complete(&request, &deltas);
+            let result = match race {
+                Race::Stop => tokio::select! {
                     biased;
-                    () = turn.cancel.cancelled() => return Ok(Requested::Cancelled),
-                    result = model.complete(&request, &deltas) => result,
+                    () = turn.cancel.cancelled() => None,
+                    result = completion => Some(result),
+                },
+                Race::LastStep => {
+                    let second_stop = turn.second_stop.clone();
+                    let second = async move {
+                        match second_stop {
+                            Some(token) => token.cancelled_owned().await,
+                            None => std::future::pending().await,
+                        }
+                    };
+                    tokio::select! {
+                        biased;
+                        () = second => None,
+                        () = tokio::time::sleep(self.config.stop_last_step_timeout) => {
+                            tracing::warn!("the last step after a stop took too long; ended");
+                            None
+                        }
+                        result = completion => Some(result),
+                    }
                 }
-            } else {
-                model.complete(&request, &deltas).await
+            };
+            let Some(result) = result else {
+                return Ok(Requested::Cancelled { partial: partial() });
             };
             match result {
                 Ok(reply) => {
@@ -578,7 +661,7 @@ impl Agent {
                 Err(error)
                     if error.kind == ModelErrorKind::Cancelled && turn.cancel.is_cancelled() =>
                 {
-                    return Ok(Requested::Cancelled);
+                    return Ok(Requested::Cancelled { partial: partial() });
                 }
                 Err(error) => return Err(error.into()),
             }
@@ -625,11 +708,16 @@ impl Agent {
                 );
             }
             let note = last_step.then_some(texts::LAST_STEP);
-            let reply = match self.request(turn, tools_on, note, true).await? {
+            let reply = match self.request(turn, tools_on, note, Race::Stop).await? {
                 Requested::Reply(reply) => reply,
-                Requested::Cancelled => return self.stopped(turn).await,
+                // A stop during the request: no last step, whatever the mode (the model may
+                // be the thing that does not answer).
+                Requested::Cancelled { partial } => {
+                    return Ok(self.stopped_mid_reply(turn, partial));
+                }
             };
             let recovered = self.recover_reply(&reply, tools_on);
+            turn.reply_data = reply.provider_data.clone();
             if let Some(reasoning) = &recovered.reasoning {
                 turn.events.emit(AgentEvent::Reasoning { text: reasoning.clone() });
             }
@@ -701,10 +789,10 @@ impl Agent {
             turn.iterations += 1;
             turn.local_streak = 0;
         }
-        self.push(
-            turn,
-            assistant(recovered.visible_text.clone(), recovered.reasoning, calls.clone()),
-        );
+        // What the provider needs back with these calls goes into the history beside them.
+        let message = assistant(recovered.visible_text.clone(), recovered.reasoning, calls.clone())
+            .with_provider_data(turn.reply_data.take());
+        self.push(turn, message);
         turn.events
             .emit(AgentEvent::ToolProposal { calls: calls.clone(), text: recovered.visible_text });
 
@@ -771,12 +859,31 @@ impl Agent {
         Ok(None)
     }
 
-    /// The turn was stopped: end now, or one last request with tools off.
+    /// The turn was stopped while the model was answering: it ends with what was streamed
+    /// (stored as the answer, so the history shows what the user saw).
+    fn stopped_mid_reply(&mut self, turn: &TurnState<'_>, partial: String) -> (TurnEnding, String) {
+        if partial.trim().is_empty() {
+            return (TurnEnding::Interrupted, String::new());
+        }
+        // Recovered as a reply with tools off: reasoning tags out, call text (maybe cut) gone.
+        let mut reply = ModelReply::default();
+        reply.content = partial;
+        let recovered = self.recover_reply(&reply, false);
+        let text = recovered.visible_text;
+        if text.trim().is_empty() {
+            return (TurnEnding::Interrupted, String::new());
+        }
+        self.push(turn, assistant(text.clone(), recovered.reasoning, Vec::new()));
+        (TurnEnding::Interrupted, text)
+    }
+
+    /// The turn was stopped between requests: end now, or one last request with tools off
+    /// (bounded by a second stop and `stop_last_step_timeout`).
     async fn stopped(&mut self, turn: &mut TurnState<'_>) -> Ended {
         if self.config.stop_mode != StopMode::LastStep {
             return Ok((TurnEnding::Interrupted, String::new()));
         }
-        match self.request(turn, false, Some(texts::STOPPED_LAST_STEP), false).await {
+        match self.request(turn, false, Some(texts::STOPPED_LAST_STEP), Race::LastStep).await {
             Ok(Requested::Reply(reply)) => {
                 let recovered = self.recover_reply(&reply, false);
                 if let Some(reasoning) = &recovered.reasoning {
@@ -792,7 +899,7 @@ impl Agent {
                 }
                 Ok((TurnEnding::Interrupted, text))
             }
-            Ok(Requested::Cancelled) => Ok((TurnEnding::Interrupted, String::new())),
+            Ok(Requested::Cancelled { partial }) => Ok(self.stopped_mid_reply(turn, partial)),
             Err(error) => {
                 tracing::warn!(%error, "the last step after a stop failed");
                 turn.events.emit(AgentEvent::Error {
@@ -812,8 +919,8 @@ impl Agent {
         let instruction = Message::user(texts::checkpoint_prompt(rounds));
         // Not reported until the summary request is done: a stop during it takes it back.
         self.history.push(instruction.clone());
-        let summary = match self.request(turn, false, None, true).await {
-            Ok(Requested::Cancelled) => {
+        let summary = match self.request(turn, false, None, Race::Stop).await {
+            Ok(Requested::Cancelled { .. }) => {
                 self.history.pop();
                 let summary = self.suspended_summary(rounds);
                 self.suspend(turn, summary);
@@ -857,7 +964,7 @@ impl Agent {
 
     fn suspend(&mut self, turn: &TurnState<'_>, summary: String) {
         self.suspended =
-            Some(Suspended { turn_start: turn.turn_start, keep: turn.keep.clone(), summary });
+            Some(PausedTurn { turn_start: turn.turn_start, keep: turn.keep.clone(), summary });
     }
 
     /// A reply cut at the output limit: no call runs; text is continued, then shown with a
@@ -870,7 +977,9 @@ impl Agent {
     ) -> Ended {
         if !recovered.calls.is_empty() {
             let text = recovered.visible_text;
-            self.push(turn, assistant(text.clone(), recovered.reasoning, recovered.calls.clone()));
+            let message = assistant(text.clone(), recovered.reasoning, recovered.calls.clone())
+                .with_provider_data(turn.reply_data.take());
+            self.push(turn, message);
             for call in &recovered.calls {
                 let output = failed(FailureCode::Unresolved, texts::CUT_CALL);
                 self.append_result(turn, call, output).await;
@@ -895,7 +1004,7 @@ impl Agent {
             // Scaffolding for this request only; the stored answer is the joined text.
             self.history.push(Message::assistant(text.clone()));
             self.history.push(Message::user(texts::CONTINUE_CUT));
-            let result = self.request(turn, false, None, true).await;
+            let result = self.request(turn, false, None, Race::Stop).await;
             self.history.truncate(self.history.len() - 2);
             match result {
                 Ok(Requested::Reply(reply)) => {
@@ -906,7 +1015,10 @@ impl Agent {
                         break;
                     }
                 }
-                Ok(Requested::Cancelled) => break,
+                Ok(Requested::Cancelled { partial }) => {
+                    text.push_str(&partial);
+                    break;
+                }
                 Err(error) => {
                     tracing::warn!(%error, "continuing a cut reply failed");
                     turn.events.emit(AgentEvent::Error {
@@ -943,6 +1055,7 @@ fn assistant(text: String, reasoning: Option<String>, calls: Vec<ToolCall>) -> M
         content: (!text.trim().is_empty()).then_some(Content::Text(text)),
         reasoning_content: reasoning,
         tool_calls: calls,
+        provider_data: None,
     }
 }
 

@@ -1,5 +1,7 @@
 //! The loop's settings and their defaults (the constants of glen and TerraFin).
 
+use std::time::Duration;
+
 use rein_context::BudgetConfig;
 use rein_protocol::Sampling;
 
@@ -20,15 +22,24 @@ pub const MAX_REPEATED_SAME_ERROR: u32 = 2;
 /// The failed result text quoted in the repeated-failure nudge is cut to this many characters.
 pub const NUDGE_ERROR_CHARS: usize = 300;
 
+/// How long the last step after a stop may take before the turn ends without it.
+pub const STOP_LAST_STEP_TIMEOUT: Duration = Duration::from_secs(30);
+
 /// What a stop (the cancellation token) does to a turn.
+///
+/// In either mode a stop during a model request ends the turn at once, with the text streamed
+/// so far: the request is dropped, whatever the provider does (glen: "abort() stops the turn
+/// at its next await, including during the model request").
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 #[non_exhaustive]
 pub enum StopMode {
     /// End at once; nothing more is asked of the model (glen's abort).
     #[default]
     EndNow,
-    /// One last request with tools off answers from the results in hand (TerraFin). That
-    /// request is not cancellable: the token has already fired.
+    /// After a stop between model requests (during a tool call, an approval), one last request
+    /// with tools off answers from the results in hand (TerraFin). The token has fired, so it
+    /// is bounded otherwise: by [`AgentConfig::stop_last_step_timeout`], and by a second stop
+    /// ([`Agent::set_second_stop`](crate::Agent::set_second_stop)), which ends it at once.
     LastStep,
 }
 
@@ -67,6 +78,9 @@ pub struct AgentConfig {
     pub max_repeated_same_error: u32,
     /// What a stop does.
     pub stop_mode: StopMode,
+    /// The longest the last step after a stop ([`StopMode::LastStep`]) may take; the turn
+    /// then ends `interrupted` with what that step streamed, if anything (30 s).
+    pub stop_last_step_timeout: Duration,
     /// The plain answer a turn ends with when the tools keep failing.
     pub fallback_text: String,
     /// Settings of the context budget.
@@ -95,6 +109,7 @@ impl Default for AgentConfig {
             max_recoverable_error_batches: MAX_RECOVERABLE_ERROR_BATCHES,
             max_repeated_same_error: MAX_REPEATED_SAME_ERROR,
             stop_mode: StopMode::default(),
+            stop_last_step_timeout: STOP_LAST_STEP_TIMEOUT,
             fallback_text: crate::texts::FALLBACK.to_owned(),
             budget: BudgetConfig::default(),
             sampling: Sampling::default(),

@@ -4,7 +4,7 @@ use std::{
     collections::{HashMap, HashSet},
     future::Future,
     pin::Pin,
-    sync::{Arc, Mutex, PoisonError},
+    sync::Arc,
 };
 
 use async_trait::async_trait;
@@ -15,8 +15,8 @@ use rein_protocol::{
 
 use crate::{
     error::RegistryError,
-    outcome::reports_failure,
-    validate::{ArgsValidator, canonical_args, shared_validator},
+    memo::ToolMemo,
+    validate::{ArgsValidator, shared_validator},
 };
 
 type BoxedCall = dyn Fn(
@@ -120,15 +120,14 @@ pub struct Dispatched {
 pub struct ToolRegistry {
     entries: Vec<Entry>,
     by_name: HashMap<String, usize>,
-    memo_tools: HashSet<String>,
-    memo: Mutex<HashMap<String, ToolOutput>>,
+    memo: ToolMemo,
 }
 
 impl std::fmt::Debug for ToolRegistry {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("ToolRegistry")
             .field("tools", &self.names())
-            .field("memo_tools", &self.memo_tools)
+            .field("memo", &self.memo)
             .finish_non_exhaustive()
     }
 }
@@ -141,7 +140,7 @@ impl ToolRegistry {
 
     /// Memoizes the results of these tools (idempotent metadata reads).
     pub fn with_memo_tools<S: Into<String>>(mut self, names: impl IntoIterator<Item = S>) -> Self {
-        self.memo_tools = names.into_iter().map(Into::into).collect();
+        self.memo = ToolMemo::new(names);
         self
     }
 
@@ -317,15 +316,10 @@ impl ToolRegistry {
         let Some(entry) = self.entry(name) else {
             return Dispatched { output: self.unknown(name), cached: false };
         };
-        let memo_key = self
-            .memo_tools
-            .contains(name)
-            .then(|| format!("{name}:{}", canonical_args(&arguments)));
-        if let Some(key) = &memo_key
-            && let Some(hit) = self.memo.lock().unwrap_or_else(PoisonError::into_inner).get(key)
-        {
-            return Dispatched { output: hit.clone(), cached: true };
+        if let Some(hit) = self.memo.get(name, &arguments) {
+            return Dispatched { output: hit, cached: true };
         }
+        let key_arguments = self.memo.memoizes(name).then(|| arguments.clone());
         let result = match &entry.backend {
             Backend::Local(tool) => tool.call(arguments, context).await,
             Backend::Remote(source) => source.call_tool(name, arguments, context).await,
@@ -334,11 +328,8 @@ impl ToolRegistry {
             Ok(output) => output,
             Err(error) => tool_error_output(name, &error),
         };
-        if let Some(key) = memo_key
-            && !output.is_error
-            && !reports_failure(&output)
-        {
-            self.memo.lock().unwrap_or_else(PoisonError::into_inner).insert(key, output.clone());
+        if let Some(arguments) = key_arguments {
+            self.memo.store(name, &arguments, &output);
         }
         Dispatched { output, cached: false }
     }
@@ -361,12 +352,12 @@ impl ToolRegistry {
 
     /// Forgets every memoized result.
     pub fn clear_memo(&self) {
-        self.memo.lock().unwrap_or_else(PoisonError::into_inner).clear();
+        self.memo.clear();
     }
 
     /// How many results are memoized.
     pub fn memo_len(&self) -> usize {
-        self.memo.lock().unwrap_or_else(PoisonError::into_inner).len()
+        self.memo.len()
     }
 }
 

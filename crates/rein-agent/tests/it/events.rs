@@ -116,3 +116,51 @@ fn events_turn_future_is_send() {
     let future = agent.turn("x", &cancel, &log);
     assert_send(&future);
 }
+
+/// A model that announces one retry, then answers.
+struct RetriesOnce(rein_protocol::ModelInfo);
+
+#[async_trait::async_trait]
+impl rein_protocol::Model for RetriesOnce {
+    fn info(&self) -> &rein_protocol::ModelInfo {
+        &self.0
+    }
+
+    async fn complete(
+        &self,
+        _request: &rein_protocol::ModelRequest,
+        deltas: rein_protocol::DeltaSink<'_>,
+    ) -> Result<rein_protocol::ModelReply, rein_protocol::ModelError> {
+        deltas(rein_protocol::ReplyDelta::Retry {
+            attempt: 2,
+            delay_ms: 2000,
+            reason: "HTTP 429: slow down".to_owned(),
+        });
+        Ok(reply::text("after the wait"))
+    }
+}
+
+#[tokio::test]
+async fn events_a_model_retry_is_reported() {
+    let model = RetriesOnce(rein_protocol::ModelInfo::named("retries"));
+    let mut agent =
+        rein_agent::Agent::new(Arc::new(model), Arc::new(registry(&[])), AgentConfig::default());
+    let ran = run(&mut agent, "hi").await;
+    let retry = AgentEvent::ModelRetry {
+        attempt: 2,
+        delay_ms: 2000,
+        reason: "HTTP 429: slow down".to_owned(),
+    };
+    let at = ran.events.iter().position(|e| *e == retry).expect("a model_retry event");
+    assert!(matches!(ran.events[at - 1], AgentEvent::RequestStarted { .. }));
+    assert_eq!(
+        serde_json::to_value(&retry).expect("JSON"),
+        json!({
+            "type": "model_retry",
+            "attempt": 2,
+            "delay_ms": 2000,
+            "reason": "HTTP 429: slow down",
+        })
+    );
+    assert_eq!(ran.outcome().text, "after the wait");
+}

@@ -27,6 +27,7 @@ enum Move {
     CutCalls,
     Fail,
     StopDuringRequest,
+    StopAsReplyArrives,
 }
 
 fn moves() -> impl Strategy<Value = Move> {
@@ -43,10 +44,11 @@ fn moves() -> impl Strategy<Value = Move> {
         1 => Just(Move::CutCalls),
         1 => Just(Move::Fail),
         1 => Just(Move::StopDuringRequest),
+        1 => Just(Move::StopAsReplyArrives),
     ]
 }
 
-fn step(one: &Move, id: &mut usize, stop: &CancellationToken, last_step: bool) -> Step {
+fn step(one: &Move, id: &mut usize, stop: &CancellationToken) -> Step {
     *id += 10;
     let first = *id;
     let call = |name: &str, args: serde_json::Value| reply::calls_from(first, &[(name, args)]);
@@ -76,13 +78,13 @@ fn step(one: &Move, id: &mut usize, stop: &CancellationToken, last_step: bool) -
             reply::with_stop(call("lookup", json!({"q": "1"})), StopReason::Length).into()
         }
         Move::Fail => ModelError::new(ModelErrorKind::BadRequest, "bad").into(),
-        // With `StopMode::LastStep` the last request is not cancellable (the token already
-        // fired), so a model that hangs there would hang the turn: the stop lands just as a
-        // reply arrives instead.
-        Move::StopDuringRequest if last_step => {
+        // A model that never answers: the stop drops the request, in either mode (the last
+        // step after a stop between requests is bounded by `stop_last_step_timeout`).
+        Move::StopDuringRequest => Step::CancelThen(stop.clone(), Box::new(Step::Hang)),
+        // The stop lands just as a reply arrives: the reply is used, the next step stops.
+        Move::StopAsReplyArrives => {
             Step::CancelThen(stop.clone(), Box::new(reply::text("late").into()))
         }
-        Move::StopDuringRequest => Step::CancelThen(stop.clone(), Box::new(Step::Hang)),
     }
 }
 
@@ -111,15 +113,17 @@ fn setups() -> impl Strategy<Value = Setup> {
 }
 
 fn run_case(setup: &Setup, script: &[Move], turns: usize) -> Result<(), TestCaseError> {
+    // Paused time: a last step that hangs runs out its timeout at once.
     let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_time()
+        .start_paused(true)
         .build()
         .map_err(|e| TestCaseError::fail(e.to_string()))?;
     runtime.block_on(async {
         // The stopper tool and stop-during-request cancel this token; once it fired, the case ends.
         let current = CancellationToken::new();
         let mut id = 0;
-        let steps: Vec<Step> =
-            script.iter().map(|m| step(m, &mut id, &current, setup.last_step)).collect();
+        let steps: Vec<Step> = script.iter().map(|m| step(m, &mut id, &current)).collect();
         let model = ScriptedModel::new(steps);
         let stopper = ScriptedTool::constant("stopper", "stopping").cancelling(current.clone());
         let failing = ScriptedTool::failing("fail", "Error: always");

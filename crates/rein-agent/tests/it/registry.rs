@@ -6,8 +6,8 @@ use std::sync::{
     atomic::{AtomicUsize, Ordering},
 };
 
-use rein_agent::{FnTool, RegistryError, ToolRegistry};
-use rein_protocol::{CancellationToken, ToolCall, ToolContext, ToolOutput, ToolSpec};
+use rein_agent::{FnTool, MemoTool, RegistryError, ToolMemo, ToolRegistry, memoizable};
+use rein_protocol::{CancellationToken, Tool, ToolCall, ToolContext, ToolOutput, ToolSpec};
 use rein_testkit::{ScriptedSource, ScriptedTool};
 use serde_json::json;
 
@@ -158,6 +158,40 @@ async fn registry_never_memoizes_errors_or_success_false_payloads() {
     }
     assert_eq!(failures.load(Ordering::Relaxed), 2);
     assert_eq!(registry.memo_len(), 0);
+}
+
+#[tokio::test]
+async fn memo_tool_answers_a_repeat_from_the_memo_and_never_stores_a_failure() {
+    let runs = Arc::new(AtomicUsize::new(0));
+    let counter = Arc::clone(&runs);
+    let spec = ToolSpec::new(
+        "get_schema",
+        "Schema.",
+        obj(json!({"type": "object", "properties": {"table": {}}})),
+    );
+    let tool = Arc::new(FnTool::new(spec, move |args, _| {
+        counter.fetch_add(1, Ordering::SeqCst);
+        async move {
+            Ok(match args.get("table") {
+                Some(table) if table == "missing" => ToolOutput::text(r#"{"success": false}"#),
+                Some(table) => ToolOutput::text(format!("schema of {table}")),
+                None => ToolOutput::error("Error: no table"),
+            })
+        }
+    }));
+    let memo = Arc::new(ToolMemo::new(["get_schema"]));
+    let memoized = MemoTool::new(tool, Arc::clone(&memo));
+    for _ in 0..2 {
+        for args in [json!({"table": "t"}), json!({"table": "missing"}), json!({})] {
+            let output = memoized.call(obj(args), context()).await.expect("a result");
+            assert_eq!(memoizable(&output), output.text == "schema of \"t\"", "{output:?}");
+        }
+    }
+    // `t` ran once; the `success: false` payload and the error ran both times.
+    assert_eq!(runs.load(Ordering::SeqCst), 5);
+    assert_eq!(memo.len(), 1);
+    assert!(memo.memoizes("get_schema") && !memo.memoizes("query") && !memo.is_off());
+    assert!(ToolMemo::new(Vec::<String>::new()).is_off());
 }
 
 #[tokio::test]

@@ -83,3 +83,101 @@ async fn stop_during_the_checkpoint_summary_keeps_the_paused_work() {
     let ran = run(&mut agent, "Continue").await;
     assert!(ran.outcome().resumed);
 }
+
+/// A model that streams `text`, then fires `stop` and never finishes (a provider that hangs
+/// mid-reply).
+struct StreamsThenHangs {
+    info: rein_protocol::ModelInfo,
+    text: &'static str,
+    stop: CancellationToken,
+}
+
+#[async_trait::async_trait]
+impl rein_protocol::Model for StreamsThenHangs {
+    fn info(&self) -> &rein_protocol::ModelInfo {
+        &self.info
+    }
+
+    async fn complete(
+        &self,
+        _request: &rein_protocol::ModelRequest,
+        deltas: rein_protocol::DeltaSink<'_>,
+    ) -> Result<rein_protocol::ModelReply, rein_protocol::ModelError> {
+        deltas(rein_protocol::ReplyDelta::Text { text: self.text.to_owned() });
+        self.stop.cancel();
+        std::future::pending().await
+    }
+}
+
+#[tokio::test]
+async fn stop_during_the_model_request_keeps_the_text_streamed_so_far() {
+    for mode in [StopMode::EndNow, StopMode::LastStep] {
+        let cancel = CancellationToken::new();
+        let model = StreamsThenHangs {
+            info: rein_protocol::ModelInfo::named("hangs"),
+            text: "The answer starts",
+            stop: cancel.clone(),
+        };
+        let config = AgentConfig { stop_mode: mode, ..AgentConfig::default() };
+        let mut agent = rein_agent::Agent::new(
+            std::sync::Arc::new(model),
+            std::sync::Arc::new(registry(&[])),
+            config,
+        );
+        let ran = run_with(&mut agent, "go", &cancel).await;
+        let outcome = ran.outcome();
+        assert_eq!(
+            (outcome.ending.as_str(), outcome.text.as_str()),
+            ("interrupted", "The answer starts")
+        );
+        assert_eq!(agent.history(), [Message::user("go"), Message::assistant("The answer starts")]);
+    }
+}
+
+#[tokio::test]
+async fn stop_during_the_model_request_in_last_step_mode_makes_no_last_step() {
+    let cancel = CancellationToken::new();
+    let model = ScriptedModel::new([
+        Step::CancelThen(cancel.clone(), Box::new(Step::Hang)),
+        reply::text("never asked").into(),
+    ]);
+    let config = AgentConfig { stop_mode: StopMode::LastStep, ..AgentConfig::default() };
+    let mut agent = agent(&model, registry(&[]), config);
+    let ran = run_with(&mut agent, "go", &cancel).await;
+    assert_eq!(ran.outcome().ending.as_str(), "interrupted");
+    assert_eq!(model.served(), 1, "the model that did not answer is not asked again");
+}
+
+#[tokio::test(start_paused = true)]
+async fn stop_last_step_that_does_not_answer_ends_at_its_timeout() {
+    let cancel = CancellationToken::new();
+    let stopper = ScriptedTool::constant("stopper", "half done").cancelling(cancel.clone());
+    let model =
+        ScriptedModel::new([Step::from(reply::calls(&[("stopper", json!({}))])), Step::Hang]);
+    let config = AgentConfig { stop_mode: StopMode::LastStep, ..AgentConfig::default() };
+    let mut agent = agent(&model, registry(&[&stopper]), config);
+    let started = tokio::time::Instant::now();
+    let ran = run_with(&mut agent, "go", &cancel).await;
+    assert_eq!(ran.outcome().ending.as_str(), "interrupted");
+    assert_eq!(model.served(), 2);
+    assert_eq!(started.elapsed(), rein_agent::STOP_LAST_STEP_TIMEOUT);
+}
+
+#[tokio::test]
+async fn a_second_stop_ends_the_last_step_at_once() {
+    let cancel = CancellationToken::new();
+    let second = CancellationToken::new();
+    let stopper = ScriptedTool::constant("stopper", "half done").cancelling(cancel.clone());
+    let model = ScriptedModel::new([
+        Step::from(reply::calls(&[("stopper", json!({}))])),
+        Step::CancelThen(second.clone(), Box::new(Step::Hang)),
+    ]);
+    let config = AgentConfig { stop_mode: StopMode::LastStep, ..AgentConfig::default() };
+    let mut agent = agent(&model, registry(&[&stopper]), config);
+    agent.set_second_stop(Some(second));
+    let started = std::time::Instant::now();
+    let ran = run_with(&mut agent, "go", &cancel).await;
+    assert_eq!((ran.outcome().ending.as_str(), ran.outcome().text.as_str()), ("interrupted", ""));
+    assert_eq!(model.served(), 2, "the last step was asked for, then dropped");
+    assert!(started.elapsed() < std::time::Duration::from_secs(10), "{:?}", started.elapsed());
+}
