@@ -48,7 +48,7 @@ pub(crate) fn prepare(target: &Target<'_>, request: &ModelRequest) -> Prepared {
         };
         body.insert("system".into(), system);
     }
-    body.insert("messages".into(), Value::Array(messages(&request.messages, target)));
+    body.insert("messages".into(), Value::Array(messages(&request.messages)));
     if !request.tools.is_empty() {
         let tools = request
             .tools
@@ -98,18 +98,20 @@ pub(crate) fn prepare(target: &Target<'_>, request: &ModelRequest) -> Prepared {
 /// tool results are user turns, consecutive turns of one role are merged (so tool results of
 /// one batch and a following user text share a turn, results first), empty turns are dropped,
 /// the first turn is a user turn, and a final assistant turn does not end in white space.
-fn messages(history: &[Message], target: &Target<'_>) -> Vec<Value> {
+fn messages(history: &[Message]) -> Vec<Value> {
     let mut turns: Vec<(&'static str, Vec<Value>)> = Vec::new();
     for message in history {
         let (role, blocks) = match message {
             Message::System { .. } => continue,
             Message::User { content } => ("user", content_blocks(content)),
-            Message::Assistant { content, tool_calls, .. } => {
+            Message::Assistant { content, tool_calls, provider_data, .. } => {
                 let mut blocks = Vec::new();
-                if let Some(Value::Array(thinking)) =
-                    tool_calls.first().and_then(|call| target.signatures.get(&call.id))
+                // Thinking goes back with the tool use it led to (the API requires it there).
+                if !tool_calls.is_empty()
+                    && let Some(Value::Array(thinking)) =
+                        provider_data.as_ref().and_then(thinking_blocks)
                 {
-                    blocks.extend(thinking);
+                    blocks.extend(thinking.iter().cloned());
                 }
                 if let Some(content) = content {
                     blocks.extend(content_blocks(content));
@@ -467,6 +469,20 @@ impl Assembler for StreamAssembler {
         if !self.done {
             return Err(malformed("the stream ended before message_stop"));
         }
+        Ok(self.assemble())
+    }
+
+    fn cut(mut self: Box<Self>) -> ModelReply {
+        self.stop_reason = Some("max_tokens".to_owned());
+        let mut reply = self.assemble();
+        reply.tool_calls.retain(|call| !call.function.name.is_empty());
+        reply
+    }
+}
+
+impl StreamAssembler {
+    /// The reply from what the stream said.
+    fn assemble(self: Box<Self>) -> ModelReply {
         let mut calls = self.calls;
         let mut thinking = Vec::new();
         for (_, block) in self.blocks {
@@ -491,6 +507,6 @@ impl Assembler for StreamAssembler {
         reply.usage = finish_usage(self.usage);
         reply.model = self.model;
         reply.provider_data = provider_data(thinking);
-        Ok(reply)
+        reply
     }
 }

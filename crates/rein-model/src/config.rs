@@ -10,6 +10,18 @@ pub const DEFAULT_TIMEOUT: Duration = Duration::from_secs(600);
 /// The longest timeout a retry gets after a failure that was not a timeout (GLEN).
 pub const RETRY_TIMEOUT_CAP: Duration = Duration::from_secs(90);
 
+/// The longest `Retry-After` a request waits for when `max_retry_wait_seconds` is not set: a
+/// provider asking for more gets its error shown instead.
+pub const DEFAULT_MAX_RETRY_WAIT: Duration = Duration::from_secs(60);
+
+/// The most attempts one request gets: the first, then at most two retries (one of them, at
+/// most, without a `Retry-After`: GLEN's single retry).
+pub const MAX_ATTEMPTS: u32 = 3;
+
+/// The largest reply read when `max_reply_bytes` is not set (4 MiB): a reply past it is ended
+/// as cut at the output limit (stop reason `length`), never buffered whole.
+pub const DEFAULT_MAX_REPLY_BYTES: u64 = 4 * 1024 * 1024;
+
 /// Hosts that get the X-Client header when `client_header_hosts` is not set (GLEN).
 pub const DEFAULT_CLIENT_HEADER_HOSTS: &[&str] = &["nrp-nautilus.io"];
 
@@ -103,6 +115,15 @@ pub struct ModelSettings {
     /// Stream the reply (default on).
     #[serde(default, deserialize_with = "present", skip_serializing_if = "Option::is_none")]
     pub stream: Option<Option<bool>>,
+    /// The longest `Retry-After` (of a 429 or a 503) waited for before the request is sent
+    /// again, in seconds; a longer one is not waited for, and the error is shown. Default 60;
+    /// 0 never waits (a `Retry-After: 0` still retries).
+    #[serde(default, deserialize_with = "present", skip_serializing_if = "Option::is_none")]
+    pub max_retry_wait_seconds: Option<Option<u64>>,
+    /// The most bytes of one reply read, streamed or not; past it the reply is ended as cut
+    /// (stop reason `length`). Default 4194304 (4 MiB); 0 means the default.
+    #[serde(default, deserialize_with = "present", skip_serializing_if = "Option::is_none")]
+    pub max_reply_bytes: Option<Option<u64>>,
     /// Anthropic's and Gemini's thinking budget in tokens when thinking is on.
     #[serde(default, deserialize_with = "present", skip_serializing_if = "Option::is_none")]
     pub thinking_budget_tokens: Option<Option<u32>>,
@@ -211,6 +232,8 @@ pub(crate) struct Shaping {
     pub(crate) timeout: Duration,
     pub(crate) stream: bool,
     pub(crate) thinking_budget: u32,
+    pub(crate) max_retry_wait: Duration,
+    pub(crate) max_reply_bytes: usize,
 }
 
 /// Per model if the key is present there, else global.
@@ -255,6 +278,13 @@ impl Shaping {
             stream: star(&model.stream, &global.stream).unwrap_or(true),
             thinking_budget: star(&model.thinking_budget_tokens, &global.thinking_budget_tokens)
                 .unwrap_or(DEFAULT_THINKING_BUDGET),
+            max_retry_wait: star(&model.max_retry_wait_seconds, &global.max_retry_wait_seconds)
+                .map_or(DEFAULT_MAX_RETRY_WAIT, Duration::from_secs),
+            max_reply_bytes: star(&model.max_reply_bytes, &global.max_reply_bytes)
+                .filter(|bytes| *bytes > 0)
+                .unwrap_or(DEFAULT_MAX_REPLY_BYTES)
+                .try_into()
+                .unwrap_or(usize::MAX),
         }
     }
 

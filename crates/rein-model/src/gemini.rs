@@ -34,7 +34,7 @@ pub(crate) fn prepare(target: &Target<'_>, request: &ModelRequest) -> Prepared {
     };
 
     let mut body = Body::new();
-    body.insert("contents".into(), Value::Array(contents(&request.messages, target)));
+    body.insert("contents".into(), Value::Array(contents(&request.messages)));
     let system = system_text(&request.messages);
     if !system.is_empty() {
         body.insert("systemInstruction".into(), json!({"parts": [{"text": system.join("\n\n")}]}));
@@ -92,15 +92,16 @@ pub(crate) fn prepare(target: &Target<'_>, request: &ModelRequest) -> Prepared {
 
 /// The conversation as `contents`: assistant turns are `model`, tool results are `user` turns
 /// of `functionResponse` parts named after their call, consecutive turns of one role merge.
-fn contents(history: &[Message], target: &Target<'_>) -> Vec<Value> {
+fn contents(history: &[Message]) -> Vec<Value> {
     let mut names: HashMap<&str, &str> = HashMap::new();
     let mut turns: Vec<(&'static str, Vec<Value>)> = Vec::new();
     for message in history {
         let (role, parts) = match message {
             Message::System { .. } => continue,
             Message::User { content } => ("user", content_parts(content)),
-            Message::Assistant { content, tool_calls, .. } => {
+            Message::Assistant { content, tool_calls, provider_data, .. } => {
                 let mut parts = content.as_ref().map(content_parts).unwrap_or_default();
+                let signatures = provider_data.as_ref().and_then(thought_signatures);
                 for call in tool_calls {
                     names.insert(call.id.as_str(), call.name.as_str());
                     let mut function_call = Map::new();
@@ -111,8 +112,10 @@ fn contents(history: &[Message], target: &Target<'_>) -> Vec<Value> {
                     function_call.insert("args".into(), arguments_object(&call.arguments));
                     let mut part = Map::new();
                     part.insert("functionCall".into(), Value::Object(function_call));
-                    if let Some(Value::String(signature)) = target.signatures.get(&call.id) {
-                        part.insert("thoughtSignature".into(), signature.into());
+                    if let Some(Value::String(signature)) =
+                        signatures.and_then(|signatures| signatures.get(&call.id))
+                    {
+                        part.insert("thoughtSignature".into(), signature.as_str().into());
                     }
                     parts.push(Value::Object(part));
                 }
@@ -372,5 +375,13 @@ impl Assembler for StreamAssembler {
             return Err(malformed("the stream ended before a finishReason"));
         }
         self.collected.into_reply()
+    }
+
+    fn cut(mut self: Box<Self>) -> ModelReply {
+        self.collected.saw_candidate = true;
+        self.collected.finish_reason = Some("MAX_TOKENS".to_owned());
+        let mut reply = self.collected.into_reply().unwrap_or_default();
+        reply.stop_reason = StopReason::Length;
+        reply
     }
 }

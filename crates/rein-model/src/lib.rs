@@ -7,9 +7,13 @@
 //! settings per model then global, temperature 0 by default, `enable_thinking`, the prompt
 //! cache breakpoint, the X-Client header only to trusted hosts, no Authorization without a
 //! key, `user` = the session id), applies a per-attempt timeout and retries a timeout, a
-//! network error, a 5xx or a 200 without choices once. Failures are
+//! network error, a 5xx or a 200 without choices once, and a 429 or 503 with a `Retry-After`
+//! (up to `max_retry_wait_seconds`) after the wait it asks for; a reply is read up to
+//! `max_reply_bytes` and ended as cut past it. Failures are
 //! [`rein_protocol::ModelError`]s with a kind the loop acts on; configuration problems are
-//! [`ConfigError`]s. [`ModelRegistry`] builds the models from GLEN's `llm_models` config
+//! [`ConfigError`]s. A connection that cannot be made or a request that times out says which
+//! endpoint and what to do ([`EndpointError`], also what [`ProviderModel::check_endpoint`], a
+//! short check at start, returns). [`ModelRegistry`] builds the models from GLEN's `llm_models` config
 //! ([`ModelsConfig`]).
 //!
 //! Native tool calls come back as [`rein_protocol::RawToolCall`]s with their argument text
@@ -33,10 +37,11 @@ mod wire;
 
 pub use crate::{
     config::{
-        DEFAULT_ANTHROPIC_MAX_TOKENS, DEFAULT_CLIENT_HEADER_HOSTS, DEFAULT_THINKING_BUDGET,
-        DEFAULT_TIMEOUT, ModelEntry, ModelSettings, ModelsConfig, ProviderKind, RETRY_TIMEOUT_CAP,
+        DEFAULT_ANTHROPIC_MAX_TOKENS, DEFAULT_CLIENT_HEADER_HOSTS, DEFAULT_MAX_REPLY_BYTES,
+        DEFAULT_MAX_RETRY_WAIT, DEFAULT_THINKING_BUDGET, DEFAULT_TIMEOUT, MAX_ATTEMPTS, ModelEntry,
+        ModelSettings, ModelsConfig, ProviderKind, RETRY_TIMEOUT_CAP,
     },
-    error::ConfigError,
+    error::{ConfigError, EndpointError},
     provider::ProviderModel,
     registry::{ModelRegistry, RegistryOptions, default_client_name},
 };

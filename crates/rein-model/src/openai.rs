@@ -379,4 +379,20 @@ impl Assembler for StreamAssembler {
         reply.model = self.model;
         Ok(reply)
     }
+
+    fn cut(self: Box<Self>) -> ModelReply {
+        let mut reply = ModelReply::default();
+        reply.tool_calls = self
+            .calls
+            .into_iter()
+            .filter(|call| !call.name.is_empty())
+            .map(|call| RawToolCall::new(call.id, call.name, call.arguments))
+            .collect();
+        reply.stop_reason = StopReason::Length;
+        reply.content = self.content;
+        reply.reasoning = Some(self.reasoning).filter(|text| !text.is_empty());
+        reply.usage = self.usage;
+        reply.model = self.model;
+        reply
+    }
 }

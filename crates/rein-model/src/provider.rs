@@ -8,27 +8,34 @@
 //! is left as it is: it must go back to the provider byte for byte.
 
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::time::Duration;
+use std::time::{Duration, SystemTime};
 
 use async_trait::async_trait;
 use futures::StreamExt as _;
 use rein_protocol::{
     DeltaSink, Model, ModelError, ModelErrorKind, ModelInfo, ModelReply, ModelRequest, Redactor,
-    ReplyDelta,
+    ReplyDelta, StopReason,
 };
 
-use crate::config::{ProviderKind, RETRY_TIMEOUT_CAP, Shaping};
-use crate::error::{AttemptError, from_status, parse_retry_after};
+use crate::config::{MAX_ATTEMPTS, ProviderKind, RETRY_TIMEOUT_CAP, Shaping};
+use crate::error::{
+    AttemptError, EndpointError, RetryPlan, TIMEOUT_HINT, from_status, parse_retry_after,
+    retry_plan, retry_reason,
+};
 use crate::sse::SseDecoder;
-use crate::wire::{Assembler, Prepared, SignatureCache, Target};
+use crate::wire::{Assembler, Prepared, Target};
 use crate::{anthropic, gemini, openai};
 
 /// A model served over HTTP by one of the supported providers.
 ///
 /// Built by [`ModelRegistry`](crate::ModelRegistry). Each call sends one request (streamed
-/// unless `stream` is off), with a per-attempt timeout; a timeout, a network error, a 5xx or a
-/// 200 without choices is retried once, unless part of the reply was already streamed out.
-/// What comes back is redacted: see [`ProviderModel::redactor`].
+/// unless `stream` is off), with a per-attempt timeout; a timeout, a network error (a refused
+/// connection, one closed before the answer), a 5xx or a 200 without choices is retried once
+/// at once; a 429 or 503 with a `Retry-After` is retried after the wait it asks for, when that
+/// is at most `max_retry_wait_seconds` (at most [`MAX_ATTEMPTS`](crate::MAX_ATTEMPTS) in all).
+/// Nothing is retried once part of the reply was streamed out. Each retry is announced as a
+/// [`ReplyDelta::Retry`] first. A reply is read up to `max_reply_bytes`; past it, it ends as
+/// cut at the output limit. What comes back is redacted: see [`ProviderModel::redactor`].
 pub struct ProviderModel {
     pub(crate) info: ModelInfo,
     pub(crate) kind: ProviderKind,
@@ -38,7 +45,8 @@ pub struct ProviderModel {
     pub(crate) client_header: Option<String>,
     pub(crate) shaping: Shaping,
     pub(crate) http: reqwest::Client,
-    pub(crate) signatures: SignatureCache,
+    /// What an [`EndpointError`] tells a person to do when the endpoint cannot be reached.
+    pub(crate) unreachable_hint: String,
     /// Knows the key (and the endpoint's user-info password), and scrubs what leaves.
     pub(crate) redactor: Redactor,
 }
@@ -87,6 +95,16 @@ impl ProviderModel {
         self.shaping.stream
     }
 
+    /// The longest `Retry-After` waited for before a request is sent again.
+    pub fn max_retry_wait(&self) -> Duration {
+        self.shaping.max_retry_wait
+    }
+
+    /// The most bytes of one reply read; past it the reply is ended as cut.
+    pub fn max_reply_bytes(&self) -> usize {
+        self.shaping.max_reply_bytes
+    }
+
     /// The redactor applied to everything this model returns: error messages lose the
     /// configured key, the endpoint's user-info password and every credential shape; streamed
     /// deltas and replies lose the configured secrets.
@@ -108,7 +126,6 @@ impl ProviderModel {
             api_key: self.api_key.as_deref(),
             shaping: &self.shaping,
             max_output_tokens: self.info.max_output_tokens,
-            signatures: &self.signatures,
         };
         match self.kind {
             ProviderKind::Anthropic => anthropic::prepare(&target, request),
@@ -129,21 +146,6 @@ impl ProviderModel {
         new_assembler(self.kind)
     }
 
-    /// Remembers what a reply returned that must go back with its tool calls.
-    fn remember(&self, reply: &ModelReply) {
-        let Some(data) = &reply.provider_data else { return };
-        if let Some(thinking) = anthropic::thinking_blocks(data)
-            && let Some(first) = reply.tool_calls.first()
-        {
-            self.signatures.insert(first.id.clone(), thinking.clone());
-        }
-        if let Some(signatures) = gemini::thought_signatures(data) {
-            for (id, signature) in signatures {
-                self.signatures.insert(id.clone(), signature.clone());
-            }
-        }
-    }
-
     async fn attempt(
         &self,
         prepared: &Prepared,
@@ -153,10 +155,12 @@ impl ProviderModel {
         match tokio::time::timeout(timeout, self.send(prepared, sink)).await {
             Ok(result) => result.map_err(AttemptError::from),
             Err(_) => Err(AttemptError {
-                error: ModelError::new(
-                    ModelErrorKind::Retryable,
-                    format!("request timed out after {} seconds", timeout.as_secs_f64().round()),
-                ),
+                error: EndpointError::TimedOut {
+                    endpoint: self.endpoint.clone(),
+                    seconds: (timeout.as_secs_f64().round() as u64).max(1),
+                    hint: TIMEOUT_HINT.to_owned(),
+                }
+                .into(),
                 timed_out: true,
             }),
         }
@@ -181,24 +185,39 @@ impl ProviderModel {
         if let Some(client) = &self.client_header {
             builder = builder.header("x-client", client);
         }
-        let response = builder.send().await.map_err(network_error)?;
+        let response = builder.send().await.map_err(|error| self.network_error(error))?;
         let status = response.status().as_u16();
         let header = |name: &str| {
             response.headers().get(name).and_then(|value| value.to_str().ok()).map(str::to_owned)
         };
+        let cap = self.shaping.max_reply_bytes;
         if !(200..300).contains(&status) {
             let retry_after = parse_retry_after(
                 header("retry-after-ms").as_deref(),
                 header("retry-after").as_deref(),
+                SystemTime::now(),
             );
-            let body = response.bytes().await.map(|bytes| bytes.to_vec()).unwrap_or_default();
+            let (body, _) =
+                read_capped(response, cap.min(ERROR_BODY_BYTES)).await.unwrap_or_default();
             return Err(from_status(status, &body, retry_after));
         }
         let is_event_stream =
             header("content-type").is_some_and(|kind| kind.contains("text/event-stream"));
         if !(prepared.stream && is_event_stream) {
             // Also a server that ignores `stream: true` and answers with plain JSON.
-            let body = response.bytes().await.map_err(network_error)?;
+            let announced_over =
+                response.content_length().is_some_and(|length| length > cap as u64);
+            let (body, over) = if announced_over {
+                (Vec::new(), true)
+            } else {
+                read_capped(response, cap).await.map_err(|error| self.network_error(error))?
+            };
+            if over {
+                // Cut JSON cannot be read: the reply is cut with nothing in it.
+                let mut reply = ModelReply::default();
+                reply.stop_reason = StopReason::Length;
+                return Ok(reply);
+            }
             return self.parse_reply(&body);
         }
         let mut assembler = self.assembler();
@@ -206,8 +225,19 @@ impl ProviderModel {
         let mut events = Vec::new();
         let mut body = response.bytes_stream();
         let mut done = false;
-        while !done && let Some(piece) = body.next().await {
-            let piece = piece.map_err(network_error)?;
+        let mut received = 0usize;
+        let mut over = false;
+        while !done
+            && !over
+            && let Some(piece) = body.next().await
+        {
+            let mut piece = piece.map_err(|error| self.network_error(error))?;
+            let room = cap.saturating_sub(received);
+            if piece.len() > room {
+                over = true;
+                piece.truncate(room);
+            }
+            received += piece.len();
             decoder.feed(&piece, &mut events);
             for event in events.drain(..) {
                 if assembler.event(&event, sink)? {
@@ -215,6 +245,9 @@ impl ProviderModel {
                     break;
                 }
             }
+        }
+        if over && !done {
+            return Ok(assembler.cut());
         }
         if !done {
             decoder.finish(&mut events);
@@ -228,6 +261,29 @@ impl ProviderModel {
     }
 }
 
+/// The most bytes of an error response's body read (its message is cut to 500 characters).
+const ERROR_BODY_BYTES: usize = 64 * 1024;
+
+/// Reads a body up to `cap` bytes: what was read, and whether the body went on past it (what
+/// came past is not kept).
+async fn read_capped(
+    response: reqwest::Response,
+    cap: usize,
+) -> Result<(Vec<u8>, bool), reqwest::Error> {
+    let mut body = Vec::new();
+    let mut pieces = response.bytes_stream();
+    while let Some(piece) = pieces.next().await {
+        let piece = piece?;
+        let room = cap - body.len();
+        if piece.len() > room {
+            body.extend_from_slice(&piece[..room]);
+            return Ok((body, true));
+        }
+        body.extend_from_slice(&piece);
+    }
+    Ok((body, false))
+}
+
 /// A fresh stream assembler for a provider.
 pub(crate) fn new_assembler(kind: ProviderKind) -> Box<dyn Assembler> {
     match kind {
@@ -237,17 +293,107 @@ pub(crate) fn new_assembler(kind: ProviderKind) -> Box<dyn Assembler> {
     }
 }
 
-/// A transport failure: retryable, except a request that could not even be built.
-fn network_error(error: reqwest::Error) -> ModelError {
-    let mut message = error.to_string();
-    let mut source = std::error::Error::source(&error);
-    while let Some(cause) = source {
-        message.push_str(": ");
-        message.push_str(&cause.to_string());
-        source = cause.source();
+impl ProviderModel {
+    /// A transport failure: retryable, except a request that could not even be built. A
+    /// connection that could not be made is an [`EndpointError::Unreachable`] naming the
+    /// endpoint and what to do, not the socket's own words alone.
+    fn network_error(&self, error: reqwest::Error) -> ModelError {
+        if error.is_connect() {
+            return self.unreachable(innermost_cause(&error)).into();
+        }
+        let mut message = error.to_string();
+        let mut source = std::error::Error::source(&error);
+        while let Some(cause) = source {
+            message.push_str(": ");
+            message.push_str(&cause.to_string());
+            source = cause.source();
+        }
+        let kind =
+            if error.is_builder() { ModelErrorKind::Other } else { ModelErrorKind::Retryable };
+        ModelError::new(kind, message)
     }
-    let kind = if error.is_builder() { ModelErrorKind::Other } else { ModelErrorKind::Retryable };
-    ModelError::new(kind, message)
+
+    fn unreachable(&self, reason: String) -> EndpointError {
+        EndpointError::Unreachable {
+            endpoint: self.endpoint.clone(),
+            reason,
+            hint: self.unreachable_hint.clone(),
+        }
+    }
+
+    /// Whether the endpoint's address takes a connection, within `timeout` (name lookup
+    /// included): a TCP connection to its host and port, closed at once, so no request
+    /// reaches the server. Meant for a short check at start (`rein serve` gives it 2 seconds);
+    /// a server that takes the connection may still refuse requests (a wrong path or key).
+    /// The error's text has the endpoint's password scrubbed.
+    pub async fn check_endpoint(&self, timeout: Duration) -> Result<(), EndpointError> {
+        let scrub = |error: EndpointError| match error {
+            EndpointError::Unreachable { endpoint, reason, hint } => EndpointError::Unreachable {
+                endpoint: self.redactor.redact(&endpoint).into_owned(),
+                reason: self.redactor.redact(&reason).into_owned(),
+                hint,
+            },
+            EndpointError::TimedOut { endpoint, seconds, hint } => EndpointError::TimedOut {
+                endpoint: self.redactor.redact(&endpoint).into_owned(),
+                seconds,
+                hint,
+            },
+        };
+        let Some((host, port)) = host_and_port(&self.endpoint) else {
+            return Err(scrub(self.unreachable("not an http:// or https:// URL".to_owned())));
+        };
+        let connect = async {
+            let stream = tokio::net::TcpStream::connect((host.as_str(), port)).await?;
+            drop(stream);
+            Ok::<(), std::io::Error>(())
+        };
+        match tokio::time::timeout(timeout, connect).await {
+            Ok(Ok(())) => Ok(()),
+            Ok(Err(error)) => Err(scrub(self.unreachable(error.to_string()))),
+            Err(_) => Err(scrub(EndpointError::TimedOut {
+                endpoint: self.endpoint.clone(),
+                seconds: (timeout.as_secs_f64().round() as u64).max(1),
+                hint: self.unreachable_hint.clone(),
+            })),
+        }
+    }
+}
+
+/// The last error in a chain (for a connection: the operating system's words).
+fn innermost_cause(error: &(dyn std::error::Error + 'static)) -> String {
+    let mut last = error;
+    while let Some(cause) = last.source() {
+        last = cause;
+    }
+    last.to_string()
+}
+
+/// The host and port an http(s) URL connects to (80 or 443 when it names none).
+fn host_and_port(endpoint: &str) -> Option<(String, u16)> {
+    let (default_port, rest) = if let Some(rest) = endpoint.strip_prefix("https://") {
+        (443, rest)
+    } else {
+        (80, endpoint.strip_prefix("http://")?)
+    };
+    let authority = rest.split(['/', '?', '#']).next()?;
+    let authority = authority.rsplit_once('@').map_or(authority, |(_, host)| host);
+    let (host, port) = if let Some(bracketed) = authority.strip_prefix('[') {
+        let (host, after) = bracketed.split_once(']')?;
+        (host, after.strip_prefix(':'))
+    } else {
+        match authority.rsplit_once(':') {
+            Some((host, port)) => (host, Some(port)),
+            None => (authority, None),
+        }
+    };
+    if host.is_empty() {
+        return None;
+    }
+    let port = match port {
+        Some(port) => port.parse().ok()?,
+        None => default_port,
+    };
+    Some((host.to_owned(), port))
 }
 
 #[async_trait]
@@ -289,22 +435,51 @@ impl ProviderModel {
             streamed.store(true, Ordering::Relaxed);
             deltas(delta);
         };
-        let reply = match self.attempt(&prepared, self.shaping.timeout, &sink).await {
-            Ok(reply) => reply,
-            Err(AttemptError { error, timed_out })
-                if error.kind == ModelErrorKind::Retryable && !streamed.load(Ordering::Relaxed) =>
-            {
-                let timeout = if timed_out {
-                    self.shaping.timeout
-                } else {
-                    self.shaping.timeout.min(RETRY_TIMEOUT_CAP)
+        let mut attempt = 1;
+        let mut timeout = self.shaping.timeout;
+        let mut transient_retried = false;
+        loop {
+            let AttemptError { mut error, timed_out } =
+                match self.attempt(&prepared, timeout, &sink).await {
+                    Ok(reply) => return Ok(reply),
+                    Err(failure) => failure,
                 };
-                self.attempt(&prepared, timeout, &sink).await.map_err(|failure| failure.error)?
+            // A stream that already sent text to the caller is not retried: the text is out.
+            if streamed.load(Ordering::Relaxed) || attempt >= MAX_ATTEMPTS {
+                return Err(error);
             }
-            Err(failure) => return Err(failure.error),
-        };
-        self.remember(&reply);
-        Ok(reply)
+            let delay = match retry_plan(&error, transient_retried, self.shaping.max_retry_wait) {
+                RetryPlan::Surface => return Err(error),
+                RetryPlan::TooLong(delay) => {
+                    error.message.push_str(&format!(
+                        " (the provider asked to retry after {} s, longer than \
+                         `max_retry_wait_seconds`, {} s)",
+                        delay.as_secs_f64().ceil(),
+                        self.shaping.max_retry_wait.as_secs()
+                    ));
+                    return Err(error);
+                }
+                RetryPlan::After(delay) => delay,
+            };
+            if error.retry_after.is_none() {
+                transient_retried = true;
+            }
+            attempt += 1;
+            // Not through `sink`: a retry is not part of the reply.
+            deltas(ReplyDelta::Retry {
+                attempt,
+                delay_ms: u64::try_from(delay.as_millis()).unwrap_or(u64::MAX),
+                reason: retry_reason(&error),
+            });
+            if !delay.is_zero() {
+                tokio::time::sleep(delay).await;
+            }
+            timeout = if timed_out {
+                self.shaping.timeout
+            } else {
+                self.shaping.timeout.min(RETRY_TIMEOUT_CAP)
+            };
+        }
     }
 }
 
@@ -319,6 +494,8 @@ fn redact_delta(redactor: &Redactor, mut delta: ReplyDelta) -> ReplyDelta {
             redactor.redact_string_secrets(id);
             redactor.redact_string_secrets(name);
         }
+        // An error's words: scrubbed as error messages are.
+        ReplyDelta::Retry { reason, .. } => redactor.redact_string(reason),
         _ => {}
     }
     delta
@@ -340,5 +517,86 @@ fn redact_reply(redactor: &Redactor, reply: &mut ModelReply) {
     }
     if let Some(model) = &mut reply.model {
         redactor.redact_string_secrets(model);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::{ModelEntry, ModelRegistry, ModelsConfig, RegistryOptions};
+
+    /// A model at `endpoint` with `hint` for it, and its settings' timeout.
+    fn model_at(endpoint: &str, hint: Option<&str>) -> std::sync::Arc<ProviderModel> {
+        let mut entry = ModelEntry::new("m", ProviderKind::OpenAi, Some(endpoint.to_owned()));
+        entry.settings.stream = Some(Some(false));
+        let config = ModelsConfig { llm_models: vec![entry], ..ModelsConfig::default() };
+        let mut options = RegistryOptions::default();
+        if let Some(hint) = hint {
+            options = options.with_unreachable_hint(format!("{endpoint}/"), hint);
+        }
+        let registry = ModelRegistry::from_config_with_env(&config, &options, |_| None)
+            .expect("a valid config");
+        registry.default_model()
+    }
+
+    /// An endpoint nobody listens on (a port that was just free), with user info to scrub.
+    fn dead_endpoint() -> String {
+        let listener = std::net::TcpListener::bind("127.0.0.1:0").expect("bind");
+        let port = listener.local_addr().expect("addr").port();
+        format!("http://rein:pw-secret-9@127.0.0.1:{port}/v1")
+    }
+
+    #[tokio::test]
+    async fn a_refused_connection_names_the_endpoint_and_the_hosts_hint() {
+        let endpoint = dead_endpoint();
+        let model = model_at(&endpoint, Some("Start it with `serve-the-model`."));
+        let request = ModelRequest::new(vec![rein_protocol::Message::user("hi")], Vec::new());
+        let error = model.complete(&request, &|_| {}).await.expect_err("nothing listens");
+        assert_eq!(error.kind, ModelErrorKind::Retryable);
+        let shown = endpoint.replace("pw-secret-9", "[redacted]");
+        assert!(
+            error.message.starts_with(&format!("cannot reach the model endpoint {shown} (")),
+            "{}",
+            error.message
+        );
+        assert!(
+            error.message.ends_with("). Start it with `serve-the-model`."),
+            "{}",
+            error.message
+        );
+        assert!(!error.message.contains("pw-secret-9"), "{}", error.message);
+
+        let checked = model.check_endpoint(Duration::from_secs(2)).await.expect_err("refused");
+        assert!(matches!(checked, EndpointError::Unreachable { .. }), "{checked}");
+        assert_eq!(checked.endpoint(), shown);
+        assert_eq!(checked.hint(), "Start it with `serve-the-model`.");
+    }
+
+    #[tokio::test]
+    async fn without_a_hint_for_the_endpoint_the_general_one_is_given() {
+        let model = model_at(&dead_endpoint(), None);
+        let checked = model.check_endpoint(Duration::from_secs(2)).await.expect_err("refused");
+        assert_eq!(checked.hint(), crate::error::GENERAL_UNREACHABLE_HINT);
+    }
+
+    #[tokio::test]
+    async fn an_endpoint_that_takes_connections_passes_the_check() {
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.expect("bind");
+        let port = listener.local_addr().expect("addr").port();
+        let model = model_at(&format!("http://127.0.0.1:{port}/v1"), None);
+        assert_eq!(model.check_endpoint(Duration::from_secs(2)).await, Ok(()));
+    }
+
+    #[test]
+    fn hosts_and_ports_of_endpoints() {
+        let at = |endpoint: &str| host_and_port(endpoint);
+        assert_eq!(at("http://127.0.0.1:8081/v1"), Some(("127.0.0.1".into(), 8081)));
+        assert_eq!(at("https://api.openai.com/v1"), Some(("api.openai.com".into(), 443)));
+        assert_eq!(at("http://user:pw@host/v1"), Some(("host".into(), 80)));
+        assert_eq!(at("http://[::1]:9000"), Some(("::1".into(), 9000)));
+        assert_eq!(at("http://[::1]"), Some(("::1".into(), 80)));
+        assert_eq!(at("ftp://host"), None);
+        assert_eq!(at("http://:80/v1"), None);
+        assert_eq!(at("http://host:notaport/v1"), None);
     }
 }

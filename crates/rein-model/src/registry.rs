@@ -7,9 +7,8 @@ use rein_protocol::{ModelInfo, Redactor};
 use crate::config::{
     DEFAULT_CLIENT_HEADER_HOSTS, ModelEntry, ModelsConfig, ProviderKind, Shaping, host_is_trusted,
 };
-use crate::error::ConfigError;
+use crate::error::{ConfigError, GENERAL_UNREACHABLE_HINT};
 use crate::provider::ProviderModel;
-use crate::wire::SignatureCache;
 
 /// What the host application sets when it builds a registry.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -17,6 +16,10 @@ use crate::wire::SignatureCache;
 pub struct RegistryOptions {
     /// The X-Client header value; overrides the config's `client_name`; default `rein/<version>`.
     pub client_name: Option<String>,
+    /// What an [`EndpointError`](crate::EndpointError) tells a person to do when an endpoint
+    /// cannot be reached, by endpoint (as configured; a trailing `/` does not count). An
+    /// endpoint without one gets a general hint.
+    pub unreachable_hints: Vec<(String, String)>,
 }
 
 impl RegistryOptions {
@@ -24,6 +27,26 @@ impl RegistryOptions {
     pub fn with_client_name(mut self, client_name: impl Into<String>) -> Self {
         self.client_name = Some(client_name.into());
         self
+    }
+
+    /// Options that tell a person `hint` when `endpoint` cannot be reached (`Start it with …`).
+    pub fn with_unreachable_hint(
+        mut self,
+        endpoint: impl Into<String>,
+        hint: impl Into<String>,
+    ) -> Self {
+        self.unreachable_hints.push((endpoint.into(), hint.into()));
+        self
+    }
+
+    /// The hint for `endpoint`: the one given for it, else the general one.
+    fn unreachable_hint(&self, endpoint: &str) -> String {
+        let endpoint = endpoint.trim_end_matches('/');
+        self.unreachable_hints
+            .iter()
+            .find(|(known, _)| known.trim_end_matches('/') == endpoint)
+            .map(|(_, hint)| hint.clone())
+            .unwrap_or_else(|| GENERAL_UNREACHABLE_HINT.to_owned())
     }
 }
 
@@ -41,6 +64,7 @@ pub struct ModelRegistry {
     client_name: String,
     default_name: String,
     http: reqwest::Client,
+    options: RegistryOptions,
 }
 
 impl ModelRegistry {
@@ -96,6 +120,7 @@ impl ModelRegistry {
             config: config.clone(),
             client_name,
             http,
+            options: options.clone(),
         };
         registry.models = registry
             .entries
@@ -140,7 +165,7 @@ impl ModelRegistry {
             client_header: host_is_trusted(&host, &hosts).then(|| self.client_name.clone()),
             shaping: Shaping::resolve(&entry.settings, &self.config.settings),
             http: self.http.clone(),
-            signatures: SignatureCache::default(),
+            unreachable_hint: self.options.unreachable_hint(&endpoint),
             redactor,
         })
     }

@@ -1,8 +1,5 @@
 //! What the provider modules share: the prepared request, the stream assembler, JSON helpers.
 
-use std::collections::VecDeque;
-use std::sync::Mutex;
-
 use rein_protocol::{DeltaSink, ModelError, ModelReply};
 use serde_json::{Map, Value};
 
@@ -21,8 +18,6 @@ pub(crate) struct Target<'a> {
     pub(crate) shaping: &'a Shaping,
     /// The model's output limit from its metadata.
     pub(crate) max_output_tokens: Option<u64>,
-    /// Thinking blocks and thought signatures of earlier replies, by tool-call id.
-    pub(crate) signatures: &'a SignatureCache,
 }
 
 /// A request ready to send; built once, so a retry sends identical bytes.
@@ -41,6 +36,10 @@ pub(crate) trait Assembler: Send {
     fn event(&mut self, event: &SseEvent, sink: DeltaSink<'_>) -> Result<bool, ModelError>;
     /// The assembled reply; an error when the stream ended early or said nothing.
     fn finish(self: Box<Self>) -> Result<ModelReply, ModelError>;
+    /// What was assembled when the reply was cut at `max_reply_bytes`, as a reply cut at the
+    /// output limit (stop reason `length`): the text so far, and the calls that have a name
+    /// (their arguments may be incomplete; the loop does not run calls of a cut reply).
+    fn cut(self: Box<Self>) -> ModelReply;
 }
 
 /// Appends `path` to `base` unless `base` already ends with it.
@@ -86,36 +85,4 @@ pub(crate) fn split_data_url(url: &str) -> Option<(&str, &str)> {
     let (meta, data) = rest.split_once(',')?;
     let media_type = meta.strip_suffix(";base64")?;
     Some((media_type, data))
-}
-
-/// How many replies' thinking blocks / thought signatures are remembered.
-const SIGNATURE_CACHE_LEN: usize = 256;
-
-/// Provider data that must go back with a later request but has no place in `Message`
-/// (Anthropic thinking blocks, Gemini thought signatures), kept by tool-call id.
-///
-/// `Message::Assistant` has no field for it, so the provider remembers what it returned and
-/// re-attaches it when the same tool calls come back in the history.
-#[derive(Debug, Default)]
-pub(crate) struct SignatureCache {
-    entries: Mutex<VecDeque<(String, Value)>>,
-}
-
-impl SignatureCache {
-    pub(crate) fn insert(&self, id: String, value: Value) {
-        if id.is_empty() {
-            return;
-        }
-        let mut entries = self.entries.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
-        entries.retain(|(known, _)| *known != id);
-        if entries.len() >= SIGNATURE_CACHE_LEN {
-            entries.pop_front();
-        }
-        entries.push_back((id, value));
-    }
-
-    pub(crate) fn get(&self, id: &str) -> Option<Value> {
-        let entries = self.entries.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
-        entries.iter().rev().find(|(known, _)| known == id).map(|(_, value)| value.clone())
-    }
 }

@@ -169,13 +169,16 @@ async fn anthropic_stream_keeps_thinking_with_its_signature_and_resends_it_with_
     }));
     insta::assert_json_snapshot!(reply);
 
-    // The loop sends the calls back (arguments repaired into objects) with their results.
+    // The loop sends the calls back (arguments repaired into objects) with their results, and
+    // the reply's provider data with the message (as the transcript stores it).
     let mut request = hello();
     let calls = vec![
         ToolCall::new("toolu_1", "get_weather", object(json!({"city": "Paris"}))),
         ToolCall::new("toolu_2", "now", object(json!({}))),
     ];
-    request.messages.push(Message::assistant_calls(Some(reply.content.clone()), calls));
+    let message = Message::assistant_calls(Some(reply.content.clone()), calls)
+        .with_provider_data(reply.provider_data.clone());
+    request.messages.push(message);
     request.messages.push(Message::tool("toolu_1", "sunny", false));
     request.messages.push(Message::tool("toolu_2", "noon", false));
     complete(&model, &request).await.0.unwrap();

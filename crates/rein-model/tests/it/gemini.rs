@@ -62,12 +62,16 @@ async fn gemini_streams_from_stream_generate_content_with_alt_sse() {
     }));
     insta::assert_json_snapshot!(reply);
 
-    // The thought signature goes back on the same functionCall part.
+    // The thought signature goes back on the same functionCall part, from the message's
+    // provider data (as the transcript stores it).
     let mut request = hello();
-    request.messages.push(Message::assistant_calls(
-        None,
-        vec![ToolCall::new("fc-1", "get_weather", object(json!({"city": "Quito"})))],
-    ));
+    request.messages.push(
+        Message::assistant_calls(
+            None,
+            vec![ToolCall::new("fc-1", "get_weather", object(json!({"city": "Quito"})))],
+        )
+        .with_provider_data(reply.provider_data.clone()),
+    );
     request.messages.push(Message::tool("fc-1", "{\"temp_c\": 14}", false));
     complete(&model, &request).await.0.unwrap();
     let second = &server.requests()[1].body;

@@ -9,6 +9,7 @@ mod llama;
 mod openai;
 mod redaction;
 mod registry;
+mod reply_cap;
 mod retry;
 mod server;
 mod shaping;
