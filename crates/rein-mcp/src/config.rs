@@ -21,13 +21,25 @@ pub struct McpServers {
     pub servers: Vec<McpServerConfig>,
 }
 
-/// One configured server: its name and how to reach it.
+/// One configured server: its name, how to reach it, and its own settings.
 #[derive(Debug, Clone, PartialEq)]
 pub struct McpServerConfig {
     /// The server's name (the key in `mcpServers`), used in logs and errors.
     pub name: String,
     /// How to reach it.
     pub transport: ServerTransport,
+    /// `"disabled": true`: the server is listed but never started.
+    pub disabled: bool,
+    /// `"timeout_seconds"`: the longest one of its tool calls may take, instead of
+    /// [`ClientOptions::call_timeout`].
+    pub call_timeout: Option<Duration>,
+}
+
+impl McpServerConfig {
+    /// An enabled server `name` reached over `transport`, with the client's call timeout.
+    pub fn new(name: impl Into<String>, transport: ServerTransport) -> Self {
+        McpServerConfig { name: name.into(), transport, disabled: false, call_timeout: None }
+    }
 }
 
 /// How to reach a configured server.
@@ -166,9 +178,31 @@ impl Serialize for McpServers {
     fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
         let mut map = serializer.serialize_map(Some(self.servers.len()))?;
         for server in &self.servers {
-            map.serialize_entry(&server.name, &server.transport)?;
+            map.serialize_entry(&server.name, &EntryOut(server))?;
         }
         map.end()
+    }
+}
+
+/// An entry as rein writes it back: the transport's keys, then `disabled` and
+/// `timeout_seconds` when they are set.
+struct EntryOut<'a>(&'a McpServerConfig);
+
+impl Serialize for EntryOut<'_> {
+    fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        let server = self.0;
+        let mut entry = match serde_json::to_value(&server.transport) {
+            Ok(Value::Object(entry)) => entry,
+            Ok(_) => serde_json::Map::new(),
+            Err(error) => return Err(serde::ser::Error::custom(error)),
+        };
+        if server.disabled {
+            entry.insert("disabled".into(), Value::Bool(true));
+        }
+        if let Some(timeout) = server.call_timeout {
+            entry.insert("timeout_seconds".into(), serde_json::json!(timeout.as_secs_f64()));
+        }
+        entry.serialize(serializer)
     }
 }
 
@@ -177,6 +211,8 @@ fn config_error(server: &str, message: impl Into<String>) -> McpError {
 }
 
 const STDIO_KEYS: &[&str] = &["command", "args", "env", "cwd"];
+/// The longest `timeout_seconds` accepted (a day); more is surely a mistake in the unit.
+const MAX_TIMEOUT_SECONDS: f64 = 86_400.0;
 const HTTP_KEYS: &[&str] = &["url", "headers"];
 /// Headers the transport sets itself.
 const RESERVED_HEADERS: &[&str] = &["accept", "mcp-session-id", "last-event-id", "content-type"];
@@ -275,7 +311,27 @@ fn parse_entry(name: &str, entry: &Value) -> Result<McpServerConfig, McpError> {
         }
         ServerTransport::Http(HttpServer { url, headers })
     };
-    Ok(McpServerConfig { name: name.to_owned(), transport })
+    let disabled = match entry.get("disabled") {
+        None | Some(Value::Null) => false,
+        Some(Value::Bool(disabled)) => *disabled,
+        Some(_) => return Err(err("key `disabled` is not true or false".into())),
+    };
+    let call_timeout = match entry.get("timeout_seconds") {
+        None | Some(Value::Null) => None,
+        Some(Value::Number(seconds)) => match seconds.as_f64() {
+            Some(seconds) if seconds > 0.0 && seconds <= MAX_TIMEOUT_SECONDS => {
+                Some(Duration::from_secs_f64(seconds))
+            }
+            _ => {
+                return Err(err(format!(
+                    "key `timeout_seconds`: must be above 0 and at most {MAX_TIMEOUT_SECONDS} \
+                     seconds, not {seconds}"
+                )));
+            }
+        },
+        Some(_) => return Err(err("key `timeout_seconds` is not a number of seconds".into())),
+    };
+    Ok(McpServerConfig { name: name.to_owned(), transport, disabled, call_timeout })
 }
 
 fn string_at(
@@ -308,6 +364,9 @@ fn string_map_at(
     }
 }
 
+/// The default [`ClientOptions::call_timeout`]: 600 s, glen-harness's limit for one MCP call.
+pub const DEFAULT_CALL_TIMEOUT: Duration = Duration::from_secs(600);
+
 /// How the client behaves towards every server: its name, time limits and reconnect policy.
 #[derive(Debug, Clone, PartialEq)]
 pub struct ClientOptions {
@@ -315,7 +374,8 @@ pub struct ClientOptions {
     pub client_name: String,
     /// The client version sent in the handshake.
     pub client_version: String,
-    /// The longest a tool call (or a tool listing) may take.
+    /// The longest a tool call may take (600 s, as glen; a server's `timeout_seconds` overrides
+    /// it). A tool listing gets the shorter of this and `connect_timeout`.
     pub call_timeout: Duration,
     /// The longest starting a server and the handshake may take.
     pub connect_timeout: Duration,
@@ -330,7 +390,7 @@ impl Default for ClientOptions {
         ClientOptions {
             client_name: "rein".into(),
             client_version: env!("CARGO_PKG_VERSION").into(),
-            call_timeout: Duration::from_secs(60),
+            call_timeout: DEFAULT_CALL_TIMEOUT,
             connect_timeout: Duration::from_secs(30),
             reconnect: ReconnectPolicy::default(),
             max_message_bytes: 64 * 1024 * 1024,

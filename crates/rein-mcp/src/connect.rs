@@ -417,6 +417,27 @@ fn init_error(server: &str, error: ClientInitializeError, stderr: String) -> Mcp
     }
 }
 
+/// Sends `ping` on `session` and waits at most `timeout` for the answer.
+pub(crate) async fn ping(
+    server: &str,
+    session: &Session,
+    timeout: Duration,
+) -> Result<(), RequestFailure> {
+    let request = rmcp::model::ClientRequest::PingRequest(rmcp::model::PingRequest {
+        method: Default::default(),
+        extensions: Default::default(),
+    });
+    match tokio::time::timeout(timeout, session.service.send_request(request)).await {
+        Err(_) => Err(RequestFailure::Error(McpError::Timeout {
+            server: server.to_owned(),
+            tool: "ping".into(),
+            after: timeout,
+        })),
+        Ok(Ok(_)) => Ok(()),
+        Ok(Err(error)) => Err(request_error(server, "ping", error)),
+    }
+}
+
 /// What a failed request means: the connection is gone, or the server said no.
 pub(crate) fn request_error(server: &str, tool: &str, error: ServiceError) -> RequestFailure {
     match error {

@@ -60,6 +60,20 @@ pub enum McpError {
         /// The limit that was reached.
         after: Duration,
     },
+    /// The connection was lost while a call that is not read-only was on it: the call may
+    /// or may not have run, and it was not sent again (a side effect must not run twice).
+    #[error(
+        "MCP server `{server}`: the connection was lost during `{tool}`; it may or may not have \
+         run, and it was not sent again ({message})"
+    )]
+    OutcomeUnknown {
+        /// The server.
+        server: String,
+        /// The tool.
+        tool: String,
+        /// What happened to the connection.
+        message: String,
+    },
     /// The call was cancelled by the caller.
     #[error("MCP server `{server}`: call cancelled")]
     Cancelled {
@@ -78,6 +92,7 @@ impl McpError {
             | McpError::Unavailable { server, .. }
             | McpError::Protocol { server, .. }
             | McpError::Timeout { server, .. }
+            | McpError::OutcomeUnknown { server, .. }
             | McpError::Cancelled { server } => server,
         }
     }
@@ -93,6 +108,7 @@ impl McpError {
             McpError::Config { message, .. }
             | McpError::Connect { message, .. }
             | McpError::Disconnected { message, .. }
+            | McpError::OutcomeUnknown { message, .. }
             | McpError::Protocol { message, .. } => redactor.redact_string(message),
             // Names, counts and durations only.
             McpError::Unavailable { .. }

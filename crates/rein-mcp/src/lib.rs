@@ -8,7 +8,11 @@
 //! with backoff, retries a call once after a lost connection, enforces a per-call timeout and
 //! cancellation, and refreshes its tool list on `tools/list_changed`. Tool schemas are converted
 //! to the OpenAI function form ([`openai_parameters`]) and results to text the model can read
-//! ([`call_result_to_output`]). [`McpServers`] reads the common `mcpServers` JSON.
+//! ([`call_result_to_output`]). [`McpServers`] reads the common `mcpServers` JSON (with
+//! `disabled` and `timeout_seconds` per server). [`McpServerSet`] supervises every configured
+//! server for a long-running host: retries with backoff until a server answers, pings it,
+//! follows its tool list, reports each server's state, and offers the tools of all of them
+//! with a tool name two servers share renamed `server__tool` for both.
 //!
 //! This crate must never let an rmcp type out of its API, and never depend on another rein
 //! crate than `rein-protocol`.
@@ -20,18 +24,22 @@ mod connect;
 mod error;
 mod http_client;
 mod in_process;
+mod naming;
 mod result;
 mod schema;
+mod servers;
 mod source;
 
 pub use crate::{
     config::{
-        ClientOptions, HttpServer, McpServerConfig, McpServers, ReconnectPolicy, ServerTransport,
-        StdioServer,
+        ClientOptions, DEFAULT_CALL_TIMEOUT, HttpServer, McpServerConfig, McpServers,
+        ReconnectPolicy, ServerTransport, StdioServer,
     },
     connect::McpTransport,
     error::McpError,
+    naming::{RENAME_SEPARATOR, SharedToolName},
     result::{EMPTY_ERROR_TEXT, EMPTY_RESULT_TEXT, call_result_to_output, tool_to_spec},
     schema::openai_parameters,
+    servers::{Backoff, McpServerSet, McpTool, ServerState, ServerStatus, Supervision},
     source::McpToolSource,
 };

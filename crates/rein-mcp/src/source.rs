@@ -23,7 +23,8 @@ use serde_json::Value;
 use crate::{
     ClientOptions, McpError, McpServerConfig, McpServers,
     connect::{
-        ClientSide, McpTransport, RequestFailure, Session, ToolCache, open, request_error, specs_of,
+        ClientSide, McpTransport, RequestFailure, Session, ToolCache, open, ping, request_error,
+        specs_of,
     },
     result::call_result_to_output,
 };
@@ -101,9 +102,15 @@ impl McpToolSource {
         }
     }
 
-    /// A source for one configured server.
+    /// A source for one configured server: its `timeout_seconds`, when given, replaces
+    /// `options.call_timeout`. (A disabled server gets a source too; not starting it is the
+    /// caller's part, as [`McpServerSet`](crate::McpServerSet) does.)
     pub fn from_config(server: &McpServerConfig, options: &ClientOptions) -> Self {
-        Self::new(server.name.clone(), server.transport.clone(), options.clone())
+        let mut options = options.clone();
+        if let Some(timeout) = server.call_timeout {
+            options.call_timeout = timeout;
+        }
+        Self::new(server.name.clone(), server.transport.clone(), options)
     }
 
     /// One source per configured server, in config order.
@@ -120,6 +127,17 @@ impl McpToolSource {
     /// The server's name.
     pub fn server_name(&self) -> &str {
         &self.inner.name
+    }
+
+    /// The longest one tool call may take on this server.
+    pub fn call_timeout(&self) -> std::time::Duration {
+        self.inner.options.call_timeout
+    }
+
+    /// The longest a tool listing may take: the shorter of the call and the connect timeouts
+    /// (a listing is part of getting ready, not a tool's work).
+    fn list_timeout(&self) -> std::time::Duration {
+        self.inner.options.call_timeout.min(self.inner.options.connect_timeout)
     }
 
     /// The redactor applied to what this server says. It knows the configured header values
@@ -161,13 +179,13 @@ impl McpToolSource {
             return Ok(tools);
         }
         let server = &self.inner.name;
-        let timeout = self.inner.options.call_timeout;
+        let timeout = self.list_timeout();
         let timed_out = || McpError::Timeout {
             server: server.to_string(),
             tool: "tools/list".into(),
             after: timeout,
         };
-        let work = self.with_retry(|connection| async move {
+        let work = self.with_retry(Resend::Yes, |connection| async move {
             let (generation, _) = self.inner.cache.get();
             let tools = tokio::time::timeout(timeout, connection.session.service.list_all_tools())
                 .await
@@ -198,7 +216,16 @@ impl McpToolSource {
         let timeout = self.inner.options.call_timeout;
         let server = &self.inner.name;
         let request = serde_json::json!({ "name": tool, "arguments": Value::Object(arguments) });
-        let work = self.with_retry(|connection| {
+        // Only a tool the server calls read-only is sent again after a lost connection; an
+        // unknown one counts as having side effects.
+        let read_only = self
+            .inner
+            .cache
+            .get()
+            .1
+            .is_some_and(|tools| tools.iter().any(|spec| spec.name == tool && spec.read_only));
+        let resend = if read_only { Resend::Yes } else { Resend::No { tool } };
+        let work = self.with_retry(resend, |connection| {
             let request = request.clone();
             async move {
                 let params = serde_json::from_value(request).map_err(|error| {
@@ -265,8 +292,15 @@ impl McpToolSource {
     }
 
     /// Runs `request` on a live connection; when it failed because the connection was lost, it
-    /// reconnects (with backoff) and runs it once more. Failures come back redacted.
-    async fn with_retry<T, F, Fut>(&self, request: F) -> Result<T, RequestFailure>
+    /// reconnects (with backoff) and runs it once more, unless `resend` says the request must
+    /// not be sent twice: then a lost connection (the request may have reached the server) is
+    /// [`McpError::OutcomeUnknown`], and only a failure to connect at all is retried. Failures
+    /// come back redacted.
+    async fn with_retry<T, F, Fut>(
+        &self,
+        resend: Resend<'_>,
+        request: F,
+    ) -> Result<T, RequestFailure>
     where
         F: Fn(Arc<Connection>) -> Fut,
         Fut: std::future::Future<Output = Result<T, RequestFailure>>,
@@ -277,6 +311,14 @@ impl McpToolSource {
         };
         let connection = self.connection().await.map_err(RequestFailure::Error)?;
         let result = match request(connection.clone()).await {
+            Err(RequestFailure::Error(McpError::Disconnected { server, message }))
+                if resend.tool().is_some() =>
+            {
+                let tool = resend.tool().unwrap_or_default().to_owned();
+                tracing::warn!(%server, tool, %message, "connection lost during a call that is not sent twice");
+                self.forget(connection.id).await;
+                Err(RequestFailure::Error(McpError::OutcomeUnknown { server, tool, message }))
+            }
             Err(RequestFailure::Error(error)) if error.is_connection_error() => {
                 tracing::warn!(server = %self.inner.name, %error, "reconnecting, then retrying once");
                 self.forget(connection.id).await;
@@ -291,9 +333,44 @@ impl McpToolSource {
         result
     }
 
+    /// Opens a connection now when there is none, without this source's reconnect backoff or
+    /// attempt limit: for a caller that keeps its own schedule (the [`McpServerSet`]'s
+    /// supervisor). A failure comes back redacted.
+    ///
+    /// [`McpServerSet`]: crate::McpServerSet
+    pub(crate) async fn connect_now(&self) -> Result<(), McpError> {
+        self.open_connection(false).await.map(|_| ())
+    }
+
+    /// Asks the server for a `ping` on the open connection (none is opened). `Ok` when it
+    /// answered, even with a JSON-RPC error; a lost connection is `McpError::Disconnected`, no
+    /// answer within `timeout` is `McpError::Timeout`. Failures come back redacted.
+    pub(crate) async fn ping(&self, timeout: std::time::Duration) -> Result<(), McpError> {
+        let server = &self.inner.name;
+        let connection = self.inner.state.lock().await.connection.clone();
+        let Some(connection) =
+            connection.filter(|connection| !connection.session.service.is_transport_closed())
+        else {
+            return Err(McpError::Disconnected {
+                server: server.to_string(),
+                message: "the connection was closed".into(),
+            });
+        };
+        match ping(server, &connection.session, timeout).await {
+            Ok(()) | Err(RequestFailure::Rpc { .. }) => Ok(()),
+            Err(RequestFailure::Error(error)) => Err(error.redacted(&self.inner.redactor)),
+        }
+    }
+
     /// The live connection, opened (or re-opened with backoff) when there is none. A failure
     /// comes back redacted.
     async fn connection(&self) -> Result<Arc<Connection>, McpError> {
+        self.open_connection(true).await
+    }
+
+    /// The live connection, or a new one: after an earlier attempt, with this source's backoff
+    /// and attempt limit when `backoff` is set. A failure comes back redacted.
+    async fn open_connection(&self, backoff: bool) -> Result<Arc<Connection>, McpError> {
         let inner = &self.inner;
         let mut state = inner.state.lock().await;
         if let Some(connection) = &state.connection {
@@ -304,7 +381,7 @@ impl McpToolSource {
             state.connection = None;
         }
         let reconnecting = state.tried;
-        if reconnecting {
+        if reconnecting && backoff {
             let policy = &inner.options.reconnect;
             let now = Instant::now();
             if state.last_attempt.is_some_and(|last| now.duration_since(last) >= policy.quiet_reset)
@@ -322,6 +399,9 @@ impl McpToolSource {
             let delay = policy.delay(state.attempts);
             tracing::info!(server = %inner.name, attempt = state.attempts, ?delay, "reconnecting");
             tokio::time::sleep(delay).await;
+        }
+        if reconnecting {
+            // The server may have been replaced: its tools are listed again.
             inner.cache.invalidate();
         }
         state.tried = true;
@@ -369,5 +449,62 @@ impl ToolSource for McpToolSource {
         context: ToolContext,
     ) -> Result<ToolOutput, ToolError> {
         Ok(self.call(name, arguments, &context.cancel).await?)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::time::Duration;
+
+    use super::*;
+
+    #[test]
+    fn calls_get_600_s_unless_the_server_sets_timeout_seconds() {
+        let servers = McpServers::from_json(
+            r#"{"mcpServers": {
+                "plain": {"url": "http://127.0.0.1:9/mcp"},
+                "quick": {"command": "x", "timeout_seconds": 5},
+                "long": {"url": "http://127.0.0.1:9/mcp", "timeout_seconds": 3600}
+            }}"#,
+        )
+        .expect("the config");
+        let options = ClientOptions::default();
+        assert_eq!(options.call_timeout, Duration::from_secs(600));
+        let timeouts: Vec<(String, Duration)> = McpToolSource::all_from_config(&servers, &options)
+            .iter()
+            .map(|source| (source.server_name().to_owned(), source.call_timeout()))
+            .collect();
+        assert_eq!(
+            timeouts,
+            [
+                ("plain".to_owned(), Duration::from_secs(600)),
+                ("quick".to_owned(), Duration::from_secs(5)),
+                ("long".to_owned(), Duration::from_secs(3600)),
+            ]
+        );
+        // A listing is not a tool's work: it gets at most the connect timeout.
+        let long = McpToolSource::from_config(&servers.servers[2], &options);
+        assert_eq!(long.list_timeout(), options.connect_timeout);
+        let quick = McpToolSource::from_config(&servers.servers[1], &options);
+        assert_eq!(quick.list_timeout(), Duration::from_secs(5));
+    }
+}
+
+/// Whether a request may be sent again after its connection was lost.
+#[derive(Debug, Clone, Copy)]
+enum Resend<'a> {
+    /// Yes: it reads only (a listing, a read-only tool).
+    Yes,
+    /// No: the call of `tool` may have a side effect.
+    No { tool: &'a str },
+}
+
+impl Resend<'_> {
+    /// The tool whose call must not be sent twice, if this is one.
+    fn tool(&self) -> Option<&str> {
+        match self {
+            Resend::Yes => None,
+            Resend::No { tool } => Some(tool),
+        }
     }
 }

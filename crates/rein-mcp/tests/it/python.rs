@@ -153,6 +153,15 @@ async fn stdio_server_killed_mid_session_is_restarted_on_next_call() {
     let first = call(&source, "pid", json!({})).await.text;
     let status = std::process::Command::new("kill").args(["-9", &first]).status().unwrap();
     assert!(status.success());
+    // Once the client has seen the pipe close (bounded wait), the next call starts a new
+    // server. (A call sent before that would be lost with the old process: `pid` is not
+    // read-only, so it would be `OutcomeUnknown`, never sent twice.)
+    for _ in 0..200 {
+        if !source.is_connected().await {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
     let second = call(&source, "pid", json!({})).await.text;
     assert_ne!(first, second, "a new server process answers");
     assert_eq!(call(&source, "add", json!({"a": 3, "b": 4})).await.text, "7");
@@ -197,4 +206,36 @@ async fn a_missing_program_is_a_connect_error_naming_the_server() {
     let source = McpToolSource::new("ghost", server, fast_options());
     let error = source.tools().await.unwrap_err();
     assert!(matches!(&error, McpError::Connect { server, .. } if server == "ghost"), "{error}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_call_with_side_effects_whose_connection_dies_is_outcome_unknown_and_not_sent_again() {
+    let dir = TempDir::new("once");
+    let ledger = dir.0.join("ledger.txt");
+    let source = McpToolSource::new("py-once", python_stdio(), fast_options());
+    source.tools().await.unwrap();
+    let path = ledger.display().to_string();
+    let error = source
+        .call("record_then_exit", args(json!({"path": path})), &CancellationToken::new())
+        .await
+        .unwrap_err();
+    assert!(
+        matches!(&error, McpError::OutcomeUnknown { tool, .. } if tool == "record_then_exit"),
+        "{error}"
+    );
+    assert!(error.to_string().contains("not sent again"), "{error}");
+    let ran = std::fs::read_to_string(&ledger).unwrap_or_default();
+    assert_eq!(ran.lines().count(), 1, "it ran once, and was not sent again: {ran:?}");
+    // The next call reconnects.
+    assert_eq!(call(&source, "add", json!({"a": 1, "b": 1})).await.text, "2");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_read_only_call_whose_connection_dies_is_sent_once_more() {
+    let dir = TempDir::new("read");
+    let marker = dir.0.join("marker").display().to_string();
+    let source = McpToolSource::new("py-read", python_stdio(), fast_options());
+    source.tools().await.unwrap();
+    let output = call(&source, "read_once_then_exit", json!({"path": marker})).await;
+    assert_eq!(output.text, "answered on the second try");
 }

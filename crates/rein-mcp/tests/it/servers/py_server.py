@@ -5,6 +5,7 @@ import sys
 
 import anyio
 from mcp.server.mcpserver import Context, MCPServer
+from mcp.types import ToolAnnotations
 
 mcp = MCPServer("rein-test-python")
 
@@ -69,6 +70,23 @@ def client_name(ctx: Context) -> str:
 def maybe(count: int | None = None, label: str = "n") -> str:
     """An optional argument (an anyOf schema)."""
     return f"{label}={count}"
+
+
+@mcp.tool()
+def record_then_exit(path: str) -> str:
+    """A side effect (a line appended to `path`), then the process dies before it answers."""
+    with open(path, "a") as f:
+        f.write("ran\n")
+    os._exit(1)
+
+
+@mcp.tool(annotations=ToolAnnotations(readOnlyHint=True))
+def read_once_then_exit(path: str) -> str:
+    """Read-only: the first call (no file at `path` yet) makes it and dies; later calls answer."""
+    if os.path.exists(path):
+        return "answered on the second try"
+    open(path, "w").close()
+    os._exit(1)
 
 
 if __name__ == "__main__":
