@@ -22,6 +22,9 @@ pub struct RuntimeConfig {
     pub limits: Limits,
     /// Command hooks, for every session (see `hooks.rs` for the protocol).
     pub hooks: HookSet,
+    /// Capabilities whose results each session memoizes by canonical arguments (glen's
+    /// `tool_memo`; see `memo.rs`); none by default.
+    pub memo_tools: Vec<String>,
 }
 
 impl Default for RuntimeConfig {
@@ -31,6 +34,7 @@ impl Default for RuntimeConfig {
             personas: Vec::new(),
             limits: Limits::default(),
             hooks: HookSet::default(),
+            memo_tools: Vec::new(),
         }
     }
 }
@@ -50,6 +54,12 @@ impl RuntimeConfig {
     /// Replaces the limits.
     pub fn limits(mut self, limits: Limits) -> Self {
         self.limits = limits;
+        self
+    }
+
+    /// Memoizes the results of these capabilities per session (see [`RuntimeConfig::memo_tools`]).
+    pub fn memo_tools<S: Into<String>>(mut self, names: impl IntoIterator<Item = S>) -> Self {
+        self.memo_tools = names.into_iter().map(Into::into).collect();
         self
     }
 }
@@ -124,6 +134,9 @@ pub struct AgentPolicy {
     pub allowed_tools: Option<Vec<String>>,
     /// Whether it may start background tasks (`start_<tool>_task`).
     pub allow_background_tasks: bool,
+    /// Which background-capable tools it is offered as `start_<tool>_task`; `None` (the
+    /// default) offers every one it may call.
+    pub background_tools: Option<Vec<String>>,
     /// Side-effecting tools wait for a person's approval (default true).
     pub require_approval_for_side_effects: bool,
     /// Background tasks wait for a person's approval (default false).
@@ -133,7 +146,8 @@ pub struct AgentPolicy {
     /// Model requests per turn, the last with tools off; 0 (the default) sets no limit, as
     /// glen (TerraFin used 8).
     pub max_steps: u32,
-    /// Tool calls per turn across all steps (TerraFin: 24).
+    /// Tool calls per turn across all steps; calls past it get `tool_call_cap` and the turn
+    /// ends with tools off; 0 sets no cap (TerraFin: 24, the default; glen has none).
     pub max_calls_per_turn: u32,
     /// Remote tool rounds before the turn pauses at a checkpoint while the session runs
     /// side-effecting tools without asking (glen `max_tool_calls`: 15; 0 never pauses).
@@ -150,6 +164,7 @@ impl Default for AgentPolicy {
         AgentPolicy {
             allowed_tools: None,
             allow_background_tasks: true,
+            background_tools: None,
             require_approval_for_side_effects: true,
             require_approval_for_background_tasks: false,
             consult_personas: true,
@@ -166,6 +181,14 @@ impl AgentPolicy {
     /// Whether the agent may call `tool` (a capability name).
     pub fn allows(&self, tool: &str) -> bool {
         self.allowed_tools.as_ref().is_none_or(|allowed| allowed.iter().any(|name| name == tool))
+    }
+
+    /// Whether the agent is offered `tool` (a background-capable capability it may call) as
+    /// `start_<tool>_task`.
+    pub fn offers_task(&self, tool: &str) -> bool {
+        self.allow_background_tasks
+            && self.allows(tool)
+            && self.background_tools.as_ref().is_none_or(|named| named.iter().any(|n| n == tool))
     }
 }
 

@@ -34,6 +34,14 @@ pub(crate) struct Core {
     events: Arc<EventHub>,
 }
 
+impl Drop for Core {
+    /// The last holder of the services is gone: the instance is let go (its leases end with
+    /// their turns, which hold the services while they run).
+    fn drop(&mut self) {
+        self.store.release_instance(&self.instance);
+    }
+}
+
 impl Core {
     /// The services of a new runtime (with a fresh instance id).
     pub(crate) fn new(

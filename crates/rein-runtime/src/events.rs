@@ -10,9 +10,17 @@
 //! 2. A subscriber subscribes first (under the same lock) and reads the transcript after, then
 //!    skips live events with an id it already replayed: nothing falls between the two, nothing
 //!    comes twice.
-//! 3. A subscriber too slow for the channel (`limits.event_channel_capacity`) catches up from
-//!    the transcript and goes on live.
-//! 4. The sender, and its ring buffer, exists only while someone listens; a channel is dropped
+//! 3. The transcript is read in pages ([`REPLAY_PAGE`]), one page at a time as the subscriber
+//!    takes its events: a subscriber holds at most one page, however long the transcript and
+//!    however slowly it reads. Before each page it empties its channel receiver: whatever the
+//!    receiver held was appended before the page is read, so the page (or a later one) has it.
+//!    Once a page reaches the end of the transcript, the subscriber goes on live.
+//! 4. A live subscriber too slow for the channel (`limits.event_channel_capacity` events behind)
+//!    either catches up from the transcript, in pages, and goes on live again
+//!    ([`WhenBehind::CatchUp`], in-process readers), or its stream ends
+//!    ([`WhenBehind::End`], the server's event stream: the client resumes with `Last-Event-ID`
+//!    after the last event it got, without gap or repeat).
+//! 5. The sender, and its ring buffer, exists only while someone listens; a channel is dropped
 //!    only when nobody holds it, so a session never has two channels that could reorder its
 //!    events.
 //!
@@ -33,7 +41,7 @@ use std::{
 
 use futures::{StreamExt as _, stream::BoxStream};
 use rein_protocol::AgentEvent;
-use rein_store::{StoreError, TranscriptEvent, TranscriptStore};
+use rein_store::{PageLimit, StoreError, TranscriptEvent, TranscriptStore};
 use serde_json::Value;
 use tokio::sync::broadcast;
 
@@ -46,6 +54,26 @@ use crate::{
 /// A live stream of a session's events: the stored ones after the requested id, then new ones
 /// as they happen, without gap or repeat.
 pub type EventStream = BoxStream<'static, SessionEvent>;
+
+/// What an [`EventStream`] does when its reader falls more than the session channel's capacity
+/// (`limits.event_channel_capacity`) behind the live events.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+#[non_exhaustive]
+pub enum WhenBehind {
+    /// Catch up from the transcript, a page at a time, then go on live: nothing is missed.
+    #[default]
+    CatchUp,
+    /// End the stream after the last event delivered, so a reader that cannot keep up costs
+    /// nothing while it is away; it resumes after the last id it got (SSE `Last-Event-ID`).
+    End,
+}
+
+/// How much of the transcript a subscriber reads at a time: at most this many events, or about
+/// this many bytes of stored lines (a single bigger event is read whole). Small enough that a
+/// stalled reader costs little (ten stalled readers of a 62 MB transcript added 0.2 MB each to
+/// the server, `stalled_reader_rss_each_mb` of `cargo xtask bench store`; reading it whole, as
+/// before pages, added 99 MB each), large enough that a replay reads the file in big pieces.
+pub(crate) const REPLAY_PAGE: PageLimit = PageLimit { events: 128, bytes: 128 * 1024 };
 
 fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
     mutex.lock().unwrap_or_else(PoisonError::into_inner)
@@ -148,8 +176,13 @@ impl EventHub {
 
     /// The session's events after `after` (all stored ones when `None`), then live ones as they
     /// happen, without gap or repeat. The stream ends when the session's channel is dropped
-    /// ([`EventHub::forget`]).
-    pub(crate) fn subscribe(self: &Arc<Self>, id: &str, after: Option<u64>) -> Result<EventStream> {
+    /// ([`EventHub::forget`]), and, with [`WhenBehind::End`], when its reader falls behind.
+    pub(crate) fn subscribe(
+        self: &Arc<Self>,
+        id: &str,
+        after: Option<u64>,
+        behind: WhenBehind,
+    ) -> Result<EventStream> {
         // Subscribe first, then read: nothing falls between the replay and the live events.
         let receiver = {
             let capacity = self.capacity.max(16);
@@ -157,18 +190,18 @@ impl EventHub {
             let mut sender = lock(&channel.sender);
             sender.get_or_insert_with(|| broadcast::channel(capacity).0).subscribe()
         };
-        let after = after.unwrap_or(0);
-        let lines = self.transcripts.read_since(id, after).map_store_err()?;
-        let last = lines.last().map_or(after, |line| line.event_id);
-        let replay: Vec<SessionEvent> = lines.iter().filter_map(session_event).collect();
-        let live = Live {
+        let mut reader = Reader {
             receiver,
-            last,
+            last: after.unwrap_or(0),
             pending: VecDeque::new(),
+            reading: true,
+            behind,
             hub: Arc::clone(self),
             id: id.to_owned(),
         };
-        Ok(futures::stream::iter(replay).chain(live.into_stream()).boxed())
+        // The first page now, so that a store failure is the caller's error, not a silent end.
+        reader.read_page().map_store_err()?;
+        Ok(reader.into_stream().boxed())
     }
 
     /// Drops the session's channel (it was deleted): its live streams end.
@@ -196,39 +229,70 @@ fn session_event(line: &TranscriptEvent) -> Option<SessionEvent> {
     transcript::agent_event(line).map(|event| SessionEvent { id: line.event_id, event })
 }
 
-/// A subscriber's live half: the channel's events after `last`, caught up from the transcript
-/// when it lags.
-struct Live {
+/// One subscriber: stored events a page at a time, then the channel's events after `last`.
+struct Reader {
     receiver: broadcast::Receiver<SessionEvent>,
+    /// The id of the newest transcript line delivered or passed over.
     last: u64,
+    /// Read from the transcript, not yet delivered: at most one page.
     pending: VecDeque<SessionEvent>,
+    /// Whether stored lines may remain to read before going live.
+    reading: bool,
+    behind: WhenBehind,
     hub: Arc<EventHub>,
     id: String,
 }
 
-impl Live {
+impl Reader {
+    /// Reads the next page of stored events after `last` (ordering rule 3).
+    fn read_page(&mut self) -> Result<(), StoreError> {
+        // Everything the receiver holds was appended before this read: the page, or a later
+        // one, has it. (A lag here is harmless for the same reason.)
+        while let Ok(_) | Err(broadcast::error::TryRecvError::Lagged(_)) = self.receiver.try_recv()
+        {
+        }
+        let page = self.hub.transcripts.read_page(&self.id, self.last, REPLAY_PAGE)?;
+        for line in &page.events {
+            self.last = self.last.max(line.event_id);
+            if let Some(event) = session_event(line) {
+                self.pending.push_back(event);
+            }
+        }
+        self.reading = page.more;
+        Ok(())
+    }
+
     fn into_stream(self) -> impl futures::Stream<Item = SessionEvent> + Send + 'static {
-        futures::stream::unfold(self, |mut live| async move {
+        futures::stream::unfold(self, |mut reader| async move {
             loop {
-                if let Some(event) = live.pending.pop_front() {
-                    return Some((event, live));
+                if let Some(event) = reader.pending.pop_front() {
+                    return Some((event, reader));
                 }
-                match live.receiver.recv().await {
-                    Ok(event) if event.id > live.last => {
-                        live.last = event.id;
-                        return Some((event, live));
+                if reader.reading {
+                    if let Err(error) = reader.read_page() {
+                        tracing::warn!(session = reader.id, %error, "could not read the transcript; ending the event stream");
+                        return None;
+                    }
+                    continue;
+                }
+                match reader.receiver.recv().await {
+                    Ok(event) if event.id > reader.last => {
+                        reader.last = event.id;
+                        return Some((event, reader));
                     }
                     Ok(_) => {}
-                    Err(broadcast::error::RecvError::Lagged(_)) => {
-                        // Too slow for the channel: catch up from the transcript.
-                        let lines = live.hub.transcripts.read_since(&live.id, live.last).ok()?;
-                        for line in &lines {
-                            live.last = live.last.max(line.event_id);
-                            if let Some(event) = session_event(line) {
-                                live.pending.push_back(event);
-                            }
+                    Err(broadcast::error::RecvError::Lagged(missed)) => match reader.behind {
+                        WhenBehind::CatchUp => reader.reading = true,
+                        WhenBehind::End => {
+                            tracing::debug!(
+                                session = reader.id,
+                                missed,
+                                last = reader.last,
+                                "an event reader fell behind; ending its stream"
+                            );
+                            return None;
                         }
-                    }
+                    },
                     Err(broadcast::error::RecvError::Closed) => return None,
                 }
             }

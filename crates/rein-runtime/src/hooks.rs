@@ -40,6 +40,7 @@ use tokio::io::AsyncWriteExt as _;
 use crate::{
     core::Core,
     hook_config::{CommandHook, HookEvent, HookSet, PinnedContext},
+    policy,
 };
 
 /// The notice code of a hook that failed (the agent loop's own code for hook failures).
@@ -152,10 +153,35 @@ fn additional_context(value: &Value) -> Option<String> {
 
 /// What the `PreToolUse` hooks decided about one call.
 #[derive(Debug, Clone, PartialEq, Eq)]
-enum Gate {
+pub(crate) enum Gate {
+    /// It runs (subject to the policy).
     Allow,
+    /// It is refused; the reason is what the model reads.
     Deny(String),
+    /// It waits for a person's approval, whatever the policy says; the reason goes with the
+    /// approval.
     Ask(String),
+}
+
+impl Gate {
+    /// The result a denied call answers with.
+    pub(crate) fn denied(reason: &str) -> ToolOutput {
+        ToolOutput::failed(ToolFailure::new(
+            FailureCode::PolicyDenied,
+            format!("Blocked by a PreToolUse hook: {reason}"),
+        ))
+    }
+}
+
+/// Runs the `PreToolUse` hooks of `call` in a session (none configured: `Allow`), reporting
+/// the ones that failed as notices.
+pub(crate) async fn check_pre_tool_use(core: &Core, session_id: &str, call: &ToolCall) -> Gate {
+    if !core.config().hooks.has(HookEvent::PreToolUse) {
+        return Gate::Allow;
+    }
+    let (gate, failures) = pre_tool_use(&core.config().hooks, Some(session_id), call).await;
+    report(core, session_id, HookEvent::PreToolUse, failures);
+    gate
 }
 
 /// Runs the `PreToolUse` hooks of a call; failures are returned to be reported.
@@ -229,7 +255,9 @@ fn report(core: &Core, session_id: &str, event: HookEvent, failures: Vec<String>
     }
 }
 
-/// A session's tool behind the `PreToolUse` hooks.
+/// A session tool that is not a capability (a capability's `PolicyTool` and its task starter
+/// check the hooks themselves, so that a hook's "ask" and the policy's approval are one),
+/// behind the `PreToolUse` hooks.
 struct GatedTool {
     inner: Arc<dyn Tool>,
     core: Weak<Core>,
@@ -251,28 +279,38 @@ impl Tool for GatedTool {
             return self.inner.call(arguments, context).await;
         };
         let call = ToolCall::new(context.call_id.clone(), self.spec().name.clone(), arguments);
-        let (gate, failures) =
-            pre_tool_use(&core.config().hooks, Some(&self.session_id), &call).await;
-        report(&core, &self.session_id, HookEvent::PreToolUse, failures);
-        match gate {
+        match check_pre_tool_use(&core, &self.session_id, &call).await {
             Gate::Allow => self.inner.call(call.arguments, context).await,
-            Gate::Deny(reason) => Ok(ToolOutput::failed(ToolFailure::new(
-                FailureCode::PolicyDenied,
-                format!("Blocked by a PreToolUse hook: {reason}"),
-            ))),
-            // Never run without a person: the call is refused with what the hook asked.
-            Gate::Ask(reason) => Ok(ToolOutput::failed(ToolFailure::new(
-                FailureCode::ApprovalDenied,
-                format!(
-                    "A PreToolUse hook asks for a person's approval, which this host does not \
-                     take for hook requests yet; not run: {reason}"
-                ),
-            ))),
+            Gate::Deny(reason) => Ok(Gate::denied(&reason)),
+            Gate::Ask(reason) => {
+                let session = match core.store().get_session(&self.session_id) {
+                    Ok(Some(session)) => session,
+                    _ => {
+                        return Ok(ToolOutput::failed(ToolFailure::new(
+                            FailureCode::ApprovalUnavailable,
+                            format!("session `{}` cannot be read to ask", self.session_id),
+                        )));
+                    }
+                };
+                let asked = policy::authorize_hook_ask(
+                    &core,
+                    &session,
+                    &call.name,
+                    &call.arguments,
+                    &call.id,
+                    &reason,
+                );
+                match asked {
+                    Ok(()) => self.inner.call(call.arguments, context).await,
+                    Err(refusal) => Ok(refusal.into_output()),
+                }
+            }
         }
     }
 }
 
-/// `tool` behind the runtime's `PreToolUse` hooks (itself when there are none).
+/// `tool` (a session tool that is not a capability) behind the runtime's `PreToolUse` hooks
+/// (itself when there are none).
 pub(crate) fn gate(core: &Arc<Core>, session_id: &str, tool: Arc<dyn Tool>) -> Arc<dyn Tool> {
     if !core.config().hooks.has(HookEvent::PreToolUse) {
         return tool;

@@ -34,9 +34,10 @@
 //!   runtime's keys in a session's metadata, typed), `names` (tool names and agent ids);
 //! - `policy` (allowed tools, approvals, audit), `offer` (the one place that decides a
 //!   session's tools), `view_context`, `model_filter`, `sink` (a turn's events);
-//! - `persona` (the consult runner and memos), `session_tools` (the tools a session's agent
-//!   calls), `tasks` (the runner and the [`Dispatcher`]; a handler reaches it through the
-//!   `task_context` port), `turn` (prepare / run / finish, the turn lease).
+//! - `memo` (a session's tool memo, glen's `tool_memo`), `persona` (the consult runner and
+//!   memos), `session_tools` (the tools a session's agent calls), `tasks` (the runner and the
+//!   [`Dispatcher`]; a handler reaches it through the `task_context` port), `turn` (prepare /
+//!   run / finish, the turn lease).
 //!
 //! # Locks
 //!
@@ -50,10 +51,10 @@
 //!    (see "Events");
 //! 4. a turn sink's state, then the session's history (the innermost lock).
 //!
-//! The replay cache's, the stop tokens' and a persona's memo lock are each taken alone, to read
-//! or write one entry. Store calls are made inline on the async worker (they are short
-//! transactions); only a transcript append that waits for the disk, and the turn's final sync,
-//! hand the worker's thread over first (`block_in_place`).
+//! The replay cache's, the stop tokens', a persona's memo lock and a session's tool memo are
+//! each taken alone, to read or write one entry. Store calls are made inline on the async worker
+//! (they are short transactions); only a transcript append that waits for the disk, and the
+//! turn's final sync, hand the worker's thread over first (`block_in_place`).
 //!
 //! # Events
 //!
@@ -61,7 +62,9 @@
 //! lock: an agent event is appended, then sent to live subscribers, before the lock is let go,
 //! so event ids grow in send order and the transcript and the live stream are one sequence. A
 //! subscriber subscribes before it reads the transcript and skips live events it replayed, so
-//! it sees no gap and no repeat; one that lags catches up from the transcript. A delivered task
+//! it sees no gap and no repeat. It reads the transcript a page at a time as it takes events, so
+//! a slow or stalled one holds one page; one that lags behind the live events catches up from
+//! the transcript, or (the server's streams, [`WhenBehind::End`]) is ended and resumes by id. A delivered task
 //! note is marked delivered only once its event is stored.
 
 #![warn(missing_docs, unreachable_pub)]
@@ -77,6 +80,7 @@ mod history;
 mod hook_config;
 mod hooks;
 mod live_sessions;
+mod memo;
 mod model_filter;
 mod models;
 mod names;
@@ -84,6 +88,7 @@ mod offer;
 mod owner;
 mod persona;
 mod policy;
+mod recovery;
 mod replay;
 mod runtime;
 mod session_meta;
@@ -97,12 +102,14 @@ mod types;
 mod view_context;
 
 pub use crate::{
-    capability::{Capabilities, Capability, TaskHandler},
+    capability::{
+        Capabilities, Capability, LiveCapabilities, TaskHandler, ToolServerState, ToolServerStatus,
+    },
     config::{
         AgentDefinition, AgentPolicy, Limits, MemoField, MemoFieldKind, Persona, RuntimeConfig,
     },
     error::{Result, RuntimeError},
-    events::EventStream,
+    events::{EventStream, WhenBehind},
     fingerprint::{call_fingerprint, canonical_json},
     hook_config::{
         CommandHook, DEFAULT_HOOK_TIMEOUT, HookConfigError, HookEvent, HookSet, PinnedContext,

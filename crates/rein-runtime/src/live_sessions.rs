@@ -33,6 +33,9 @@ pub(crate) struct LiveSession {
     pub(crate) history: History,
     /// Registered tools the model is not offered.
     pub(crate) hidden: Arc<HashSet<String>>,
+    /// The capabilities' generation the agent's tools were built at
+    /// (`Capabilities::generation`): another one rebuilds them before the next turn.
+    pub(crate) tools_generation: u64,
 }
 
 impl LiveSession {

@@ -2,10 +2,11 @@
 //! offered, and the runtime's other capabilities, registered but kept from the model so that a
 //! call of one is answered with a policy error and audited.
 //!
-//! Offered, in this order: the capabilities its agent's policy allows; their task starters when
-//! the agent may start tasks (never in a persona's child); `current_view_context`;
+//! Offered, in this order: the capabilities its agent's policy allows; the task starters of the
+//! background-capable ones its policy offers as tasks (never in a persona's child); `current_view_context`;
 //! `read_tool_result`; the persona consults when the agent may consult (never in a child). Kept
 //! from the model: every capability the policy leaves out, and every task starter not offered.
+//! The capabilities are read once, when the offer is made (see `capability.rs`).
 
 use std::collections::HashSet;
 
@@ -71,58 +72,93 @@ fn task_spec(capability: &Capability) -> ToolSpec {
     )
 }
 
-/// The tools of a session of one agent, in registration order.
+/// One tool of an [`Offer`], its capability by index into the offer's snapshot.
+#[derive(Debug, Clone, Copy)]
+enum Entry<'a> {
+    Capability(usize),
+    TaskStart(usize),
+    ViewContext,
+    ReadResult,
+    Consult(&'a Persona),
+}
+
+/// The tools of a session of one agent, in registration order, from the capabilities as they
+/// were when it was made (a turn makes one when it starts, so a capability that comes or goes
+/// meanwhile reaches the session at its next turn).
 #[derive(Debug)]
 pub(crate) struct Offer<'a> {
-    offered: Vec<SessionTool<'a>>,
-    hidden: Vec<SessionTool<'a>>,
+    caps: Vec<Capability>,
+    offered: Vec<Entry<'a>>,
+    hidden: Vec<Entry<'a>>,
 }
 
 impl<'a> Offer<'a> {
     /// The tools of a session of `definition` (`is_child`: a persona's hidden child).
     pub(crate) fn new(core: &'a Core, definition: &AgentDefinition, is_child: bool) -> Self {
         let policy = &definition.policy;
-        let allowed = || core.caps().iter().filter(|cap| policy.allows(&cap.spec().name));
+        let caps = core.caps().snapshot();
         let tasks_offered = policy.allow_background_tasks && !is_child;
-        let mut offered: Vec<SessionTool<'a>> = allowed().map(SessionTool::Capability).collect();
-        if tasks_offered {
-            offered.extend(allowed().filter(|cap| cap.is_background()).map(SessionTool::TaskStart));
-        }
-        offered.push(SessionTool::ViewContext);
-        offered.push(SessionTool::ReadResult);
+        let mut offered: Vec<Entry<'a>> = caps
+            .iter()
+            .enumerate()
+            .filter(|(_, cap)| policy.allows(&cap.spec().name))
+            .map(|(index, _)| Entry::Capability(index))
+            .collect();
+        let offers_task = |cap: &Capability| {
+            tasks_offered && cap.is_background() && policy.offers_task(&cap.spec().name)
+        };
+        offered.extend(
+            caps.iter()
+                .enumerate()
+                .filter(|(_, cap)| offers_task(cap))
+                .map(|(i, _)| Entry::TaskStart(i)),
+        );
+        offered.push(Entry::ViewContext);
+        offered.push(Entry::ReadResult);
         if policy.consult_personas && !is_child {
-            offered.extend(core.config().personas.iter().map(SessionTool::Consult));
+            offered.extend(core.config().personas.iter().map(Entry::Consult));
         }
         let mut hidden = Vec::new();
-        for cap in core.caps().iter() {
+        for (index, cap) in caps.iter().enumerate() {
             let allowed = policy.allows(&cap.spec().name);
             if !allowed {
-                hidden.push(SessionTool::Capability(cap));
+                hidden.push(Entry::Capability(index));
             }
-            if cap.is_background() && (!allowed || !tasks_offered) {
-                hidden.push(SessionTool::TaskStart(cap));
+            if cap.is_background() && !offers_task(cap) {
+                hidden.push(Entry::TaskStart(index));
             }
         }
-        Offer { offered, hidden }
+        Offer { caps, offered, hidden }
+    }
+
+    /// The tool an entry stands for.
+    fn tool<'b>(&'b self, entry: &Entry<'a>) -> SessionTool<'b> {
+        match *entry {
+            Entry::Capability(index) => SessionTool::Capability(&self.caps[index]),
+            Entry::TaskStart(index) => SessionTool::TaskStart(&self.caps[index]),
+            Entry::ViewContext => SessionTool::ViewContext,
+            Entry::ReadResult => SessionTool::ReadResult,
+            Entry::Consult(persona) => SessionTool::Consult(persona),
+        }
     }
 
     /// The specs the model is offered.
     pub(crate) fn specs(&self) -> Vec<ToolSpec> {
-        self.offered.iter().map(SessionTool::spec).collect()
+        self.offered.iter().map(|entry| self.tool(entry).spec()).collect()
     }
 
     /// Every tool, offered ones first, in the order they are registered.
-    pub(crate) fn tools(&self) -> impl Iterator<Item = SessionTool<'a>> + '_ {
-        self.offered.iter().chain(&self.hidden).copied()
+    pub(crate) fn tools(&self) -> impl Iterator<Item = SessionTool<'_>> + '_ {
+        self.offered.iter().chain(&self.hidden).map(|entry| self.tool(entry))
     }
 
     /// The names of the tools kept from the model.
     pub(crate) fn hidden_names(&self) -> HashSet<String> {
-        self.hidden.iter().map(SessionTool::name).collect()
+        self.hidden.iter().map(|entry| self.tool(entry).name()).collect()
     }
 
     /// Whether the model is offered at least one `start_<capability>_task`.
     pub(crate) fn offers_tasks(&self) -> bool {
-        self.offered.iter().any(|tool| matches!(tool, SessionTool::TaskStart(_)))
+        self.offered.iter().any(|entry| matches!(entry, Entry::TaskStart(_)))
     }
 }

@@ -141,7 +141,10 @@ fn allowed(
     Ok(())
 }
 
-/// The policy and approval check before a capability runs, audited.
+/// The policy and approval check before a capability runs, audited. `hook_asks`: a
+/// `PreToolUse` hook asked for a person's approval (its reason), which the call then waits for
+/// whatever the policy says.
+#[allow(clippy::too_many_arguments)] // One call site each; a struct would only rename them.
 pub(crate) fn authorize(
     core: &Core,
     session: &Session,
@@ -150,21 +153,14 @@ pub(crate) fn authorize(
     action: Action,
     arguments: &JsonObject,
     call_id: &str,
+    hook_asks: Option<&str>,
 ) -> Result<(), Refusal> {
     let definition = core.definition(&session.agent_id).unwrap_or_default();
-    let cap_name = capability.spec().name.clone();
-    let audit = |outcome: &str, reason: String, approval_id: Option<&str>| {
-        let mut entry = NewAuditEntry::new(Some(&session.id), action.as_str(), outcome);
-        entry.tool = Some(tool_name.to_owned());
-        entry.reason = Some(reason);
-        if let Some(id) = approval_id {
-            entry.metadata.insert("approvalId".into(), json!(id));
-        }
-        entry.metadata.insert("capabilityName".into(), json!(cap_name));
-        core.audit(entry);
-    };
+    let cap_name = capability.spec().name.as_str();
+    let request =
+        ApprovalRequest { core, session, tool_name, cap_name, action, arguments, call_id };
     if let Err(denial) = allowed(&definition, capability, action) {
-        audit("denied", denial.to_string(), None);
+        request.audit("denied", denial.to_string(), &[]);
         return Err(Refusal::Denied(denial));
     }
     let settings = core.settings(session);
@@ -173,69 +169,127 @@ pub(crate) fn authorize(
     // (`SessionMeta::effective_settings`).
     let needs_approval = (side_effects && settings.require_approval_for_side_effects)
         || (action == Action::Task && settings.require_approval_for_background_tasks);
-    if !needs_approval {
-        audit("allowed", "Allowed by hosted agent policy.".to_owned(), None);
-        return Ok(());
+    match hook_asks {
+        Some(reason) => request.wait_for_person(hook_reason(tool_name, reason)),
+        None if needs_approval => request.wait_for_person(format!(
+            "Human approval is required before '{tool_name}' can run for session '{}'.",
+            session.id
+        )),
+        None => {
+            request.audit("allowed", "Allowed by hosted agent policy.".to_owned(), &[]);
+            Ok(())
+        }
     }
-    let unavailable =
-        |error: &dyn std::fmt::Display| Refusal::failed(FailureCode::ApprovalUnavailable, error);
-    let args = Value::Object(arguments.clone());
-    let fingerprint = call_fingerprint(action.as_str(), tool_name, &args);
-    // A persona child's approvals belong to its parent, where a person can see and decide them.
-    let approver = session.parent_id.as_deref().unwrap_or(&session.id);
-    let approval = match core.store().match_approval(approver, tool_name, &fingerprint) {
-        Ok(ApprovalMatch::Allowed(approval)) => {
-            let reason = format!("Allowed by approval request '{}'.", approval.id);
-            audit("allowed", reason, Some(&approval.id));
-            return Ok(());
-        }
-        Ok(ApprovalMatch::Ruled(rule)) => {
-            let reason = format!("Allowed by the standing approval rule '{}'.", rule.id);
-            let mut entry = NewAuditEntry::new(Some(&session.id), action.as_str(), "allowed");
-            entry.tool = Some(tool_name.to_owned());
-            entry.reason = Some(reason);
-            entry.metadata.insert("ruleId".into(), json!(rule.id));
-            entry.metadata.insert("capabilityName".into(), json!(cap_name));
-            core.audit(entry);
-            return Ok(());
-        }
-        Ok(ApprovalMatch::Pending(approval)) => approval,
-        Ok(_) => {
-            let reason = format!(
-                "Human approval is required before '{tool_name}' can run for session '{}'.",
-                session.id
-            );
-            let mut new = NewApproval::new(approver, tool_name, &fingerprint, args.clone());
-            new.reason = Some(reason.clone());
-            let approval = match core.store().create_approval(new) {
-                Ok(approval) => approval,
-                Err(error) => {
-                    tracing::error!(%error, "could not create an approval");
-                    return Err(unavailable(&error));
-                }
-            };
-            audit("pending", reason, Some(&approval.id));
-            core.events().publish(
-                approver,
-                AgentEvent::ApprovalRequested {
-                    approval_id: approval.id.clone(),
-                    call: ToolCall::new(call_id, tool_name, arguments.clone()),
-                },
-                false,
-            );
-            approval
-        }
-        Err(error) => {
-            tracing::error!(%error, "could not look up approvals");
-            return Err(unavailable(&error));
-        }
+}
+
+/// The approval a `PreToolUse` hook asked for, before a session tool that is not a capability
+/// (a persona consult, `current_view_context`, `read_tool_result`) runs.
+pub(crate) fn authorize_hook_ask(
+    core: &Core,
+    session: &Session,
+    tool_name: &str,
+    arguments: &JsonObject,
+    call_id: &str,
+    reason: &str,
+) -> Result<(), Refusal> {
+    let request = ApprovalRequest {
+        core,
+        session,
+        tool_name,
+        cap_name: tool_name,
+        action: Action::Invoke,
+        arguments,
+        call_id,
     };
-    Err(Refusal::ApprovalRequired(Box::new(PendingApproval {
-        approval,
-        action,
-        capability: cap_name,
-        tool_name: tool_name.to_owned(),
-    })))
+    request.wait_for_person(hook_reason(tool_name, reason))
+}
+
+/// Why an approval a hook asked for was requested.
+fn hook_reason(tool_name: &str, reason: &str) -> String {
+    format!("A PreToolUse hook asks for a person's approval before '{tool_name}' runs: {reason}")
+}
+
+/// One call that may wait for a person: what its audit entries and approval carry.
+struct ApprovalRequest<'a> {
+    core: &'a Core,
+    session: &'a Session,
+    tool_name: &'a str,
+    cap_name: &'a str,
+    action: Action,
+    arguments: &'a JsonObject,
+    call_id: &'a str,
+}
+
+impl ApprovalRequest<'_> {
+    /// Audits one decision about the call, with `extra` metadata (`approvalId`, `ruleId`).
+    fn audit(&self, outcome: &str, reason: String, extra: &[(&str, &str)]) {
+        let mut entry = NewAuditEntry::new(Some(&self.session.id), self.action.as_str(), outcome);
+        entry.tool = Some(self.tool_name.to_owned());
+        entry.reason = Some(reason);
+        for (key, value) in extra {
+            entry.metadata.insert((*key).into(), json!(value));
+        }
+        entry.metadata.insert("capabilityName".into(), json!(self.cap_name));
+        self.core.audit(entry);
+    }
+
+    /// Lets the call run when a person approved it (or a standing rule does); else returns the
+    /// pending approval it waits for, creating and announcing it the first time (`reason`).
+    fn wait_for_person(&self, reason: String) -> Result<(), Refusal> {
+        let (core, session, tool_name) = (self.core, self.session, self.tool_name);
+        let unavailable = |error: &dyn std::fmt::Display| {
+            Refusal::failed(FailureCode::ApprovalUnavailable, error)
+        };
+        let args = Value::Object(self.arguments.clone());
+        let fingerprint = call_fingerprint(self.action.as_str(), tool_name, &args);
+        // A persona child's approvals belong to its parent, where a person can see and decide
+        // them.
+        let approver = session.parent_id.as_deref().unwrap_or(&session.id);
+        let approval = match core.store().match_approval(approver, tool_name, &fingerprint) {
+            Ok(ApprovalMatch::Allowed(approval)) => {
+                let why = format!("Allowed by approval request '{}'.", approval.id);
+                self.audit("allowed", why, &[("approvalId", &approval.id)]);
+                return Ok(());
+            }
+            Ok(ApprovalMatch::Ruled(rule)) => {
+                let why = format!("Allowed by the standing approval rule '{}'.", rule.id);
+                self.audit("allowed", why, &[("ruleId", &rule.id)]);
+                return Ok(());
+            }
+            Ok(ApprovalMatch::Pending(approval)) => approval,
+            Ok(_) => {
+                let mut new = NewApproval::new(approver, tool_name, &fingerprint, args.clone());
+                new.reason = Some(reason.clone());
+                let approval = match core.store().create_approval(new) {
+                    Ok(approval) => approval,
+                    Err(error) => {
+                        tracing::error!(%error, "could not create an approval");
+                        return Err(unavailable(&error));
+                    }
+                };
+                self.audit("pending", reason, &[("approvalId", &approval.id)]);
+                core.events().publish(
+                    approver,
+                    AgentEvent::ApprovalRequested {
+                        approval_id: approval.id.clone(),
+                        call: ToolCall::new(self.call_id, tool_name, self.arguments.clone()),
+                    },
+                    false,
+                );
+                approval
+            }
+            Err(error) => {
+                tracing::error!(%error, "could not look up approvals");
+                return Err(unavailable(&error));
+            }
+        };
+        Err(Refusal::ApprovalRequired(Box::new(PendingApproval {
+            approval,
+            action: self.action,
+            capability: self.cap_name.to_owned(),
+            tool_name: tool_name.to_owned(),
+        })))
+    }
 }
 
 /// Queues `capability` as a background task of the session after the policy check.
@@ -245,14 +299,22 @@ pub(crate) fn start_task(
     capability: &str,
     arguments: JsonObject,
     origin_call_id: Option<String>,
+    hook_asks: Option<&str>,
 ) -> Result<Task, Refusal> {
     let Some(cap) = core.caps().get(capability) else {
         return Err(Refusal::Denied(Denial::UnknownCapability(capability.to_owned())));
     };
     let call_id = origin_call_id.clone().unwrap_or_default();
-    authorize(core, session, cap, &task_tool_name(capability), Action::Task, &arguments, &call_id)?;
+    let tool_name = task_tool_name(capability);
+    authorize(core, session, &cap, &tool_name, Action::Task, &arguments, &call_id, hook_asks)?;
     let mut new = NewTask::new(&session.id, capability, Value::Object(arguments));
-    new.restart_limit = core.limits().restart_limit.max(1);
+    // A side-effecting tool run as is (no handler to resume it) is never started twice: a
+    // worker lost while it ran leaves its outcome unknown, and the task fails with that.
+    new.restart_limit = if cap.spec().side_effects && cap.handler().is_none() {
+        1
+    } else {
+        core.limits().restart_limit.max(1)
+    };
     new.origin_call_id = origin_call_id;
     let task = core
         .store()
@@ -278,10 +340,12 @@ pub(crate) async fn invoke(
     capability: &Capability,
     arguments: JsonObject,
     context: ToolContext,
+    hook_asks: Option<&str>,
 ) -> ToolOutput {
     let name = capability.spec().name.clone();
+    let call_id = context.call_id.clone();
     if let Err(refusal) =
-        authorize(core, session, capability, &name, Action::Invoke, &arguments, &context.call_id)
+        authorize(core, session, capability, &name, Action::Invoke, &arguments, &call_id, hook_asks)
     {
         return refusal.into_output();
     }

@@ -1,5 +1,6 @@
-//! `ReplayCache`: each session's visible conversation and unfinished mark as replayed from its
-//! transcript, kept by the transcript's last event id so that repeated reads of an unchanged
+//! `ReplayCache`: each session's visible conversation, unfinished mark and paused turn as
+//! replayed from its transcript, kept by the transcript's last event id so that repeated reads
+//! of an unchanged
 //! session do not replay it again. Its lock is held only to look up or store an entry, never
 //! while the transcript is read.
 
@@ -23,6 +24,8 @@ pub(crate) struct Replayed {
     pub(crate) messages: Vec<Message>,
     /// How the last turn was left unfinished (`None` when it ended).
     pub(crate) unfinished: Option<TurnUnfinished>,
+    /// The summary of the last turn when it is paused at a checkpoint.
+    pub(crate) checkpoint: Option<String>,
 }
 
 /// Replays by session id, each with the last event id it was read at.
@@ -47,8 +50,11 @@ impl ReplayCache {
         let lines = transcripts.read_all(id).map_store_err()?;
         let last = lines.last().map_or(0, |line| line.event_id);
         let rebuilt = transcript::rebuild(&lines);
-        let replayed =
-            Arc::new(Replayed { messages: rebuilt.visible(), unfinished: rebuilt.unfinished });
+        let replayed = Arc::new(Replayed {
+            messages: rebuilt.visible(),
+            unfinished: rebuilt.unfinished,
+            checkpoint: rebuilt.paused.as_ref().map(|paused| paused.summary.clone()),
+        });
         self.replays().insert(id.to_owned(), (last, Arc::clone(&replayed)));
         Ok(replayed)
     }

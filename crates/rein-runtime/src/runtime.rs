@@ -14,6 +14,7 @@ use crate::{
     live_sessions::LiveSessions,
     models::ModelResolver,
     names::AgentId,
+    recovery,
     replay::ReplayCache,
     tasks::Tasks,
 };
@@ -21,6 +22,7 @@ use crate::{
 mod agents;
 mod approvals;
 mod events;
+mod servers;
 mod sessions;
 mod tasks;
 mod turns;
@@ -146,6 +148,13 @@ impl Runtime {
             parts.capabilities,
             parts.clock,
         ));
+        // Registered, other processes see at once when this one is gone; then the turns of
+        // the ones already gone are closed (see `recovery.rs`).
+        if let Err(error) = core.store().register_instance(core.instance()) {
+            tracing::warn!(%error, "could not register the runtime instance; a crash's turns \
+                wait for their leases to run out");
+        }
+        recovery::recover_dead_turns(&core);
         Ok(Runtime {
             shared: Arc::new(Shared {
                 tasks: Arc::new(Tasks::new(Arc::clone(&core))),

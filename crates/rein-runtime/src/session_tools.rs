@@ -1,6 +1,7 @@
 //! The tools of a session, behind their runtime rules: a capability behind policy and
 //! approvals, `start_<tool>_task`, `current_view_context`, `read_tool_result` and the persona
-//! consults; and [`registry`], which builds them for what the session's [`Offer`] lists.
+//! consults; and [`registry`], which builds them for what the session's [`Offer`] lists (a
+//! memoized capability behind the session's tool memo, see `memo.rs`).
 //!
 //! Each tool holds the runtime's services weakly: a tool outliving its runtime answers that it
 //! was shut down.
@@ -14,8 +15,8 @@ use async_trait::async_trait;
 use rein_agent::ToolRegistry;
 use rein_context::{ReadArgs, read_tool_result_in};
 use rein_protocol::{
-    FailureCode, JsonObject, Message, Tool, ToolContext, ToolError, ToolFailure, ToolOutput,
-    ToolSpec,
+    FailureCode, JsonObject, Message, Tool, ToolCall, ToolContext, ToolError, ToolFailure,
+    ToolOutput, ToolSpec,
 };
 use rein_store::Session;
 use serde_json::{Value, json};
@@ -26,7 +27,8 @@ use crate::{
     core::Core,
     error::SHUT_DOWN,
     history::History,
-    hooks,
+    hooks::{self, Gate},
+    memo,
     offer::{Offer, SessionTool},
     persona, policy,
     view_context::read_view_context,
@@ -73,7 +75,15 @@ impl Tool for PolicyTool {
     ) -> Result<ToolOutput, ToolError> {
         let core = upgrade(&self.core)?;
         let session = session_of(&core, &self.session_id)?;
-        Ok(policy::invoke(&core, &session, &self.capability, arguments, context).await)
+        let call = ToolCall::new(context.call_id.clone(), self.spec().name.clone(), arguments);
+        let asked = match hooks::check_pre_tool_use(&core, &session.id, &call).await {
+            Gate::Allow => None,
+            Gate::Deny(reason) => return Ok(Gate::denied(&reason)),
+            Gate::Ask(reason) => Some(reason),
+        };
+        let capability = &self.capability;
+        let (arguments, asked) = (call.arguments, asked.as_deref());
+        Ok(policy::invoke(&core, &session, capability, arguments, context, asked).await)
     }
 }
 
@@ -98,8 +108,16 @@ impl Tool for TaskStartTool {
     ) -> Result<ToolOutput, ToolError> {
         let core = upgrade(&self.core)?;
         let session = session_of(&core, &self.session_id)?;
+        let call = ToolCall::new(context.call_id, self.spec.name.clone(), arguments);
+        let asked = match hooks::check_pre_tool_use(&core, &session.id, &call).await {
+            Gate::Allow => None,
+            Gate::Deny(reason) => return Ok(Gate::denied(&reason)),
+            Gate::Ask(reason) => Some(reason),
+        };
+        let origin = Some(call.id);
+        let (capability, asked) = (&self.capability, asked.as_deref());
         let started =
-            policy::start_task(&core, &session, &self.capability, arguments, Some(context.call_id));
+            policy::start_task(&core, &session, capability, call.arguments, origin, asked);
         Ok(match started {
             Ok(task) => ToolOutput::structured(json!({
                 "accepted": true,
@@ -231,14 +249,16 @@ pub(crate) fn registry(
 ) -> (ToolRegistry, HashSet<String>) {
     let offer = Offer::new(core, definition, session.parent_id.is_some());
     let weak = Arc::downgrade(core);
+    let memo = memo::session_memo(core);
     let mut registry = ToolRegistry::new();
     for tool in offer.tools() {
         let spec = tool.spec();
+        let checks_hooks = matches!(tool, SessionTool::Capability(_) | SessionTool::TaskStart(_));
         let tool: Arc<dyn Tool> = match tool {
             SessionTool::Capability(capability) => Arc::new(PolicyTool {
                 core: weak.clone(),
                 session_id: session.id.clone(),
-                capability: capability.clone(),
+                capability: memo::memoized(capability, memo.as_ref()),
             }),
             SessionTool::TaskStart(capability) => Arc::new(TaskStartTool {
                 core: weak.clone(),
@@ -259,7 +279,8 @@ pub(crate) fn registry(
                 spec,
             }),
         };
-        let tool = hooks::gate(core, &session.id, tool);
+        // A capability and its task starter check the hooks themselves (`PolicyTool`).
+        let tool = if checks_hooks { tool } else { hooks::gate(core, &session.id, tool) };
         if let Err(error) = registry.register(tool) {
             tracing::warn!(%error, "a tool name is taken; the later tool is left out");
         }

@@ -267,7 +267,7 @@ async fn execute(
     arguments: JsonObject,
     context: TaskContext,
 ) -> Result<Value, TaskError> {
-    let Some(capability) = core.caps().get(&task.tool).cloned() else {
+    let Some(capability) = core.caps().get(&task.tool) else {
         return Err(TaskError::NoCapability(task.tool.clone()));
     };
     if let Some(handler) = capability.handler() {
@@ -312,13 +312,13 @@ impl TaskHost for Tasks {
         arguments: JsonObject,
     ) -> Result<ToolOutput> {
         let session = self.session(task.session_id())?;
-        let Some(cap) = self.core.caps().get(capability).cloned() else {
+        let Some(cap) = self.core.caps().get(capability) else {
             return Err(RuntimeError::Invalid(format!("no capability named `{capability}`")));
         };
         let context =
             ToolContext::new(format!("{}:{capability}", task.task_id()), task.cancellation())
                 .with_session(task.session_id().to_owned());
-        Ok(policy::invoke(&self.core, &session, &cap, arguments, context).await)
+        Ok(policy::invoke(&self.core, &session, &cap, arguments, context, None).await)
     }
 
     async fn model_turn(

@@ -1,5 +1,6 @@
 //! How the runtime writes turns to the transcript store and reads sessions back from it.
 
+use rein_agent::PausedTurn;
 use rein_protocol::{AgentEvent, Message, TurnEnding};
 use rein_store::{TranscriptEvent, TurnUnfinished};
 use serde_json::Value;
@@ -12,9 +13,12 @@ pub(crate) mod kind {
     pub(crate) const RUNTIME_MODEL: &str = "runtime_model";
     /// The conversation was replaced (a discarded checkpoint): `{messages, internal}`.
     pub(crate) const HISTORY_REPLACED: &str = "history_replaced";
+    /// The turn that just ended paused at a checkpoint: rein-agent's `PausedTurn`
+    /// (`{turnStart, keep, summary}`), so it can be continued or discarded after a restart.
+    pub(crate) const TURN_PAUSED: &str = "turn_paused";
 
     pub(crate) fn is_runtime(kind: &str) -> bool {
-        matches!(kind, SESSION_HEADER | RUNTIME_MODEL | HISTORY_REPLACED)
+        matches!(kind, SESSION_HEADER | RUNTIME_MODEL | HISTORY_REPLACED | TURN_PAUSED)
     }
 }
 
@@ -40,6 +44,8 @@ pub(crate) struct Rebuilt {
     pub(crate) internal: Vec<bool>,
     /// How the last turn was left, when it did not end cleanly.
     pub(crate) unfinished: Option<TurnUnfinished>,
+    /// The last turn, when it paused at a checkpoint and was neither continued nor discarded.
+    pub(crate) paused: Option<PausedTurn>,
 }
 
 impl Rebuilt {
@@ -74,6 +80,11 @@ pub(crate) fn rebuild(lines: &[TranscriptEvent]) -> Rebuilt {
             rebuilt.internal =
                 (0..messages.len()).map(|i| internal.get(i).copied().unwrap_or(false)).collect();
             rebuilt.history = messages;
+            rebuilt.paused = None;
+            continue;
+        }
+        if line.kind == kind::TURN_PAUSED {
+            rebuilt.paused = serde_json::from_value(line.payload.clone()).ok();
             continue;
         }
         let Some(event) = agent_event(line) else { continue };
@@ -81,6 +92,7 @@ pub(crate) fn rebuild(lines: &[TranscriptEvent]) -> Rebuilt {
             AgentEvent::TurnStarted { .. } => {
                 open = true;
                 errored = false;
+                rebuilt.paused = None;
             }
             AgentEvent::TurnEnd { ending, .. } => {
                 open = false;

@@ -30,10 +30,11 @@ use crate::{
     hooks,
     live_sessions::{LiveSession, SessionLock},
     model_filter::{HiddenToolFilter, UnofferedCallAudit},
+    recovery,
     session_meta::SessionMeta,
     session_tools,
     sink::TurnSink,
-    transcript,
+    transcript::{self, kind},
 };
 
 /// How a turn is asked for.
@@ -160,11 +161,23 @@ pub(crate) fn prepare(
         .definition(&session.agent_id)
         .ok_or_else(|| RuntimeError::AgentNotFound(session.agent_id.clone()))?;
     let model = core.model_of(&session)?;
+    if request.mode == TurnMode::Continue && live.agent.is_none() {
+        // After a restart the paused turn is in the transcript: attached, the agent has it.
+        attach_agent(core, &mut live, &session, &definition, &model)?;
+    }
     if request.mode == TurnMode::Continue && !live.is_suspended() {
         return Err(RuntimeError::NoCheckpoint(id));
     }
-    if !core.store().begin_turn(&id, core.instance(), core.limits().turn_lease).map_store_err()? {
-        return Err(RuntimeError::TurnInFlight(id));
+    let lease_time = core.limits().turn_lease;
+    if !core.store().begin_turn(&id, core.instance(), lease_time).map_store_err()? {
+        // Leased by a process that is gone: its turn is closed now, not when the lease runs
+        // out, and the session's agent is rebuilt from what that wrote.
+        if !recovery::take_over_if_dead(core, &id)?
+            || !core.store().begin_turn(&id, core.instance(), lease_time).map_store_err()?
+        {
+            return Err(RuntimeError::TurnInFlight(id));
+        }
+        live.agent = None;
     }
     let stop = CancellationToken::new();
     let lease = TurnLease {
@@ -176,7 +189,9 @@ pub(crate) fn prepare(
         done: CancellationToken::new(),
     };
     // (Beginning the turn dropped any stop asked for before it: that one was not for it.)
-    turns.insert(&id, stop.clone());
+    // A second stop ends at once the last step the first one asked for.
+    let second_stop = CancellationToken::new();
+    turns.insert_turn(&id, stop.clone(), second_stop.clone());
 
     if let Some(view) = request.view_context_id
         && session.view_context_id.as_deref() != Some(view)
@@ -189,12 +204,17 @@ pub(crate) fn prepare(
     }
     if live.agent.is_none() {
         attach_agent(core, &mut live, &session, &definition, &model)?;
+    } else if live.tools_generation != core.caps().generation() && !live.is_suspended() {
+        // The live capabilities (a host's MCP servers) changed since the last turn; a paused
+        // turn keeps the tools it started with.
+        refresh_tools(core, &mut live, &session, &definition);
     }
     let hidden = Arc::clone(&live.hidden);
     let Some(agent) = live.agent.as_mut() else {
         return Err(RuntimeError::Internal("the session's agent vanished".to_owned()));
     };
     agent.set_model(HiddenToolFilter::wrap(model, &hidden));
+    agent.set_second_stop(Some(second_stop));
     let fresh = core.agent_config(&session, &definition);
     let config = agent.config_mut();
     config.reasoning = fresh.reasoning;
@@ -204,8 +224,9 @@ pub(crate) fn prepare(
     Ok(Prepared { core: Arc::clone(core), live, lease, session, input, notes, stop })
 }
 
-/// Builds a session's agent from its transcript: history, tools, audit hook.
-fn attach_agent(
+/// Builds a session's agent from its transcript: history, tools, audit hook, and the turn it
+/// paused at a checkpoint, if any.
+pub(crate) fn attach_agent(
     core: &Arc<Core>,
     live: &mut LiveSession,
     session: &Session,
@@ -214,6 +235,7 @@ fn attach_agent(
 ) -> Result<()> {
     let rebuilt = core.rebuild(&session.id)?;
     live.history.replace(&rebuilt.history, &rebuilt.internal);
+    live.tools_generation = core.caps().generation();
     let (registry, hidden) = session_tools::registry(core, session, definition, &live.history);
     live.hidden = Arc::new(hidden);
     let mut agent =
@@ -228,8 +250,28 @@ fn attach_agent(
         agent.add_hook(hook);
     }
     agent.set_history(rebuilt.history);
+    if let Some(paused) = rebuilt.paused
+        && !agent.restore_paused_turn(paused)
+    {
+        tracing::warn!(session = %session.id, "a stored paused turn does not fit its history");
+    }
     live.agent = Some(agent);
     Ok(())
+}
+
+/// Builds a live session's tools again from the capabilities as they are now (between turns).
+fn refresh_tools(
+    core: &Arc<Core>,
+    live: &mut LiveSession,
+    session: &Session,
+    definition: &AgentDefinition,
+) {
+    live.tools_generation = core.caps().generation();
+    let (registry, hidden) = session_tools::registry(core, session, definition, &live.history);
+    live.hidden = Arc::new(hidden);
+    if let Some(agent) = live.agent.as_mut() {
+        agent.set_tools(Arc::new(registry));
+    }
 }
 
 /// A session's effective auto-approve, read from the store before every round: the loop's
@@ -330,6 +372,15 @@ impl Prepared {
             }
         };
         tracing::debug!(session = id, history_len, ending = outcome.ending.as_str(), "turn ended");
+        if let Some(paused) = agent.paused_turn() {
+            // Stored before the turn is answered, so a restart can continue or discard it.
+            let stored = serde_json::to_value(paused)
+                .map_err(|error| RuntimeError::Internal(error.to_string()))
+                .and_then(|payload| core.events().bookkeeping(id, kind::TURN_PAUSED, payload));
+            if let Err(error) = stored {
+                tracing::warn!(session = id, %error, "could not store the paused turn");
+            }
+        }
         hooks::stop(&core, id, outcome.ending.as_str()).await;
         let visible = history.visible();
         set_title_once(&core, &session, visible.first_user.as_deref());

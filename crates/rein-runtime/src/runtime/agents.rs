@@ -31,6 +31,16 @@ impl super::Runtime {
             .collect()
     }
 
+    /// The model a new session of `agent` is pinned to when its creator names none: the
+    /// agent's own `model`, else the resolver's default (what
+    /// [`Runtime::create_session`](super::Runtime::create_session) picks).
+    pub fn agent_model(&self, agent: &str) -> Result<Option<String>> {
+        let core = self.core();
+        let definition =
+            core.definition(agent).ok_or_else(|| RuntimeError::AgentNotFound(agent.to_owned()))?;
+        Ok(definition.model.clone().or_else(|| core.models().default_model()))
+    }
+
     /// The models sessions may be pinned to.
     pub fn models(&self) -> ModelListing {
         let models = self.core().models();

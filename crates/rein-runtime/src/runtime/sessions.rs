@@ -137,18 +137,21 @@ impl super::Runtime {
     }
 
     /// A session as shown: its replayed conversation, its derived turn state, the checkpoint of
-    /// a turn paused in this process. Reads create no in-memory state.
+    /// a paused turn. Reads create no in-memory state.
     async fn view(&self, session: Session) -> Result<SessionView> {
         let core = self.core();
         let replayed = self.shared.replays.get(core.transcripts().as_ref(), &session.id)?;
         let in_flight = session.turn_live(core.now());
         let unfinished =
             if in_flight { None } else { replayed.unfinished.or(session.turn_unfinished) };
-        let checkpoint = self
-            .shared
-            .live
-            .peek(&session.id)
-            .and_then(|live| live.try_lock().ok().and_then(|live| live.checkpoint_summary()));
+        // The paused turn in memory, else the one the transcript stored (after a restart).
+        let checkpoint = match self.shared.live.peek(&session.id) {
+            Some(live) => match live.try_lock() {
+                Ok(live) if live.agent.is_some() => live.checkpoint_summary(),
+                _ => replayed.checkpoint.clone(),
+            },
+            None => replayed.checkpoint.clone(),
+        };
         let definition = core.definition(&session.agent_id).unwrap_or_default();
         let is_child = session.parent_id.is_some();
         Ok(SessionView {

@@ -40,7 +40,7 @@ impl super::Runtime {
         arguments: JsonObject,
     ) -> Result<Task> {
         let session = self.public_session(session_id)?;
-        policy::start_task(self.core(), &session, capability, arguments, None)
+        policy::start_task(self.core(), &session, capability, arguments, None, None)
             .map_err(|refusal| RuntimeError::PolicyDenied(refusal.into_output().text))
     }
 

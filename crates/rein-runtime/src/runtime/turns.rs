@@ -18,12 +18,19 @@ impl super::Runtime {
         self.shared.live.len()
     }
 
-    /// Whether a turn of this session is paused at a checkpoint in this process.
+    /// Whether a turn of this session is paused at a checkpoint (in memory, or stored in its
+    /// transcript by a process since restarted).
     pub fn has_checkpoint(&self, id: &str) -> bool {
+        if let Some(live) = self.shared.live.peek(id)
+            && let Ok(live) = live.try_lock()
+            && live.agent.is_some()
+        {
+            return live.is_suspended();
+        }
         self.shared
-            .live
-            .peek(id)
-            .is_some_and(|live| live.try_lock().is_ok_and(|live| live.is_suspended()))
+            .replays
+            .get(self.core().transcripts().as_ref(), id)
+            .is_ok_and(|replayed| replayed.checkpoint.is_some())
     }
 
     /// Runs one turn with the user's text and answers when it ends. Re-links the view context
@@ -49,13 +56,20 @@ impl super::Runtime {
 
     /// Discards a turn paused at a checkpoint: its tool traffic leaves the conversation.
     pub async fn discard_checkpoint(&self, id: &str) -> Result<SessionView> {
-        self.public_session(id)?;
-        let Some(live) = self.shared.live.peek(id) else {
-            return Err(RuntimeError::NoCheckpoint(id.to_owned()));
-        };
+        let session = self.public_session(id)?;
+        let live = self.shared.live.get(id);
         let Ok(mut live) = live.try_lock() else {
             return Err(RuntimeError::TurnInFlight(id.to_owned()));
         };
+        if live.agent.is_none() {
+            // After a restart the paused turn is in the transcript: attached, the agent has it.
+            let core = self.core();
+            let definition = core
+                .definition(&session.agent_id)
+                .ok_or_else(|| RuntimeError::AgentNotFound(session.agent_id.clone()))?;
+            let model = core.model_of(&session)?;
+            turn::attach_agent(core, &mut live, &session, &definition, &model)?;
+        }
         let history = live.history.clone();
         let Some(agent) = live.agent.as_mut() else {
             return Err(RuntimeError::NoCheckpoint(id.to_owned()));

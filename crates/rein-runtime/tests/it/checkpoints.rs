@@ -128,3 +128,66 @@ async fn idle_sessions_leave_memory_but_not_a_paused_one_and_come_back_whole() {
     assert!(sent.messages.contains(&Message::assistant("answer 0")));
     assert!(sent.messages.contains(&Message::user("again")));
 }
+
+#[tokio::test]
+async fn a_paused_turn_survives_a_restart_and_is_continued_or_discarded_there() {
+    let mut steps = lookups(0, 15);
+    steps.push(reply::text("Summary: paused before the restart.").into());
+    steps.push(reply::text("Finished after the restart.").into());
+    steps.extend(lookups(200, 15));
+    steps.push(reply::text("Paused again.").into());
+    let h = harness_with(unlimited(), steps, |c| c);
+    h.rt.create_session(CreateSession::agent("assistant").id("s")).await.unwrap();
+    let paused = h.rt.send_message("s", "look everything up", None).await.unwrap();
+    assert_eq!(paused.ending, TurnEnding::Checkpoint);
+
+    // A restarted process sees the stored checkpoint and continues the same turn.
+    let restarted = h.reopen();
+    assert!(restarted.has_checkpoint("s"));
+    let view = restarted.session("s").await.unwrap();
+    assert_eq!(view.checkpoint.as_deref(), Some("Summary: paused before the restart."));
+    let resumed = restarted.continue_turn("s").await.unwrap();
+    assert_eq!(resumed.ending, TurnEnding::Answered);
+    assert_eq!(resumed.final_message, "Finished after the restart.");
+    assert!(resumed.steps > 0, "the continued turn ran");
+    assert_eq!(resumed.session.checkpoint, None);
+    let continued = h.model.requests().last().cloned().unwrap();
+    assert!(
+        continued.messages.iter().any(|m| m.tool_calls().iter().any(|c| c.id == "c14")),
+        "the continued turn keeps its tool traffic: {:?}",
+        continued.messages
+    );
+
+    // Paused again, then restarted again: discard works there too, and sticks.
+    restarted.send_message("s", "and more", None).await.unwrap();
+    let again = h.reopen();
+    let before = again.session("s").await.unwrap().messages.len();
+    let discarded = again.discard_checkpoint("s").await.unwrap();
+    assert_eq!(discarded.checkpoint, None);
+    assert!(discarded.messages.len() < before);
+    assert!(discarded.messages.iter().all(|m| !m.tool_calls().iter().any(|c| c.id == "c200")));
+    assert!(!h.reopen().has_checkpoint("s"), "the discard is stored");
+    assert!(matches!(h.reopen().continue_turn("s").await, Err(RuntimeError::NoCheckpoint(_))));
+}
+
+#[tokio::test]
+async fn provider_data_is_stored_with_its_message_and_sent_back_after_a_restart() {
+    // Anthropic's thinking blocks (or Gemini's thought signatures) come with a reply's calls;
+    // the transcript keeps them beside the assistant message, so a restarted process sends
+    // them back without any cache.
+    let thinking = json!({"anthropic": {"thinking": [
+        {"type": "thinking", "thinking": "Look it up.", "signature": "sig-1"}
+    ]}});
+    let mut call = reply::call("c1", "lookup", json!({"symbol": "X"}));
+    call.provider_data = Some(thinking.clone());
+    let h =
+        harness(vec![call.into(), reply::text("X is 42.").into(), reply::text("Still 42.").into()]);
+    h.rt.create_session(CreateSession::agent("assistant").id("s")).await.unwrap();
+    h.rt.send_message("s", "X?", None).await.unwrap();
+    let restarted = h.reopen();
+    restarted.send_message("s", "and now?", None).await.unwrap();
+    let after_restart = &h.model.requests()[2];
+    let carried: Vec<_> =
+        after_restart.messages.iter().filter_map(Message::provider_data).collect();
+    assert_eq!(carried, [&thinking], "{:?}", after_restart.messages);
+}

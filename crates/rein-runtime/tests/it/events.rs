@@ -24,8 +24,8 @@ async fn every_event_is_stored_as_it_happens_and_streamed_live() {
     assert!(stored.iter().any(|l| l.kind == "tool_result"), "{stored:?}");
     assert!(stored.iter().any(|l| l.kind == "turn_started"));
     h.rt.interrupt("s").await.unwrap();
-    // Interrupted with StopMode::LastStep: the script has nothing more, so the last step fails
-    // and the turn ends interrupted.
+    // A stop during the model request ends the turn at once (no last step, even with
+    // StopMode::LastStep).
     let report = turn.await.unwrap().unwrap();
     assert_eq!(report.ending, TurnEnding::Interrupted);
 
