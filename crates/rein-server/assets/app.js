@@ -36,8 +36,12 @@ const state = {
   deltaCount: 0, // text deltas seen (the browser test checks that text streams)
   turn: null, // the turn being rendered
   approvals: new Map(), // approvalId -> card element
+  // The model the person picked for the chat not created yet; without one, a new session
+  // starts on its agent's model (the agent's `runtimeModel`), which the server decides.
+  modelPick: null,
+  modelCheckPolls: 0,
   prefs: {
-    model: store.get('rein.model', ''),
+    agent: store.get('rein.agent', ''),
     autoApprove: store.get('rein.autoApprove', false),
     reasoning: store.get('rein.reasoning', true),
   },
@@ -113,6 +117,7 @@ async function loadCatalog() {
     const [agents, models] = await Promise.all([api('GET', '/agents'), api('GET', '/models')]);
     state.agents = agents.agents || [];
     state.models = models.models || [];
+    state.defaultModel = models.defaultModel || null;
     const select = $('model-select');
     select.replaceChildren();
     for (const model of state.models) {
@@ -121,14 +126,109 @@ async function loadCatalog() {
       option.textContent = model.label || model.name;
       select.append(option);
     }
-    const preferred = state.models.some((m) => m.name === state.prefs.model) ? state.prefs.model : models.defaultModel;
-    if (preferred) select.value = preferred;
     select.disabled = state.models.length === 0;
-    const agent = state.agents[0];
+    const agentSelect = $('agent-select');
+    agentSelect.replaceChildren();
+    for (const agent of state.agents) {
+      const option = document.createElement('option');
+      option.value = agent.name;
+      option.textContent = agent.name;
+      if (agent.description) option.title = agent.description;
+      agentSelect.append(option);
+    }
+    const stored = state.agents.some((a) => a.name === state.prefs.agent);
+    if (stored) agentSelect.value = state.prefs.agent;
+    agentSelect.disabled = state.agents.length < 2;
+    showAgentModel();
+    const agent = selectedAgent();
     if (agent && !agent.runtimeConfigured && agent.runtimeSetupMessage) showBanner(agent.runtimeSetupMessage);
+    showModelStatus(models.defaultModelStatus);
   } catch (error) {
     if (error.status !== 401) showBanner(`Could not load agents: ${error.message}`, 'error');
   }
+}
+
+/** The agent picked for a new chat (the first one unless the person chose another). */
+function selectedAgent() {
+  const name = $('agent-select').value;
+  return state.agents.find((a) => a.name === name) || state.agents[0] || null;
+}
+
+/** A chat not created yet shows the model it will start on: the person's pick, else its agent's. */
+function showAgentModel() {
+  if (state.sessionId) return;
+  const agent = selectedAgent();
+  const model = state.modelPick || (agent && agent.runtimeModel) || state.defaultModel;
+  if (model && state.models.some((m) => m.name === model)) $('model-select').value = model;
+}
+
+/**
+ * The host's check of the default model (`defaultModelStatus` of `GET /models`): a banner that
+ * stays until the check passes when the endpoint does not answer; a check still running is asked
+ * about again for a little while.
+ */
+function showModelStatus(status) {
+  const banner = $('model-banner');
+  const unreachable = status && status.state === 'unreachable';
+  // The server's words, with their `commands` as code (rendered safely: text is escaped).
+  banner.innerHTML = unreachable ? renderMarkdown(status.message || 'The model does not answer.') : '';
+  banner.hidden = !unreachable;
+  document.body.dataset.modelState = (status && status.state) || 'unchecked';
+  if (status && status.state === 'checking' && state.modelCheckPolls < 20) {
+    state.modelCheckPolls += 1;
+    setTimeout(async () => {
+      try {
+        showModelStatus((await api('GET', '/models')).defaultModelStatus);
+      } catch {
+        /* the banner keeps its last state */
+      }
+    }, 500);
+  }
+}
+
+// ---------------------------------------------------------------------------------------------
+// MCP servers: a notice while one is down (`GET /mcp/servers`, on load and every 15 s)
+
+const MCP_POLL_MS = 15000;
+
+/** The notice under the banner, made on first use. */
+function mcpNotice() {
+  let notice = $('mcp-notice');
+  if (!notice) {
+    notice = document.createElement('div');
+    notice.id = 'mcp-notice';
+    notice.className = 'banner';
+    notice.setAttribute('role', 'status');
+    notice.hidden = true;
+    $('banner').after(notice);
+  }
+  return notice;
+}
+
+/** One line per failed server: "MCP server X is down: lastError". */
+function showMcpServers(servers) {
+  const down = (servers || []).filter((server) => server.status === 'failed');
+  const notice = mcpNotice();
+  notice.replaceChildren(
+    ...down.map((server) => {
+      const line = document.createElement('div');
+      line.className = 'mcp-down';
+      line.dataset.server = server.name;
+      line.textContent = `MCP server ${server.name} is down: ${scrubCredentials(server.lastError || 'no answer')}`;
+      return line;
+    }),
+  );
+  notice.hidden = down.length === 0;
+  document.body.dataset.mcpDown = down.map((server) => server.name).join(' ');
+}
+
+async function pollMcpServers() {
+  try {
+    showMcpServers((await api('GET', '/mcp/servers')).servers);
+  } catch {
+    /* the notice keeps its last state */
+  }
+  setTimeout(pollMcpServers, MCP_POLL_MS);
 }
 
 async function loadSessions() {
@@ -171,11 +271,11 @@ function renderSessionList() {
 // Sessions
 
 async function createSession() {
-  const agent = state.agents[0];
+  const agent = selectedAgent();
   if (!agent) throw new Error('This server offers no agent.');
   const body = { agentName: agent.name, metadata: {} };
-  const model = $('model-select').value;
-  if (model) body.runtimeModel = model;
+  // Only a model the person picked: without one the session starts on its agent's model.
+  if (state.modelPick) body.runtimeModel = state.modelPick;
   const session = await api('POST', '/sessions', body);
   const path = `/sessions/${encodeURIComponent(session.sessionId)}`;
   await api('PATCH', path, { reasoning: $('reasoning').checked });
@@ -207,6 +307,11 @@ function newChat() {
   closeStream();
   state.sessionId = null;
   state.session = null;
+  state.modelPick = null;
+  const agentSelect = $('agent-select');
+  if (state.agents.some((a) => a.name === state.prefs.agent)) agentSelect.value = state.prefs.agent;
+  agentSelect.disabled = state.agents.length < 2;
+  showAgentModel();
   resetLog();
   const welcome = document.createElement('div');
   welcome.className = 'welcome';
@@ -249,6 +354,10 @@ function applySession(session) {
   const summary = state.sessions.find((s) => s.sessionId === session.sessionId);
   $('session-title').textContent = (summary && summary.title) || 'New chat';
   if (session.runtimeModel) $('model-select').value = session.runtimeModel;
+  // A session keeps its agent: the picker shows it, and picks again for the next new chat.
+  const agentSelect = $('agent-select');
+  if (state.agents.some((a) => a.name === session.agentName)) agentSelect.value = session.agentName;
+  agentSelect.disabled = true;
   const policy = session.policy || {};
   if (typeof policy.autoApprove === 'boolean') $('auto-approve').checked = policy.autoApprove;
   if (typeof policy.reasoning === 'boolean') $('reasoning').checked = policy.reasoning;
@@ -301,7 +410,7 @@ function openStream(sessionId) {
   const types = [
     'turn_started', 'request_started', 'text_delta', 'reasoning_delta', 'reasoning', 'message',
     'tool_proposal', 'approval_requested', 'tool_started', 'tool_result', 'notice', 'checkpoint',
-    'task_update', 'turn_end', 'error',
+    'task_update', 'turn_end', 'error', 'model_retry',
   ];
   for (const type of types) {
     source.addEventListener(type, (e) => {
@@ -555,6 +664,11 @@ function handleEvent(event, eventId) {
     case 'notice':
       addNotice(currentTurn(), event.message);
       break;
+    case 'model_retry': {
+      const wait = event.delay_ms > 0 ? ` in ${Math.ceil(event.delay_ms / 1000)} s` : '';
+      addNotice(currentTurn(), `Retrying the model request${wait} (attempt ${event.attempt}): ${event.reason}`);
+      break;
+    }
     case 'checkpoint':
       showCheckpoint({ summary: event.summary });
       break;
@@ -774,6 +888,7 @@ function markApproval(approval) {
   card.classList.add('resolved');
   for (const b of card.querySelectorAll('button')) b.disabled = true;
   card.querySelector('.approval-note').disabled = true;
+  card.querySelector('.approval-scope').disabled = true;
   const note = approval.decisionNote ? ` — ${approval.decisionNote}` : '';
   card.querySelector('.approval-state').textContent = `${approval.status}${note}`;
 }
@@ -781,6 +896,8 @@ function markApproval(approval) {
 async function decideApproval(card, approvalId, approve) {
   const note = card.querySelector('.approval-note').value.trim();
   const body = note ? { note } : {};
+  // A denial is always for this call only; the scope says how far an approval reaches.
+  if (approve) body.scope = card.querySelector('.approval-scope').value;
   try {
     const approval = await api('POST', `/approvals/${encodeURIComponent(approvalId)}/${approve ? 'approve' : 'deny'}`, body);
     markApproval(approval);
@@ -824,7 +941,20 @@ function renderTasks(tasks) {
       d.textContent = task.description;
       li.append(d);
     }
-    if (task.status === 'pending' || task.status === 'running') {
+    const stage = task.progress && task.progress.stage;
+    if (stage) {
+      const s = document.createElement('span');
+      s.className = 'small t-stage';
+      s.textContent = `Stage: ${stage}`;
+      li.append(s);
+    }
+    if (task.status === 'failed' && task.error) {
+      const e = document.createElement('span');
+      e.className = 'small t-error';
+      e.textContent = task.error;
+      li.append(e);
+    }
+    if (task.status === 'queued' || task.status === 'running') {
       const cancel = document.createElement('button');
       cancel.type = 'button';
       cancel.className = 'ghost danger';
@@ -942,8 +1072,14 @@ function wire() {
   $('checkpoint-continue').addEventListener('click', continueTurn);
   $('checkpoint-discard').addEventListener('click', discardCheckpoint);
   $('model-select').addEventListener('change', (e) => {
-    store.set('rein.model', e.target.value);
-    updateSettings({ runtimeModel: e.target.value });
+    if (state.sessionId) updateSettings({ runtimeModel: e.target.value });
+    else state.modelPick = e.target.value;
+  });
+  $('agent-select').addEventListener('change', (e) => {
+    state.prefs.agent = e.target.value;
+    store.set('rein.agent', e.target.value);
+    state.modelPick = null; // another agent: show, and start on, its own model
+    showAgentModel();
   });
   $('auto-approve').checked = state.prefs.autoApprove;
   $('reasoning').checked = state.prefs.reasoning;
@@ -971,6 +1107,10 @@ function wire() {
 
 async function start() {
   await loadCatalog();
+  if (!state.mcpPolling) {
+    state.mcpPolling = true;
+    pollMcpServers();
+  }
   await loadSessions();
   const active = store.get('rein.activeSession', null);
   if (active && state.sessions.some((s) => s.sessionId === active)) await openSession(active);

@@ -62,6 +62,29 @@ pub struct AgentList {
     pub agents: Vec<Agent>,
 }
 
+/// One MCP server of the host, as `GET /mcp/servers` reports it.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct McpServer {
+    /// Its name in the host's config.
+    pub name: String,
+    /// `connecting` (the first attempt has not ended), `connected`, `failed` (retried with
+    /// backoff) or `disabled` (`"disabled": true`, never started).
+    #[schemars(extend("enum" = ["connecting", "connected", "failed", "disabled"]))]
+    pub status: String,
+    /// The names its tools are offered under (`server__tool` where servers share a name).
+    pub tools: Vec<String>,
+    /// Why it failed (secrets scrubbed), else `null`.
+    pub last_error: Option<String>,
+}
+
+/// `GET /mcp/servers`.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
+pub struct McpServerList {
+    /// Every configured MCP server, in config order.
+    pub servers: Vec<McpServer>,
+}
+
 /// A model a session can be pinned to.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase")]
@@ -80,8 +103,44 @@ pub struct ModelEntry {
 pub struct ModelList {
     /// Every configured model.
     pub models: Vec<ModelEntry>,
-    /// The model new sessions use unless told otherwise.
+    /// The model new sessions use unless told otherwise (an agent's own `runtimeModel` comes
+    /// first for that agent's sessions).
     pub default_model: Option<String>,
+    /// Whether the default model's endpoint could be reached when the host checked it.
+    pub default_model_status: ModelStatus,
+}
+
+/// What the host found when it checked whether a model's endpoint can be reached (`rein serve`
+/// tries a connection to the default model's endpoint at start, for at most 2 seconds).
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct ModelStatus {
+    /// Where the check stands.
+    pub state: ModelState,
+    /// The model checked.
+    pub model: Option<String>,
+    /// Its endpoint, as configured (credentials scrubbed).
+    pub endpoint: Option<String>,
+    /// What is wrong and what to do, when it could not be reached (shown as the chat's banner).
+    pub message: Option<String>,
+    /// When the check ended.
+    pub checked_at: Option<String>,
+}
+
+/// Where a model check stands.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "snake_case")]
+#[non_exhaustive]
+pub enum ModelState {
+    /// Nobody checks (a host that embeds the router without a check).
+    #[default]
+    Unchecked,
+    /// The check is running.
+    Checking,
+    /// The endpoint took a connection.
+    Reachable,
+    /// The endpoint could not be reached; `message` says what to do.
+    Unreachable,
 }
 
 /// `POST /sessions`.

@@ -1,6 +1,13 @@
 //! `ServerConfig`: where the server listens, who may call it, and how much it accepts.
 
-use std::{collections::BTreeMap, net::SocketAddr, time::Duration};
+use std::{
+    collections::BTreeMap,
+    net::SocketAddr,
+    sync::{Arc, PoisonError, RwLock},
+    time::Duration,
+};
+
+use crate::api::{ModelState, ModelStatus};
 
 /// How the server runs. `Default` listens on 127.0.0.1:8080 in local single-user mode.
 #[derive(Debug, Clone, PartialEq)]
@@ -42,6 +49,73 @@ pub struct ServerConfig {
     pub max_message_chars: usize,
     /// How often the event stream sends a keep-alive comment.
     pub keep_alive: Duration,
+    /// How long a client may take to send a request's headers, counted from when the server
+    /// waits for one (a new connection, or a kept-alive one between requests); then the
+    /// connection is closed, before anything reads the request. `None` waits forever.
+    /// Default 10 s. Applied by [`serve`](crate::serve), not by [`router`](crate::router).
+    pub header_read_timeout: Option<Duration>,
+    /// The most connections one client IP address may hold open at once; a connection beyond
+    /// it is answered `429 too_many_connections` and closed at once, before its request is
+    /// read. `None` for no limit. Default 64. Applied by [`serve`](crate::serve).
+    pub max_connections_per_client: Option<usize>,
+    /// The host's check of the default model, shown by `GET /models` (`defaultModelStatus`)
+    /// and the chat's banner. The host keeps a clone and fills it in when its check ends.
+    pub model_check: ModelCheck,
+}
+
+/// Where the host's check of a model's endpoint stands: filled in by the host (the `rein`
+/// binary checks the default model at start, without holding up the server), read by
+/// `GET /models`. Clones share one state; two are equal when they are the same board.
+#[derive(Debug, Clone, Default)]
+pub struct ModelCheck(Arc<RwLock<ModelStatus>>);
+
+impl PartialEq for ModelCheck {
+    fn eq(&self, other: &Self) -> bool {
+        Arc::ptr_eq(&self.0, &other.0)
+    }
+}
+
+impl ModelCheck {
+    /// A check of `model` at `endpoint` (credentials already scrubbed) has started.
+    pub fn checking(&self, model: &str, endpoint: &str) {
+        self.set(ModelStatus {
+            state: ModelState::Checking,
+            model: Some(model.to_owned()),
+            endpoint: Some(endpoint.to_owned()),
+            message: None,
+            checked_at: None,
+        });
+    }
+
+    /// The check ended: reachable (`Ok`), or not, with what is wrong and what to do (`Err`).
+    pub fn finished(&self, outcome: Result<(), String>) {
+        let mut status = self.status();
+        let millis = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map(|d| i64::try_from(d.as_millis()).unwrap_or(i64::MAX))
+            .unwrap_or_default();
+        status.checked_at = Some(rein_runtime::Timestamp(millis).to_rfc3339());
+        match outcome {
+            Ok(()) => {
+                status.state = ModelState::Reachable;
+                status.message = None;
+            }
+            Err(message) => {
+                status.state = ModelState::Unreachable;
+                status.message = Some(message);
+            }
+        }
+        self.set(status);
+    }
+
+    /// The status as it stands.
+    pub fn status(&self) -> ModelStatus {
+        self.0.read().unwrap_or_else(PoisonError::into_inner).clone()
+    }
+
+    fn set(&self, status: ModelStatus) {
+        *self.0.write().unwrap_or_else(PoisonError::into_inner) = status;
+    }
 }
 
 impl Default for ServerConfig {
@@ -58,6 +132,9 @@ impl Default for ServerConfig {
             max_body_bytes: 1024 * 1024,
             max_message_chars: 100_000,
             keep_alive: Duration::from_secs(15),
+            header_read_timeout: Some(Duration::from_secs(10)),
+            max_connections_per_client: Some(64),
+            model_check: ModelCheck::default(),
         }
     }
 }

@@ -8,7 +8,8 @@
 //! HTML, CSS and JavaScript embedded in the binary and served at `/`, loading nothing from
 //! outside.
 //!
-//! Requests go edge (`Host`/`Origin`, principal, access log) → handler → `Owned`, the runtime as
+//! Connections [`serve`] accepts first pass `listener` (a cap on connections per client
+//! address, a header-read timeout), then requests go edge (`Host`/`Origin`, principal, access log) → handler → `Owned`, the runtime as
 //! one principal may use it (ownership checks, per-principal id namespaces, wire types) → the
 //! [`Runtime`](rein_runtime::Runtime) itself. A failure travels back as a
 //! [`RuntimeError`](rein_runtime::RuntimeError), whose code is the runtime's and whose status is
@@ -27,6 +28,7 @@ mod auth;
 mod config;
 mod edge;
 mod error;
+mod listener;
 mod openapi;
 mod owned;
 mod routes;
@@ -40,12 +42,12 @@ pub use crate::{
     api::{
         Agent, AgentList, AgentTool, Approval, ApprovalDecision, ApprovalList, ApprovalRule,
         ApprovalRuleList, ApprovalScope, AuditEntry, AuditLog, CreateSession, DeletedSession,
-        ErrorBody, ErrorDetail, Interrupted, JsonObject, ModelEntry, ModelList, PendingCheckpoint,
-        RevokedApprovalRule, RunResponse, SendMessage, Session, SessionEvent, SessionList,
-        SessionSettings, SessionSummary, Task, TaskList, ToolResultEntry, TurnUnfinished,
-        ViewContext, ViewContextInput,
+        ErrorBody, ErrorDetail, Interrupted, JsonObject, McpServer, McpServerList, ModelEntry,
+        ModelList, ModelState, ModelStatus, PendingCheckpoint, RevokedApprovalRule, RunResponse,
+        SendMessage, Session, SessionEvent, SessionList, SessionSettings, SessionSummary, Task,
+        TaskList, ToolResultEntry, TurnUnfinished, ViewContext, ViewContextInput,
     },
-    config::ServerConfig,
+    config::{ModelCheck, ServerConfig},
     error::ApiError,
 };
 
@@ -101,6 +103,10 @@ pub async fn serve(
 }
 
 /// Like [`serve`], and stops gracefully (open event streams are closed) once `shutdown` completes.
+///
+/// Before a request is read, each connection is held to `config.max_connections_per_client`
+/// (per client IP address; beyond it, `429 too_many_connections` and closed) and to
+/// `config.header_read_timeout` (headers not in by then: closed).
 pub async fn serve_until(
     config: ServerConfig,
     runtime: Runtime,
@@ -120,9 +126,11 @@ pub async fn serve_until(
         shutdown.await;
         streams.cancel();
     };
-    axum::serve(listener, app.into_make_service_with_connect_info::<SocketAddr>())
-        .with_graceful_shutdown(shutdown)
-        .await?;
+    let limits = listener::Limits {
+        header_read_timeout: config.header_read_timeout,
+        per_client: config.max_connections_per_client,
+    };
+    listener::run(listener, app, limits, shutdown).await;
     Ok(())
 }
 

@@ -13,8 +13,8 @@ use serde_json::{Map, Value, json};
 
 use crate::api::{
     AgentList, Approval, ApprovalDecision, ApprovalList, ApprovalRuleList, AuditLog, CreateSession,
-    DeletedSession, ErrorBody, Interrupted, ModelList, RevokedApprovalRule, RunResponse,
-    SendMessage, Session, SessionList, SessionSettings, Task, TaskList, ViewContext,
+    DeletedSession, ErrorBody, Interrupted, McpServerList, ModelList, RevokedApprovalRule,
+    RunResponse, SendMessage, Session, SessionList, SessionSettings, Task, TaskList, ViewContext,
     ViewContextInput,
 };
 
@@ -152,8 +152,11 @@ fn build() -> Value {
         }},
         "/agent/api/runtime/agents": { "get": operation(&doc, "listAgents", "The public agents.", None, None,
             ("200", doc.ok::<AgentList>("The agents.")), &[]) },
-        "/agent/api/runtime/models": { "get": operation(&doc, "listModels", "The configured models.", None, None,
+        "/agent/api/runtime/models": { "get": operation(&doc, "listModels", "The configured models, the default one, and the host's check of its endpoint (`defaultModelStatus`).", None, None,
             ("200", doc.ok::<ModelList>("The models.")), &[]) },
+        "/agent/api/runtime/mcp/servers": { "get": operation(&doc, "listMcpServers",
+            "The host's MCP servers: each one's state (`connecting`, `connected`, `failed`, `disabled`), the names its tools are offered under, and its last error.",
+            None, None, ("200", doc.ok::<McpServerList>("The servers, in config order.")), &[]) },
         "/agent/api/runtime/sessions": {
             "post": operation(&doc, "createSession", "Creates a session owned by the caller.", None, Some((doc.request::<CreateSession>(), true)),
                 ("201", doc.ok::<Session>("The new session.")),

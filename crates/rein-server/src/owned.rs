@@ -15,7 +15,8 @@
 
 use futures::{Stream, StreamExt as _};
 use rein_runtime::{
-    Decision, Runtime, RuntimeError, check_client_id, check_session_id, fresh_session_id,
+    Decision, Runtime, RuntimeError, WhenBehind, check_client_id, check_session_id,
+    fresh_session_id,
 };
 
 use crate::{
@@ -126,7 +127,7 @@ impl<'a> Owned<'a> {
             steps: report.steps,
             final_message: report.final_message,
             turn_ending: report.ending,
-            messages_added: report.messages_added,
+            messages_added: crate::wire::shown(report.messages_added),
             tool_results,
             usage: report.usage,
             session: self.full_session(report.session).await?,
@@ -418,7 +419,9 @@ impl<'a> Owned<'a> {
         after: Option<u64>,
     ) -> Result<impl Stream<Item = SessionEvent> + Send + 'static> {
         let id = &self.resolve(id)?;
-        let stream = self.runtime.subscribe(id, after).await?;
+        // A client that falls behind is let go: it resumes with `Last-Event-ID`, and meanwhile
+        // costs nothing (a slow or stalled client holds one page of the transcript at most).
+        let stream = self.runtime.subscribe_with(id, after, WhenBehind::End).await?;
         Ok(stream.map(|event| SessionEvent { id: event.id, event: event.event }))
     }
 }

@@ -72,6 +72,7 @@ pub(crate) fn router(
     let runtime = Router::new()
         .route("/agents", get(agents))
         .route("/models", get(models))
+        .route("/mcp/servers", get(mcp_servers))
         .route("/sessions", post(create_session).get(list_sessions))
         .route("/sessions/{id}", get(get_session).patch(update_session).delete(delete_session))
         .route("/sessions/{id}/messages", post(send_message))
@@ -255,7 +256,14 @@ async fn agents(State(s): State<AppState>, Caller(_): Caller) -> ApiResult<Agent
 }
 
 async fn models(State(s): State<AppState>, Caller(_): Caller) -> ApiResult<crate::api::ModelList> {
-    Ok(Json(wire::models(&s.runtime)))
+    Ok(Json(wire::models(&s.runtime, &s.config.model_check)))
+}
+
+async fn mcp_servers(
+    State(s): State<AppState>,
+    Caller(_): Caller,
+) -> ApiResult<crate::api::McpServerList> {
+    Ok(Json(wire::mcp_servers(&s.runtime)))
 }
 
 /// `422 validation_error` unless `id` is one a client may choose (`rein_runtime::check_client_id`).

@@ -1,23 +1,24 @@
 //! The runtime's views as wire types: each conversion, with every stored id given back as the
 //! calling principal knows it.
 
-use rein_protocol::ToolSpec;
+use rein_protocol::{Message, ToolSpec};
 use rein_runtime::{Runtime, SessionCursor, SessionView, Timestamp};
 use serde_json::Value;
 
 use crate::{
     api::{
-        Agent, AgentTool, Approval, ApprovalRule, AuditEntry, ModelEntry, ModelList,
-        PendingCheckpoint, Session, SessionSummary, Task, ToolResultEntry, ViewContext,
+        Agent, AgentTool, Approval, ApprovalRule, AuditEntry, McpServer, McpServerList, ModelEntry,
+        ModelList, PendingCheckpoint, Session, SessionSummary, Task, ToolResultEntry, ViewContext,
     },
     auth::Principal,
+    config::ModelCheck,
 };
 
 /// What an agent says when no model is configured.
 const SETUP_MESSAGE: &str =
     "No model is configured: start `rein serve` with `--model`, or add a model to the config file.";
 
-/// The public agents, each with the model its sessions start with.
+/// The public agents, each with the model its sessions start with (its own, else the default).
 pub(crate) fn agents(runtime: &Runtime) -> Vec<Agent> {
     let models = runtime.models();
     let configured = models.default_model.is_some();
@@ -25,10 +26,14 @@ pub(crate) fn agents(runtime: &Runtime) -> Vec<Agent> {
         .agents()
         .into_iter()
         .map(|agent| Agent {
+            runtime_model: runtime
+                .agent_model(&agent.name)
+                .ok()
+                .flatten()
+                .or_else(|| models.default_model.clone()),
             name: agent.name,
             description: agent.description,
             allow_background_tasks: agent.allow_background_tasks,
-            runtime_model: models.default_model.clone(),
             runtime_configured: configured,
             runtime_setup_message: (!configured).then(|| SETUP_MESSAGE.to_owned()),
             metadata: agent.metadata,
@@ -37,8 +42,23 @@ pub(crate) fn agents(runtime: &Runtime) -> Vec<Agent> {
         .collect()
 }
 
-/// The configured models.
-pub(crate) fn models(runtime: &Runtime) -> ModelList {
+/// The host's MCP servers as the runtime last heard of them.
+pub(crate) fn mcp_servers(runtime: &Runtime) -> McpServerList {
+    let servers = runtime
+        .tool_servers()
+        .into_iter()
+        .map(|server| McpServer {
+            name: server.name,
+            status: server.state.as_str().to_owned(),
+            tools: server.tools,
+            last_error: server.last_error,
+        })
+        .collect();
+    McpServerList { servers }
+}
+
+/// The configured models, and the host's check of the default one.
+pub(crate) fn models(runtime: &Runtime, check: &ModelCheck) -> ModelList {
     let listing = runtime.models();
     ModelList {
         models: listing
@@ -51,6 +71,7 @@ pub(crate) fn models(runtime: &Runtime) -> ModelList {
             })
             .collect(),
         default_model: listing.default_model,
+        default_model_status: check.status(),
     }
 }
 
@@ -86,7 +107,7 @@ pub(crate) fn session(owner: &Principal, view: SessionView) -> Session {
         tasks: Vec::new(),
         approvals: Vec::new(),
         tools: view.tools.iter().map(tool).collect(),
-        messages: view.messages,
+        messages: shown(view.messages),
     }
 }
 
@@ -262,4 +283,10 @@ pub(crate) fn now() -> String {
         .map(|d| i64::try_from(d.as_millis()).unwrap_or(i64::MAX))
         .unwrap_or_default();
     Timestamp(millis).to_rfc3339()
+}
+
+/// Messages as clients see them: without the providers' opaque data (thinking signatures),
+/// which only goes back to the provider.
+pub(crate) fn shown(messages: Vec<Message>) -> Vec<Message> {
+    messages.into_iter().map(|message| message.with_provider_data(None)).collect()
 }

@@ -3,7 +3,8 @@
 // usage: node chat.mjs <server-url> <screenshot-dir>
 // The server runs the real runtime with a scripted model: "hello" calls `weather` then streams
 // a Markdown answer; "approve me" calls the side-effecting `send_email` (which asks for
-// approval) and starts a background `report` task; "block" never answers until stopped; a
+// approval) and starts a background `report` task ("email for the session" too, and "email
+// again" sends one more); "block" never answers until stopped; a
 // message starting with "echo " is answered with itself; anything else gets "Done.".
 // Exits 0 when every check passed; prints one line per check.
 
@@ -178,6 +179,112 @@ await check('session list and a new chat', async () => {
   assert(replayed === 5, `the reopened chat replays its 5 turns from the stream (saw ${replayed})`);
   await page.screenshot({ path: join(shots, 'reopened.png') });
 });
+
+// ---------------------------------------------------------------------------------------------
+// Agents and models (issue 15, items 7 and 8). The server has two agents: `assistant` (the
+// first, on the default model `scripted`) and `second`, whose own model `other` answers
+// "Answered by the other model." to anything; its model check reports the default model
+// unreachable. These checks run after the others, as they make chats of their own.
+
+/** The open chat as the server has it. */
+async function openSession() {
+  return page.evaluate(async () => {
+    const id = window.rein.state.sessionId;
+    const response = await fetch(`/agent/api/runtime/sessions/${encodeURIComponent(id)}`);
+    return response.json();
+  });
+}
+
+await check('agent picker: a new chat starts with the picked agent on its own model', async () => {
+  await page.click('#new-session');
+  await page.waitForSelector('#welcome');
+  const names = await page.locator('#agent-select option').allTextContents();
+  assert(names.join(',') === 'assistant,second', `the picker lists the agents (${names})`);
+  assert(await page.locator('#agent-select').isEnabled(), 'a new chat may pick its agent');
+  await page.selectOption('#agent-select', 'second');
+  const shown = await page.inputValue('#model-select');
+  assert(shown === 'other', `the model shown is the agent's own (${shown})`);
+  await sendText('which model are you?');
+  await lastTurn().locator('.answer', { hasText: 'Answered by the other model.' }).waitFor();
+  await page.waitForSelector('#send:not([hidden])');
+  const session = await openSession();
+  assert(session.agentName === 'second', `created for the picked agent (${session.agentName})`);
+  assert(session.runtimeModel === 'other', `on the agent's model (${session.runtimeModel})`);
+  assert(await page.locator('#agent-select').isDisabled(), 'an open chat keeps its agent');
+  await page.screenshot({ path: join(shots, 'agent-picked.png') });
+});
+
+await check("agent picker: a model picked for a new chat wins over the agent's", async () => {
+  await page.click('#new-session');
+  await page.waitForSelector('#welcome');
+  const agent = await page.inputValue('#agent-select');
+  assert(agent === 'second', `the picker keeps the agent picked last (${agent})`);
+  const shown = await page.inputValue('#model-select');
+  assert(shown === 'other', `and shows its model again (${shown})`);
+  await page.selectOption('#model-select', 'scripted');
+  await sendText('echo picked by hand');
+  await lastTurn().locator('.answer', { hasText: 'picked by hand' }).waitFor();
+  await page.waitForSelector('#send:not([hidden])');
+  const session = await openSession();
+  assert(session.agentName === 'second', `still the picked agent (${session.agentName})`);
+  assert(session.runtimeModel === 'scripted', `on the picked model (${session.runtimeModel})`);
+});
+
+await check('model banner: says what to do when the default model does not answer', async () => {
+  const banner = page.locator('#model-banner');
+  await banner.waitFor({ state: 'visible' });
+  const text = await banner.textContent();
+  assert(text.includes('http://127.0.0.1:9/v1'), `the banner names the endpoint (${text})`);
+  assert(text.includes('cargo xtask llama serve'), `and the fix (${text})`);
+  assert((await banner.getAttribute('role')) === 'alert', 'announced to screen readers');
+  await page.reload();
+  await page.waitForSelector('body[data-ready="true"]');
+  await page.waitForSelector('body[data-model-state="unreachable"]');
+  assert(await banner.isVisible(), 'shown again after a reload');
+  await page.screenshot({ path: join(shots, 'model-banner.png') });
+});
+
+// ---------------------------------------------------------------------------------------------
+
+// ---------------------------------------------------------------------------------------------
+// Approval scopes and the tasks panel (issue 15, items 2 and 3): an approval "for this tool, in
+// this session" lets the next call of the tool run without asking; a running task shows the
+// stage its handler reported.
+
+await check('approval scope: approved for the session, the next call does not ask', async () => {
+  await page.click('#new-session');
+  await page.waitForSelector('#welcome');
+  await page.selectOption('#agent-select', 'assistant');
+  await sendText('email for the session');
+  const card = page.locator('.approval').last();
+  await card.waitFor();
+  const scopes = await card.locator('.approval-scope option').evaluateAll((os) => os.map((o) => o.value));
+  assert(scopes.join(',') === 'once,session,always', `the scopes offered (${scopes})`);
+  await card.locator('.approval-scope').selectOption('session');
+  await page.screenshot({ path: join(shots, 'approval-scope.png') });
+  await card.locator('.approval-approve').click();
+  await card.locator('.approval-state', { hasText: 'approved' }).waitFor();
+  assert(await card.locator('.approval-scope').isDisabled(), 'a decided approval keeps its scope');
+  await lastTurn().locator('.answer', { hasText: 'started the report' }).waitFor();
+  await lastTurn().locator('.assistant.done').waitFor();
+  await page.waitForSelector('#send:not([hidden])');
+  await sendText('email again');
+  await lastTurn().locator('.answer', { hasText: 'Sent again.' }).waitFor();
+  await page.waitForSelector('#send:not([hidden])');
+  const asked = await lastTurn().locator('.approval').count();
+  assert(asked === 0, `the second email did not ask (${asked} approval cards)`);
+});
+
+await check('tasks panel: a running task shows its stage and can be cancelled', async () => {
+  const task = page.locator('#task-list li').first();
+  await task.waitFor();
+  await task.locator('.t-stage', { hasText: 'writing the outline' }).waitFor();
+  await page.screenshot({ path: join(shots, 'task-stage.png') });
+  await task.locator('button', { hasText: 'Cancel' }).click();
+  await task.locator('.badge', { hasText: 'cancelled' }).waitFor();
+});
+
+// ---------------------------------------------------------------------------------------------
 
 await check('no page errors and no outside requests', async () => {
   assert(problems.length === 0, problems.join('; '));

@@ -10,7 +10,15 @@ use std::{
     time::Duration,
 };
 
-use rein_server::ServerConfig;
+use std::sync::Arc;
+
+use async_trait::async_trait;
+use rein_protocol::{
+    DeltaSink, Model, ModelError, ModelInfo, ModelReply, ModelRequest, ReplyDelta,
+};
+use rein_runtime::{AgentDefinition, Runtime, RuntimeConfig, RuntimeParts, StaticModels};
+use rein_server::{ModelCheck, ServerConfig};
+use rein_store::{JsonlTranscriptStore, SqliteConfig, SqliteSessionStore, TranscriptConfig};
 use rein_testkit::{Step, reply};
 use serde_json::json;
 
@@ -83,9 +91,79 @@ fn script() -> ByPrompt {
                     .into(),
             ],
         ),
+        (
+            "email for the session",
+            vec![
+                reply::calls(&[
+                    ("send_email", json!({ "to": "ana@example.com" })),
+                    ("start_report_task", json!({})),
+                ])
+                .into(),
+                reply::text("Asked once for this session, and started the report.").into(),
+            ],
+        ),
+        (
+            "email again",
+            vec![
+                reply::call("call_e2", "send_email", json!({ "to": "bo@example.com" })).into(),
+                reply::text("Sent again.").into(),
+            ],
+        ),
         ("block", vec![Step::Hang]),
     ])
     .paced(Duration::from_millis(40))
+}
+
+/// The second model of the agent picker's checks: whatever it is asked, it says who it is.
+struct OtherModel(ModelInfo);
+
+#[async_trait]
+impl Model for OtherModel {
+    fn info(&self) -> &ModelInfo {
+        &self.0
+    }
+
+    async fn complete(
+        &self,
+        _request: &ModelRequest,
+        deltas: DeltaSink<'_>,
+    ) -> Result<ModelReply, ModelError> {
+        let text = "Answered by the other model.";
+        deltas(ReplyDelta::Text { text: text.to_owned() });
+        Ok(reply::text(text))
+    }
+}
+
+/// The scripted runtime of `chat.mjs`: the default agent `assistant` on the default model
+/// `scripted` (the first agent: every check before the agent picker's uses it), and `second`,
+/// whose own model is `other`.
+fn runtime(dir: &Path) -> anyhow::Result<Runtime> {
+    let store = SqliteSessionStore::open(&SqliteConfig::at(dir.join("sessions.sqlite3")))?;
+    let transcripts = JsonlTranscriptStore::open(&TranscriptConfig::at(dir.join("transcripts")))?;
+    let models = StaticModels::new()
+        .with("scripted", Arc::new(script()))
+        .with("other", Arc::new(OtherModel(ModelInfo::named("other"))));
+    let mut second = AgentDefinition::new("second", "You are the second agent.");
+    second.description = "An agent on its own model.".to_owned();
+    second.model = Some("other".to_owned());
+    let config = RuntimeConfig::with_agents(vec![AgentDefinition::default(), second]);
+    let parts = RuntimeParts::new(Arc::new(store), Arc::new(transcripts), Arc::new(models))
+        .capabilities(crate::scripted::capabilities())
+        .config(config);
+    Ok(Runtime::new(parts)?)
+}
+
+/// What the model check of `rein serve` reports for an endpoint nobody listens on: `checking`
+/// at first, `unreachable` a moment later (the page asks again while a check runs).
+fn unreachable_model(check: &ModelCheck) {
+    check.checking("scripted", "http://127.0.0.1:9/v1");
+    let check = check.clone();
+    tokio::spawn(async move {
+        tokio::time::sleep(Duration::from_millis(1500)).await;
+        check.finished(Err("The default model `scripted` does not answer: cannot reach the model \
+             endpoint http://127.0.0.1:9/v1 (Connection refused). Start it with `cargo xtask llama serve`."
+            .to_owned()));
+    });
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -94,9 +172,10 @@ async fn chat_in_headless_chromium() -> anyhow::Result<()> {
     tokio::task::spawn_blocking(ensure_playwright).await??;
 
     let dir = tempfile::tempdir()?;
-    let runtime = crate::scripted::runtime(dir.path(), script());
+    let runtime = runtime(dir.path())?;
     let dispatcher = runtime.start_dispatcher();
     let config = ServerConfig::default().with_addr(([127, 0, 0, 1], 0).into());
+    unreachable_model(&config.model_check);
     let (addr_tx, addr_rx) = tokio::sync::oneshot::channel();
     let (stop_tx, stop_rx) = tokio::sync::oneshot::channel::<()>();
     let server = tokio::spawn(rein_server::serve_until(
@@ -133,6 +212,6 @@ async fn chat_in_headless_chromium() -> anyhow::Result<()> {
     println!("{stdout}");
     assert!(output.status.success(), "browser checks failed:\n{stdout}\n{stderr}");
     assert!(!stdout.contains("FAIL"), "{stdout}");
-    assert!(stdout.matches("ok   ").count() >= 9, "not every check ran:\n{stdout}");
+    assert!(stdout.matches("ok   ").count() >= 15, "not every check ran:\n{stdout}");
     Ok(())
 }

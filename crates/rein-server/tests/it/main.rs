@@ -4,6 +4,7 @@
 //! the document's schema for its route and status (`documented.rs`).
 
 mod approvals;
+mod behind;
 mod browser;
 mod documented;
 mod fuzz_api;

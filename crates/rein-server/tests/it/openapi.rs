@@ -4,9 +4,9 @@
 use axum::http::StatusCode;
 use rein_server::{
     AgentList, Approval, ApprovalDecision, ApprovalList, ApprovalRuleList, AuditLog, CreateSession,
-    DeletedSession, ErrorBody, Interrupted, ModelList, RevokedApprovalRule, RunResponse,
-    SendMessage, ServerConfig, Session, SessionList, SessionSettings, Task, TaskList, ViewContext,
-    ViewContextInput,
+    DeletedSession, ErrorBody, Interrupted, McpServerList, ModelList, RevokedApprovalRule,
+    RunResponse, SendMessage, ServerConfig, Session, SessionList, SessionSettings, Task, TaskList,
+    ViewContext, ViewContextInput,
 };
 use schemars::generate::SchemaSettings;
 
@@ -20,6 +20,7 @@ const ROUTES: &[(&str, &str)] = &[
     ("get", "/agent/api/health"),
     ("get", "/agent/api/runtime/agents"),
     ("get", "/agent/api/runtime/models"),
+    ("get", "/agent/api/runtime/mcp/servers"),
     ("post", "/agent/api/runtime/sessions"),
     ("get", "/agent/api/runtime/sessions"),
     ("get", "/agent/api/runtime/sessions/{id}"),
@@ -114,6 +115,7 @@ fn component_schemas_are_what_the_types_generate() {
     responses.subschema_for::<ErrorBody>();
     responses.subschema_for::<AgentList>();
     responses.subschema_for::<ModelList>();
+    responses.subschema_for::<McpServerList>();
     responses.subschema_for::<Session>();
     responses.subschema_for::<SessionList>();
     responses.subschema_for::<DeletedSession>();

@@ -655,3 +655,75 @@ async fn request_ids_are_unique() {
     let (_, second) = call(&app, "GET", &format!("{RT}/sessions/x"), None).await;
     assert_ne!(first["error"]["request_id"], second["error"]["request_id"]);
 }
+
+/// `GET /mcp/servers` answers what the host last put in the runtime's live capabilities, and a
+/// tool that joins the live set is offered by `/agents` without a restart.
+#[tokio::test]
+async fn mcp_servers_report_the_hosts_live_set() {
+    use std::sync::Arc;
+
+    use rein_protocol::{ToolOutput, ToolSpec};
+    use rein_runtime::{
+        Capability, LiveCapabilities, Runtime, RuntimeParts, StaticModels, ToolServerState,
+        ToolServerStatus,
+    };
+    use rein_store::{JsonlTranscriptStore, SqliteConfig, SqliteSessionStore, TranscriptConfig};
+    use rein_testkit::ScriptedTool;
+
+    let dir = tempfile::tempdir().unwrap();
+    let store = SqliteSessionStore::open(&SqliteConfig::at(dir.path().join("s.sqlite3"))).unwrap();
+    let transcripts =
+        JsonlTranscriptStore::open(&TranscriptConfig::at(dir.path().join("transcripts"))).unwrap();
+    let models = StaticModels::new().with("scripted", Arc::new(ByPrompt::new([])));
+    let live = LiveCapabilities::new();
+    let parts = RuntimeParts::new(Arc::new(store), Arc::new(transcripts), Arc::new(models))
+        .capabilities(crate::scripted::capabilities().with_live(live.clone()));
+    let app = rein_server::router(&ServerConfig::default(), Runtime::new(parts).unwrap());
+
+    let (status, body) = call(&app, "GET", &format!("{RT}/mcp/servers"), None).await;
+    assert_eq!(status, StatusCode::OK);
+    assert_eq!(body, json!({"servers": []}));
+
+    let echo = ScriptedTool::new(ToolSpec::without_arguments("geo__echo", "Echoes."), |_, _| {
+        Ok(ToolOutput::text("echo"))
+    });
+    let servers = vec![
+        ToolServerStatus {
+            name: "geo".into(),
+            state: ToolServerState::Connected,
+            tools: vec!["geo__echo".into()],
+            last_error: None,
+        },
+        ToolServerStatus {
+            name: "down".into(),
+            state: ToolServerState::Failed,
+            tools: vec![],
+            last_error: Some("could not connect: connection refused".into()),
+        },
+        ToolServerStatus {
+            name: "off".into(),
+            state: ToolServerState::Disabled,
+            tools: vec![],
+            last_error: None,
+        },
+    ];
+    live.replace(vec![Capability::new(Arc::new(echo))], servers);
+    let (status, body) = call(&app, "GET", &format!("{RT}/mcp/servers"), None).await;
+    assert_eq!(status, StatusCode::OK);
+    assert_eq!(
+        body,
+        json!({"servers": [
+            {"name": "geo", "status": "connected", "tools": ["geo__echo"], "lastError": null},
+            {"name": "down", "status": "failed", "tools": [], "lastError": "could not connect: connection refused"},
+            {"name": "off", "status": "disabled", "tools": [], "lastError": null},
+        ]})
+    );
+    let (_, agents) = call(&app, "GET", &format!("{RT}/agents"), None).await;
+    let names: Vec<&str> = agents["agents"][0]["tools"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(|tool| tool["name"].as_str())
+        .collect();
+    assert!(names.contains(&"geo__echo") && names.contains(&"weather"), "{names:?}");
+}

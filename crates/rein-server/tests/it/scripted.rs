@@ -13,10 +13,14 @@ use rein_protocol::{
     DeltaSink, JsonObject, Message, Model, ModelError, ModelInfo, ModelReply, ModelRequest,
     ReplyDelta, Role, Tool, ToolContext, ToolError, ToolOutput, ToolSpec,
 };
-use rein_runtime::{Capabilities, Capability, Runtime, RuntimeConfig, RuntimeParts, StaticModels};
+use rein_runtime::{
+    Capabilities, Capability, Runtime, RuntimeConfig, RuntimeParts, StaticModels, TaskContext,
+    TaskHandler,
+};
 use rein_server::ServerConfig;
 use rein_store::{JsonlTranscriptStore, SqliteConfig, SqliteSessionStore, TranscriptConfig};
 use rein_testkit::{ScriptedModel, ScriptedTool, Step, reply};
+use serde_json::Value;
 
 /// Scripts keyed by the user message they answer.
 pub(crate) struct ByPrompt {
@@ -94,7 +98,8 @@ impl Model for ByPrompt {
 }
 
 /// The tools of the test agent: `weather` (read-only), `send_email` (side effects: needs
-/// approval), and `report`, a background task that runs until cancelled.
+/// approval), and `report`, a background task that reports the stage `writing the outline`
+/// and runs until cancelled.
 pub(crate) fn capabilities() -> Capabilities {
     let schema = |field: &str| {
         serde_json::json!({ "type": "object", "properties": { field: { "type": "string" } }, "required": [field] })
@@ -114,7 +119,19 @@ pub(crate) fn capabilities() -> Capabilities {
     Capabilities::new()
         .with(Capability::new(Arc::new(weather)))
         .with(Capability::new(Arc::new(email)))
-        .with(Capability::new(Arc::new(report)).background())
+        .with(Capability::new(Arc::new(report)).with_task_handler(Arc::new(ReportHandler)))
+}
+
+/// The background `report`: shows a stage, then waits to be cancelled.
+struct ReportHandler;
+
+#[async_trait]
+impl TaskHandler for ReportHandler {
+    async fn run(&self, _arguments: JsonObject, context: TaskContext) -> Result<Value, String> {
+        context.heartbeat("writing the outline").await.map_err(|error| error.to_string())?;
+        context.cancellation().cancelled().await;
+        Err("cancelled before the report was done".to_owned())
+    }
 }
 
 /// A tool that runs until its call is cancelled (a long report a person gives up on).
