@@ -15,18 +15,22 @@ use std::{
 use anyhow::Context as _;
 use futures::StreamExt as _;
 use rein_protocol::{AgentEvent, TurnEnding};
-use rein_runtime::{CreateSession, Decision, Runtime, SessionSettings, TurnReport};
+use rein_runtime::{Decision, Runtime, SessionSettings, TurnReport};
 use tokio::sync::mpsc;
 
-use crate::{args::CommonArgs, export};
+use crate::{
+    args::{CommonArgs, new_session, pick_agent},
+    export,
+};
 
 /// Arguments of `rein chat`.
 #[derive(Debug, clap::Args)]
 pub(crate) struct ChatArgs {
     #[command(flatten)]
     common: CommonArgs,
-    /// The agent to chat with (the first configured one by default).
-    #[arg(long)]
+    /// The agent to chat with, by its `name` (the first configured one by default). Its
+    /// sessions start on the agent's `model` unless `--model` is given or `/model` picks one.
+    #[arg(long, value_name = "NAME")]
     agent: Option<String>,
 }
 
@@ -51,7 +55,10 @@ enum Input {
 struct Chat {
     runtime: Runtime,
     agent: String,
+    /// The session's model.
     model: String,
+    /// The model the user picked (`--model`, `/model NAME`); new sessions (`/reset`) keep it.
+    picked_model: Option<String>,
     session: String,
     input: mpsc::UnboundedReceiver<Input>,
     color: bool,
@@ -60,19 +67,16 @@ struct Chat {
 pub(crate) async fn run(args: ChatArgs) -> anyhow::Result<ExitCode> {
     let (_config, wired) = args.common.wire().await?;
     let runtime = wired.runtime;
-    let agent = match &args.agent {
-        Some(agent) => agent.clone(),
-        None => {
-            runtime.agents().first().map(|a| a.name.clone()).context("no agent is configured")?
-        }
-    };
+    let agent = pick_agent(&runtime, args.agent.as_deref())?;
+    let picked_model = args.common.model.clone();
+    let view = new_session(&runtime, &agent, picked_model.as_deref()).await?;
     let dispatcher = runtime.start_dispatcher();
-    let session = new_session(&runtime, &agent, &wired.default_model).await?;
     let mut chat = Chat {
         runtime,
         agent,
-        model: wired.default_model,
-        session,
+        model: view.model.unwrap_or(wired.default_model),
+        picked_model,
+        session: view.id,
         input: spawn_input(),
         color: std::io::stdout().is_terminal(),
     };
@@ -83,14 +87,6 @@ pub(crate) async fn run(args: ChatArgs) -> anyhow::Result<ExitCode> {
     let result = chat.repl().await;
     dispatcher.shutdown().await;
     result.map(|()| ExitCode::SUCCESS)
-}
-
-async fn new_session(runtime: &Runtime, agent: &str, model: &str) -> anyhow::Result<String> {
-    let view = runtime
-        .create_session(CreateSession::agent(agent).model(model))
-        .await
-        .context("creating a session")?;
-    Ok(view.id)
 }
 
 /// Reads stdin lines on a thread and Ctrl-C on a task, into one channel.
@@ -193,6 +189,7 @@ impl Chat {
                     match self.runtime.update_session(&self.session, settings).await {
                         Ok(_) => {
                             self.model = name.to_owned();
+                            self.picked_model = Some(name.to_owned());
                             println!("model: {name}");
                         }
                         Err(error) => println!("cannot switch: {error}"),
@@ -224,8 +221,13 @@ impl Chat {
                 println!("auto-approve {}", if on { "on" } else { "off" });
             }
             "reset" => {
-                self.session = new_session(&self.runtime, &self.agent, &self.model).await?;
-                println!("new session {}", self.session);
+                let view =
+                    new_session(&self.runtime, &self.agent, self.picked_model.as_deref()).await?;
+                self.session = view.id;
+                if let Some(model) = view.model {
+                    self.model = model;
+                }
+                println!("new session {} on {}", self.session, self.model);
             }
             "export" => {
                 let format = words.next().unwrap_or("md");

@@ -2,11 +2,12 @@
 //! merged in order, with environment overrides, and checked with file and key path.
 //!
 //! rein's config is a superset of GLEN's: the top-level `llm_models`, `llm_model`, the global
-//! request-shaping keys, `max_tool_calls`, `max_tool_calls_manual`, `auto_approve`,
-//! `mcp_server_url` and `mcp_auth_token` mean what they mean in GLEN; `mcpServers` is the desktop
-//! clients' format; `[server]`, `[[agents]]`, `personas` and `tools` are rein's own. Later files add
-//! to and override earlier ones: objects merge key by key, `llm_models` entries merge by `value`,
-//! `agents` by `name`, `mcpServers` by server name, and any other value is replaced.
+//! request-shaping keys, `max_tool_calls`, `max_tool_calls_manual`, `auto_approve`, `tool_memo`,
+//! `mcp_server_url`, `mcp_auth_token` and `mcp_url` mean what they mean in GLEN; `mcpServers` is
+//! the desktop clients' format; `[server]`, `[[agents]]`, `personas` and `tools` are rein's own.
+//! Later files add to and override earlier ones: objects merge key by key, `llm_models` entries
+//! merge by `value`, `agents` by `name`, `mcpServers` by server name, and any other value is
+//! replaced.
 
 use std::{
     collections::BTreeMap,
@@ -50,6 +51,12 @@ pub(crate) fn unauthenticated_exposure(config: &Config, addr: SocketAddr) -> Opt
         warning: false,
     })
 }
+
+/// The name GLEN's `mcp_url` server gets (unless a configured server has it already).
+pub(crate) const MCP_URL_SERVER: &str = "mcp";
+
+/// How long `rein config check --connect` waits for the MCP servers to list their tools.
+pub(crate) const CHECK_CONNECT_WAIT: std::time::Duration = std::time::Duration::from_secs(5);
 
 /// The address `rein serve` binds when nothing says otherwise.
 pub(crate) const DEFAULT_ADDR: &str = "127.0.0.1:8080";
@@ -139,6 +146,10 @@ pub(crate) struct Config {
     /// GLEN's bearer token for `mcp_server_url`.
     #[serde(default)]
     pub(crate) mcp_auth_token: Option<String>,
+    /// GLEN's app config's single Streamable HTTP MCP server, added as the server `mcp`
+    /// ([`Config::all_mcp_servers`]).
+    #[serde(default)]
+    pub(crate) mcp_url: Option<String>,
     /// Local tool sets built into rein (`clock`, `read_tool_result`).
     #[serde(default)]
     pub(crate) tools: Vec<String>,
@@ -161,6 +172,41 @@ pub(crate) struct Config {
     /// (`start_<name>_task`); none when absent.
     #[serde(default)]
     pub(crate) background_tools: Vec<String>,
+    /// GLEN's `tool_memo`: which tools each session memoizes ([`Config::memo_tools`]).
+    #[serde(default)]
+    pub(crate) tool_memo: Option<ToolMemoKey>,
+}
+
+/// The tools GLEN memoizes when `tool_memo` is absent or `true`: its idempotent metadata reads.
+pub(crate) const GLEN_MEMO_TOOLS: &[&str] =
+    &["get_stac_details", "get_collection", "browse_stac_catalog", "get_schema"];
+
+/// `tool_memo`: `true` (GLEN's reads, [`GLEN_MEMO_TOOLS`]), `false` (none), or a list of tool
+/// names (rein's; `[]` is none).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) enum ToolMemoKey {
+    /// `true` or `false`.
+    On(bool),
+    /// These tools.
+    Tools(Vec<String>),
+}
+
+impl<'de> Deserialize<'de> for ToolMemoKey {
+    fn deserialize<D: serde::Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        match Value::deserialize(deserializer)? {
+            Value::Bool(on) => Ok(ToolMemoKey::On(on)),
+            Value::Array(items) => items
+                .into_iter()
+                .map(|item| match item {
+                    Value::String(name) => Ok(name),
+                    _ => Err(()),
+                })
+                .collect::<Result<Vec<_>, ()>>()
+                .map(ToolMemoKey::Tools)
+                .map_err(|()| serde::de::Error::custom("expected a list of tool names (strings)")),
+            _ => Err(serde::de::Error::custom("expected true, false or a list of tool names")),
+        }
+    }
 }
 
 /// `pinned_context` and `pinned_context_files`, at the top level and in `[[agents]]`.
@@ -207,6 +253,9 @@ pub(crate) struct Limits {
     /// Read-only calls run at once (1).
     #[serde(default)]
     pub(crate) max_parallel_tool_calls: Option<usize>,
+    /// Tool calls per turn (off: the checkpoints govern, as in GLEN).
+    #[serde(default)]
+    pub(crate) max_calls_per_turn: Option<u32>,
 }
 
 /// `[server]`.
@@ -234,6 +283,14 @@ pub(crate) struct ServerSection {
     /// When transcript events reach the disk.
     #[serde(default)]
     pub(crate) durability: DurabilityKey,
+    /// Seconds a client may take to send a request's headers (0: no limit); the server's
+    /// default when absent.
+    #[serde(default)]
+    pub(crate) header_read_timeout_seconds: Option<u64>,
+    /// Connections one client address may hold open at once (0: no limit); the server's
+    /// default when absent.
+    #[serde(default)]
+    pub(crate) max_connections_per_client: Option<usize>,
 }
 
 /// `server.durability`: when a transcript's events are fsynced.
@@ -268,6 +325,9 @@ pub(crate) struct AgentSection {
     /// Model requests per turn (TerraFin uses 8).
     #[serde(default)]
     pub(crate) max_steps: Option<u32>,
+    /// Tool calls per turn; the top-level `max_calls_per_turn` when absent.
+    #[serde(default)]
+    pub(crate) max_calls_per_turn: Option<u32>,
     /// The model this agent's sessions start with (one of `llm_models`); the selected model
     /// when absent. A session created with its own model keeps that one.
     #[serde(default)]
@@ -284,7 +344,7 @@ pub(crate) struct AgentSection {
 }
 
 /// Keys rein knows at the top level; anything else is reported as a warning.
-const KNOWN_KEYS: &[&str] = &[
+pub(crate) const KNOWN_KEYS: &[&str] = &[
     "llm_models",
     "llm_model",
     "client_header_hosts",
@@ -299,17 +359,22 @@ const KNOWN_KEYS: &[&str] = &[
     "llm_timeout_seconds",
     "stream",
     "thinking_budget_tokens",
+    "max_retry_wait_seconds",
+    "max_reply_bytes",
     "max_tool_calls",
     "max_tool_calls_manual",
     "auto_approve",
     "max_steps",
     "max_parallel_tool_calls",
+    "max_calls_per_turn",
+    "tool_memo",
     "system_prompt",
     "allow_client_system_prompt",
     "client_may_auto_approve",
     "mcpServers",
     "mcp_server_url",
     "mcp_auth_token",
+    "mcp_url",
     "tools",
     "server",
     "agents",
@@ -325,7 +390,6 @@ const GLEN_UI_KEYS: &[&str] = &[
     "welcome",
     "links",
     "export",
-    "transcription_model",
     "title",
     "view",
     "collections",
@@ -334,11 +398,15 @@ const GLEN_UI_KEYS: &[&str] = &[
     "map",
     "basemap",
     "theme",
-    "tool_memo",
     "catalog_index_threshold",
     "llm",
-    "mcp_url",
 ];
+
+/// Keys of a GLEN app config rein accepts and ignores, with a warning that says why.
+const IGNORED_KEYS: &[(&str, &str)] = &[(
+    "transcription_model",
+    "rein has no transcription (GLEN's voice input); the key is ignored",
+)];
 
 /// The built-in local tool sets.
 pub(crate) const TOOL_SETS: &[&str] = &["clock", "read_tool_result"];
@@ -428,14 +496,27 @@ fn check_document(document: &Value, file: Option<&Path>) -> Vec<Problem> {
     let mut problems = Vec::new();
     if let Some(object) = document.as_object() {
         for key in object.keys() {
-            if !KNOWN_KEYS.contains(&key.as_str()) && !GLEN_UI_KEYS.contains(&key.as_str()) {
+            if let Some((_, why)) = IGNORED_KEYS.iter().find(|(ignored, _)| ignored == key) {
+                problems.push(problem(key.clone(), (*why).to_owned(), true));
+            } else if !KNOWN_KEYS.contains(&key.as_str()) && !GLEN_UI_KEYS.contains(&key.as_str()) {
                 problems.push(problem(key.clone(), "unknown key, ignored".to_owned(), true));
             }
         }
-        if let Some(servers) = object.get("mcpServers") {
-            if let Err(error) = McpServers::from_value(servers) {
-                problems.push(problem("mcpServers".to_owned(), error.to_string(), false));
-            }
+        if let Some(servers) = object.get("mcpServers")
+            && let Err(error) = McpServers::from_value(servers)
+        {
+            problems.push(problem("mcpServers".to_owned(), error.to_string(), false));
+        }
+        if let Some(Value::String(url)) = object.get("mcp_url")
+            && !url.starts_with("http://")
+            && !url.starts_with("https://")
+        {
+            let url = rein_protocol::Redactor::default().redact(url).into_owned();
+            problems.push(problem(
+                "mcp_url".to_owned(),
+                format!("`{url}` is not an http(s) URL"),
+                false,
+            ));
         }
         if let Some(models) = object.get("llm_models").and_then(Value::as_array) {
             for (index, entry) in models.iter().enumerate() {
@@ -448,14 +529,15 @@ fn check_document(document: &Value, file: Option<&Path>) -> Vec<Problem> {
                         false,
                     )),
                 }
-                if let Some(endpoint) = entry.get("endpoint").and_then(Value::as_str) {
-                    if !endpoint.starts_with("http://") && !endpoint.starts_with("https://") {
-                        problems.push(problem(
-                            format!("{key}.endpoint"),
-                            format!("`{endpoint}` is not an http(s) URL"),
-                            false,
-                        ));
-                    }
+                if let Some(endpoint) = entry.get("endpoint").and_then(Value::as_str)
+                    && !endpoint.starts_with("http://")
+                    && !endpoint.starts_with("https://")
+                {
+                    problems.push(problem(
+                        format!("{key}.endpoint"),
+                        format!("`{endpoint}` is not an http(s) URL"),
+                        false,
+                    ));
                 }
             }
         }
@@ -492,25 +574,21 @@ fn check_merged(config: &Config) -> Vec<Problem> {
         message,
         warning: false,
     };
-    if let Some(selected) = &config.models.llm_model {
-        if !config.models.llm_models.is_empty()
-            && !config.models.llm_models.iter().any(|m| &m.value == selected)
-        {
-            let names: Vec<&str> =
-                config.models.llm_models.iter().map(|m| m.value.as_str()).collect();
-            problems.push(error(
-                "llm_model",
-                format!("no model named `{selected}` (models: {})", names.join(", ")),
-            ));
-        }
+    if let Some(selected) = &config.models.llm_model
+        && !config.models.llm_models.is_empty()
+        && !config.models.llm_models.iter().any(|m| &m.value == selected)
+    {
+        let names: Vec<&str> = config.models.llm_models.iter().map(|m| m.value.as_str()).collect();
+        problems.push(error(
+            "llm_model",
+            format!("no model named `{selected}` (models: {})", names.join(", ")),
+        ));
     }
-    if let Some(addr) = &config.server.addr {
-        if addr.parse::<SocketAddr>().is_err() {
-            problems.push(error(
-                "server.addr",
-                format!("`{addr}` is not HOST:PORT with an IP address"),
-            ));
-        }
+    if let Some(addr) = &config.server.addr
+        && addr.parse::<SocketAddr>().is_err()
+    {
+        problems
+            .push(error("server.addr", format!("`{addr}` is not HOST:PORT with an IP address")));
     }
     // The key path names the table, not the token: a problem report must not print a secret.
     for (token, principal) in &config.server.tokens {
@@ -549,6 +627,7 @@ fn check_merged(config: &Config) -> Vec<Problem> {
     if config.all_mcp_servers().is_empty() {
         let names = builtin_tool_names(config);
         problems.extend(background_tool_problems(config, &names));
+        problems.extend(memo_tool_problems(config, &names));
     }
     let mut seen = std::collections::BTreeSet::new();
     for (index, agent) in config.agents.iter().enumerate() {
@@ -600,6 +679,100 @@ pub(crate) fn background_tool_problems(config: &Config, tools: &[&str]) -> Vec<P
             }
         }
     }
+    problems
+}
+
+/// Warnings for the names of an explicit `tool_memo` list that no tool in `tools` has, with their
+/// key path (`tool_memo[0]`). GLEN's own names (`true`) are never reported: its MCP server may
+/// not have them all.
+pub(crate) fn memo_tool_problems(config: &Config, tools: &[&str]) -> Vec<Problem> {
+    let Some(ToolMemoKey::Tools(names)) = &config.tool_memo else { return Vec::new() };
+    names
+        .iter()
+        .enumerate()
+        .filter(|(_, name)| !tools.contains(&name.as_str()))
+        .map(|(index, name)| Problem {
+            file: None,
+            key: format!("tool_memo[{index}]"),
+            message: format!("no tool named `{name}`; nothing is memoized for it"),
+            warning: true,
+        })
+        .collect()
+}
+
+/// Names the runtime's own session tools have, besides the built-in tool sets: an MCP tool with
+/// one of them is offered as `server__tool`.
+const SESSION_TOOL_NAMES: &[&str] = &["read_tool_result", rein_runtime::CURRENT_VIEW_CONTEXT];
+
+/// The names an MCP tool must not take: `fixed` (the built-in tools) and the session tools'.
+pub(crate) fn reserved_tool_names<'a>(fixed: impl Iterator<Item = &'a str>) -> Vec<String> {
+    fixed.chain(SESSION_TOOL_NAMES.iter().copied()).map(str::to_owned).collect()
+}
+
+/// What `rein config check --connect` and `rein serve` say about a tool name MCP servers share.
+pub(crate) fn shared_tool_message(name: &rein_mcp::SharedToolName) -> String {
+    let servers: Vec<String> = name.servers.iter().map(|server| format!("`{server}`")).collect();
+    let renamed: Vec<String> = name
+        .servers
+        .iter()
+        .map(|server| format!("`{server}{}{}`", rein_mcp::RENAME_SEPARATOR, name.tool))
+        .collect();
+    let who = if name.builtin {
+        format!("MCP server {} and a built-in tool", servers.join(", "))
+    } else {
+        format!("MCP servers {}", servers.join(", "))
+    };
+    format!(
+        "{who} have the tool `{}`; rein offers {} instead (names with characters other than \
+         A-Z, a-z, 0-9, `_`, `-` in the server part have `_` there)",
+        name.tool,
+        renamed.join(", ")
+    )
+}
+
+/// `rein config check --connect`: starts (or reaches) every enabled MCP server for up to
+/// [`CHECK_CONNECT_WAIT`], lists its tools, and warns about tool names servers share (each is
+/// offered as `server__tool`) and about servers that did not answer in time. Everything it
+/// started is stopped before it returns.
+pub(crate) async fn mcp_tool_problems(config: &Config) -> Vec<Problem> {
+    let servers = config.all_mcp_servers();
+    if servers.iter().all(|server| server.disabled) {
+        return Vec::new();
+    }
+    let options = rein_mcp::ClientOptions {
+        connect_timeout: CHECK_CONNECT_WAIT,
+        ..rein_mcp::ClientOptions::default()
+    };
+    let fixed = builtin_tool_names(config);
+    let supervision = rein_mcp::Supervision {
+        reserved_names: reserved_tool_names(fixed.iter().copied()),
+        ..rein_mcp::Supervision::default()
+    };
+    let set = rein_mcp::McpServerSet::start(&servers, &options, &supervision);
+    set.settled(CHECK_CONNECT_WAIT).await;
+    let warning =
+        |key: String, message: String| Problem { file: None, key, message, warning: true };
+    let mut problems = Vec::new();
+    for status in set.statuses() {
+        if matches!(
+            status.state,
+            rein_mcp::ServerState::Connected | rein_mcp::ServerState::Disabled
+        ) {
+            continue;
+        }
+        let error = status.last_error.unwrap_or_else(|| "no answer".to_owned());
+        problems.push(warning(
+            format!("mcpServers.{}", status.name),
+            format!(
+                "could not list its tools within {} s, so its names are not checked: {error}",
+                CHECK_CONNECT_WAIT.as_secs()
+            ),
+        ));
+    }
+    for name in set.shared_names() {
+        problems.push(warning("mcpServers".to_owned(), shared_tool_message(&name)));
+    }
+    set.shutdown();
     problems
 }
 
@@ -720,7 +893,9 @@ impl Config {
         models
     }
 
-    /// Every MCP server: `mcpServers` plus GLEN's `mcp_server_url` as the server `default`.
+    /// Every MCP server: `mcpServers`, GLEN's `mcp_server_url` as the server `default`, and
+    /// GLEN's `mcp_url` as the server `mcp` ([`MCP_URL_SERVER`]; `mcp_url`, `mcp_url_2`, ...
+    /// when that name is taken), unless a server already configured has that URL.
     pub(crate) fn all_mcp_servers(&self) -> Vec<McpServerConfig> {
         let mut servers = self.mcp_servers.clone().unwrap_or_default().servers;
         if let Some(url) = &self.mcp_server_url {
@@ -728,12 +903,36 @@ impl Config {
             if let Some(token) = self.mcp_auth_token.as_deref().filter(|t| !t.is_empty()) {
                 http.headers.insert("Authorization".to_owned(), format!("Bearer {token}"));
             }
-            servers.push(McpServerConfig {
-                name: "default".to_owned(),
-                transport: ServerTransport::Http(http),
+            servers.push(McpServerConfig::new("default", ServerTransport::Http(http)));
+        }
+        if let Some(url) = self.mcp_url.as_deref().filter(|url| !url.trim().is_empty()) {
+            let known = servers.iter().any(|server| {
+                matches!(&server.transport, ServerTransport::Http(http) if http.url == url)
             });
+            if !known {
+                let taken = |name: &str| servers.iter().any(|server| server.name == name);
+                let name = std::iter::once(MCP_URL_SERVER.to_owned())
+                    .chain(std::iter::once("mcp_url".to_owned()))
+                    .chain((2..).map(|n| format!("mcp_url_{n}")))
+                    .find(|name| !taken(name))
+                    .unwrap_or_default();
+                let http = HttpServer::new(url);
+                servers.push(McpServerConfig::new(name, ServerTransport::Http(http)));
+            }
         }
         servers
+    }
+
+    /// The tools each session memoizes: GLEN's reads when `tool_memo` is absent or `true`, none
+    /// when it is `false`, else the list.
+    pub(crate) fn memo_tools(&self) -> Vec<String> {
+        match &self.tool_memo {
+            None | Some(ToolMemoKey::On(true)) => {
+                GLEN_MEMO_TOOLS.iter().map(|name| (*name).to_owned()).collect()
+            }
+            Some(ToolMemoKey::On(false)) => Vec::new(),
+            Some(ToolMemoKey::Tools(names)) => names.clone(),
+        }
     }
 
     /// The address to bind.
@@ -774,6 +973,26 @@ mod tests {
         let mut document = doc(r#"{"server":{"addr":"127.0.0.1:1"}}"#);
         apply_env(&mut document, &|name| (name == "REIN_ADDR").then(|| "127.0.0.1:2".to_owned()));
         assert_eq!(document, doc(r#"{"server":{"addr":"127.0.0.1:2"}}"#));
+    }
+
+    #[test]
+    fn glens_mcp_url_is_the_server_mcp_unless_that_url_is_configured() {
+        let names = |text: &str| -> Vec<String> {
+            let config = typed(&doc(text)).expect("a config");
+            config.all_mcp_servers().into_iter().map(|server| server.name).collect()
+        };
+        assert_eq!(names(r#"{"mcp_url":"http://127.0.0.1:9/mcp"}"#), ["mcp"]);
+        assert_eq!(
+            names(r#"{"mcp_url":"http://127.0.0.1:9/mcp","mcpServers":{"mcp":{"command":"x"}}}"#),
+            ["mcp", "mcp_url"]
+        );
+        // The same server under `mcp_server_url` (or in `mcpServers`) is not added twice.
+        let same =
+            r#"{"mcp_url":"http://127.0.0.1:9/mcp","mcp_server_url":"http://127.0.0.1:9/mcp"}"#;
+        assert_eq!(names(same), ["default"]);
+        let problems = check_document(&doc(r#"{"mcp_url":"ftp://x"}"#), None);
+        assert_eq!(problems.len(), 1, "{problems:?}");
+        assert_eq!((problems[0].key.as_str(), problems[0].warning), ("mcp_url", false));
     }
 
     #[test]

@@ -47,6 +47,10 @@ enum ConfigCommand {
     Check {
         #[command(flatten)]
         common: CommonArgs,
+        /// Also start (or reach) every enabled MCP server for up to 5 s, list its tools, and
+        /// warn about tool names servers share (each is then offered as `server__tool`).
+        #[arg(long)]
+        connect: bool,
     },
 }
 
@@ -54,7 +58,7 @@ fn main() -> ExitCode {
     let cli = Cli::parse();
     let result = match cli.command {
         Command::Recover(args) => recover::run(&args).map(|()| ExitCode::SUCCESS),
-        Command::Config(ConfigCommand::Check { common }) => config_check(&common),
+        Command::Config(ConfigCommand::Check { common, connect }) => config_check(&common, connect),
         Command::Serve(args) => with_runtime(serve::run(args)),
         Command::Chat(args) => with_runtime(chat::run(args)),
         Command::Run(args) => with_runtime(run::run(args)),
@@ -87,13 +91,17 @@ fn init_logging() {
         .try_init();
 }
 
-fn config_check(common: &CommonArgs) -> anyhow::Result<ExitCode> {
+fn config_check(common: &CommonArgs, connect: bool) -> anyhow::Result<ExitCode> {
     let env = |name: &str| std::env::var(name).ok();
     let problems = match config::load(&common.configs, &env) {
         Ok(loaded) => {
             let mut problems = loaded.warnings;
             if let Ok(addr) = loaded.config.addr().parse() {
                 problems.extend(config::unauthenticated_exposure(&loaded.config, addr));
+            }
+            if connect {
+                let runtime = tokio::runtime::Builder::new_multi_thread().enable_all().build()?;
+                problems.extend(runtime.block_on(config::mcp_tool_problems(&loaded.config)));
             }
             problems
         }

@@ -5,9 +5,8 @@ use std::{io::Write as _, process::ExitCode};
 use anyhow::Context as _;
 use futures::StreamExt as _;
 use rein_protocol::{AgentEvent, TurnEnding};
-use rein_runtime::CreateSession;
 
-use crate::args::CommonArgs;
+use crate::args::{CommonArgs, new_session, pick_agent};
 
 /// Arguments of `rein run`.
 #[derive(Debug, clap::Args)]
@@ -17,8 +16,9 @@ pub(crate) struct RunArgs {
     /// Print every event as a JSON line (the events of the server's stream).
     #[arg(long)]
     json: bool,
-    /// The agent to run (the first configured one by default).
-    #[arg(long)]
+    /// The agent to run, by its `name` (the first configured one by default). Its session
+    /// starts on the agent's `model` unless `--model` is given.
+    #[arg(long, value_name = "NAME")]
     agent: Option<String>,
     /// The user's message.
     prompt: String,
@@ -27,16 +27,8 @@ pub(crate) struct RunArgs {
 pub(crate) async fn run(args: RunArgs) -> anyhow::Result<ExitCode> {
     let (_config, wired) = args.common.wire().await?;
     let runtime = wired.runtime;
-    let agent = match &args.agent {
-        Some(agent) => agent.clone(),
-        None => {
-            runtime.agents().first().map(|a| a.name.clone()).context("no agent is configured")?
-        }
-    };
-    let session = runtime
-        .create_session(CreateSession::agent(agent).model(wired.default_model.clone()))
-        .await
-        .context("creating a session")?;
+    let agent = pick_agent(&runtime, args.agent.as_deref())?;
+    let session = new_session(&runtime, &agent, args.common.model.as_deref()).await?;
     let mut events =
         runtime.subscribe(&session.id, None).await.context("subscribing to the session")?;
     let json = args.json;

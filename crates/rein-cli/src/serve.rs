@@ -1,9 +1,10 @@
 //! `rein serve`: the HTTP API and the web chat over the hosted runtime.
 
-use std::{net::SocketAddr, process::ExitCode};
+use std::{net::SocketAddr, process::ExitCode, sync::Arc, time::Duration};
 
 use anyhow::Context as _;
-use rein_server::ServerConfig;
+use rein_model::ProviderModel;
+use rein_server::{ModelCheck, ServerConfig};
 
 use crate::args::CommonArgs;
 
@@ -47,7 +48,20 @@ pub(crate) async fn run(args: ServeArgs) -> anyhow::Result<ExitCode> {
     server.allow_client_system_prompt = config.allow_client_system_prompt;
     server.client_may_auto_approve = config.client_may_auto_approve;
     server.max_sessions_per_principal = config.server.max_sessions_per_principal;
+    // Both apply before a request is read (before auth); 0 turns one off.
+    if let Some(seconds) = config.server.header_read_timeout_seconds {
+        server.header_read_timeout = (seconds > 0).then(|| Duration::from_secs(seconds));
+    }
+    if let Some(limit) = config.server.max_connections_per_client {
+        server.max_connections_per_client = (limit > 0).then_some(limit);
+    }
     server.insecure_no_auth = args.insecure_no_auth;
+    // Checked beside the server, which listens at once: the chat shows the outcome.
+    let check = tokio::spawn(check_default_model(
+        wired.default_model.clone(),
+        wired.default_provider.clone(),
+        server.model_check.clone(),
+    ));
     let dispatcher = wired.runtime.start_dispatcher();
     let model = wired.default_model.clone();
     let data = wired.paths.session_db.parent().map(|p| p.display().to_string()).unwrap_or_default();
@@ -66,6 +80,25 @@ pub(crate) async fn run(args: ServeArgs) -> anyhow::Result<ExitCode> {
     )
     .await
     .context("serving")?;
+    check.abort();
     dispatcher.shutdown().await;
     Ok(ExitCode::SUCCESS)
+}
+
+/// How long the check at start waits for the default model's endpoint to take a connection.
+const MODEL_CHECK_TIMEOUT: Duration = Duration::from_secs(2);
+
+/// Tries the default model's endpoint once; when nothing answers, says in the log what to do
+/// and hands the same words to the chat (`GET /models`, `defaultModelStatus`).
+async fn check_default_model(name: String, model: Arc<ProviderModel>, board: ModelCheck) {
+    let endpoint = model.redactor().redact(model.endpoint()).into_owned();
+    board.checking(&name, &endpoint);
+    match model.check_endpoint(MODEL_CHECK_TIMEOUT).await {
+        Ok(()) => board.finished(Ok(())),
+        Err(error) => {
+            let message = format!("The default model `{name}` does not answer: {error}");
+            eprintln!("rein: warning: {message}");
+            board.finished(Err(message));
+        }
+    }
 }

@@ -3,16 +3,17 @@
 //! This is the one place that names concrete providers, transports and stores; the library crates
 //! only meet through `rein-protocol`'s ports.
 
-use std::{path::PathBuf, sync::Arc};
+use std::{collections::HashSet, path::PathBuf, sync::Arc, time::Duration};
 
 use anyhow::Context as _;
 use rein_agent::FnTool;
-use rein_mcp::{ClientOptions, McpToolSource};
-use rein_model::{ModelRegistry, RegistryOptions};
+use rein_mcp::{ClientOptions, McpServerSet, ServerState, SharedToolName, Supervision};
+use rein_model::{ModelRegistry, ProviderModel, RegistryOptions};
 use rein_protocol::{Model, ToolOutput, ToolSpec};
 use rein_runtime::{
     AgentDefinition, AgentPolicy, Capabilities, Capability, CommandHook, HookEvent, HookSet,
-    Persona, PinnedContext, Runtime, RuntimeConfig, RuntimeParts, StaticModels,
+    LiveCapabilities, Persona, PinnedContext, Runtime, RuntimeConfig, RuntimeParts, StaticModels,
+    ToolServerState, ToolServerStatus,
 };
 use rein_store::{
     Clock as _, Durability, JsonlTranscriptStore, PathConfig, SqliteConfig, SqliteSessionStore,
@@ -20,6 +21,9 @@ use rein_store::{
 };
 
 use crate::config::{Config, DurabilityKey};
+
+#[cfg(test)]
+mod documented_defaults;
 
 /// Options from the command line that override the files.
 #[derive(Debug, Clone, Default)]
@@ -34,11 +38,14 @@ pub(crate) struct Overrides {
 pub(crate) struct Wired {
     /// The runtime.
     pub(crate) runtime: Runtime,
-    /// The model sessions start with.
+    /// The model sessions start with (unless their agent names its own).
     pub(crate) default_model: String,
+    /// That model as configured (for the check of its endpoint at start).
+    pub(crate) default_provider: Arc<ProviderModel>,
     /// Where the stores are.
     pub(crate) paths: StorePaths,
-    /// MCP servers that could not be reached at start (name, error).
+    /// MCP servers that could not be reached at start (name, error); they are retried in the
+    /// background.
     pub(crate) unreachable: Vec<(String, String)>,
 }
 
@@ -48,9 +55,17 @@ pub(crate) async fn wire(config: &Config, overrides: &Overrides) -> anyhow::Resu
     if let Some(model) = &overrides.model {
         models_config.llm_model = Some(model.clone());
     }
-    let registry = ModelRegistry::from_config(&models_config, &RegistryOptions::default())
-        .context("building the models")?;
+    let mut options = RegistryOptions::default();
+    for entry in &models_config.llm_models {
+        let endpoint =
+            entry.endpoint.clone().unwrap_or_else(|| entry.provider.default_endpoint().to_owned());
+        let hint = unreachable_hint(&endpoint);
+        options = options.with_unreachable_hint(endpoint, hint);
+    }
+    let registry =
+        ModelRegistry::from_config(&models_config, &options).context("building the models")?;
     let default_model = registry.default_name().to_owned();
+    let default_provider = registry.default_model();
     let mut models = StaticModels::new();
     for name in registry.names().map(str::to_owned).collect::<Vec<_>>() {
         let model = registry.select(&name).with_context(|| format!("model `{name}`"))?;
@@ -64,15 +79,9 @@ pub(crate) async fn wire(config: &Config, overrides: &Overrides) -> anyhow::Resu
             capabilities.add(Capability::new(Arc::new(clock_tool())));
         }
     }
-    let mut unreachable = Vec::new();
-    let options = ClientOptions::default();
-    for server in config.all_mcp_servers() {
-        let source = Arc::new(McpToolSource::from_config(&server, &options));
-        if let Err(error) = capabilities.add_source(source).await {
-            unreachable.push((server.name.clone(), error.to_string()));
-        }
-    }
-    mark_background(config, &mut capabilities);
+    let (live, unreachable) = start_mcp(config, &capabilities).await;
+    mark_background(config, &mut capabilities, &live);
+    let capabilities = capabilities.with_live(live);
 
     let mut personas = Vec::new();
     for path in &config.personas {
@@ -83,12 +92,10 @@ pub(crate) async fn wire(config: &Config, overrides: &Overrides) -> anyhow::Resu
     let mut runtime_config = RuntimeConfig::with_agents(agents(config));
     runtime_config.personas = personas;
     runtime_config.hooks = hooks(config)?;
+    runtime_config.memo_tools = config.memo_tools();
 
-    let paths = StorePaths::from_env(&PathConfig {
-        data_dir: overrides.data_dir.clone().or_else(|| config.server.data_dir.clone()),
-        ..PathConfig::default()
-    })
-    .context("locating the data directory")?;
+    let paths = StorePaths::from_env(&path_config(config, overrides))
+        .context("locating the data directory")?;
     let store = SqliteSessionStore::open(&SqliteConfig {
         path: Some(paths.session_db.clone()),
         ..SqliteConfig::default()
@@ -108,23 +115,174 @@ pub(crate) async fn wire(config: &Config, overrides: &Overrides) -> anyhow::Resu
         .config(runtime_config)
         .capabilities(capabilities);
     let runtime = Runtime::new(parts).context("starting the runtime")?;
-    Ok(Wired { runtime, default_model, paths, unreachable })
+    Ok(Wired { runtime, default_model, default_provider, paths, unreachable })
 }
 
-/// Lets every tool a `background_tools` key names run as a background task; warns (with the key
-/// path) about names no tool has, which `rein config check` cannot know while MCP servers are
-/// only listed.
-fn mark_background(config: &Config, capabilities: &mut Capabilities) {
-    let names: Vec<String> = capabilities.iter().map(|cap| cap.spec().name.clone()).collect();
+/// What a person should do when `endpoint` cannot be reached: start `cargo xtask llama serve`
+/// for the keyless default, start their own server for another address on this machine, or
+/// check the address; in each case a config with a hosted model is the other way.
+fn unreachable_hint(endpoint: &str) -> String {
+    const HOSTED: &str =
+        "give `--config` a file with a hosted model and its key (README, \"A model\")";
+    if endpoint.trim_end_matches('/') == crate::config::DEFAULT_LOCAL_ENDPOINT {
+        return format!(
+            "rein's default local model is not running: start it with `cargo xtask llama serve` \
+             in rein's repository (the first run downloads and builds it), or {HOSTED}."
+        );
+    }
+    let host = endpoint
+        .split_once("://")
+        .map_or(endpoint, |(_, rest)| rest)
+        .split(['/', '?', '#'])
+        .next()
+        .unwrap_or_default();
+    let host = host.rsplit_once('@').map_or(host, |(_, host)| host);
+    let host = host.strip_prefix('[').map_or_else(
+        || host.split(':').next().unwrap_or_default(),
+        |bracketed| bracketed.split(']').next().unwrap_or_default(),
+    );
+    let loopback = host.eq_ignore_ascii_case("localhost")
+        || host.parse::<std::net::IpAddr>().is_ok_and(|ip| ip.is_loopback());
+    if loopback {
+        format!("Nothing listens there: start the model server for that address, or {HOSTED}.")
+    } else {
+        format!("Check the address and the network, or {HOSTED}.")
+    }
+}
+
+/// Where the stores go: `--data-dir`, else `server.data_dir`, else the store's default.
+fn path_config(config: &Config, overrides: &Overrides) -> PathConfig {
+    PathConfig {
+        data_dir: overrides.data_dir.clone().or_else(|| config.server.data_dir.clone()),
+        ..PathConfig::default()
+    }
+}
+
+/// The longest `wire` waits for the MCP servers' first attempts (a connect and a tool listing,
+/// each within the client's 30 s connect timeout); a server still not answering is started
+/// without, and joins when it answers.
+const MCP_FIRST_ATTEMPT_WAIT: Duration = Duration::from_secs(65);
+
+/// Starts the MCP servers under supervision (retries with backoff, pings, tool list changes;
+/// see `rein_mcp::McpServerSet`) and waits for their first attempts. Returns the live set that
+/// follows them (their tools and states, kept current by a task of its own) and the servers not
+/// reachable at start.
+async fn start_mcp(
+    config: &Config,
+    fixed: &Capabilities,
+) -> (LiveCapabilities, Vec<(String, String)>) {
+    let live = LiveCapabilities::new();
+    let servers = config.all_mcp_servers();
+    if servers.is_empty() {
+        return (live, Vec::new());
+    }
+    let fixed_names: Vec<String> = fixed.iter().map(|cap| cap.spec().name.clone()).collect();
+    let supervision = Supervision {
+        reserved_names: crate::config::reserved_tool_names(fixed_names.iter().map(String::as_str)),
+        ..Supervision::default()
+    };
+    let set = McpServerSet::start(&servers, &ClientOptions::default(), &supervision);
+    set.settled(MCP_FIRST_ATTEMPT_WAIT).await;
+    let background: HashSet<String> = config
+        .background_tools
+        .iter()
+        .chain(config.agents.iter().flat_map(|agent| &agent.background_tools))
+        .cloned()
+        .collect();
+    let mut shared = Vec::new();
+    publish(&set, &live, &background, &mut shared);
+    let unreachable = set
+        .statuses()
+        .into_iter()
+        .filter(|status| matches!(status.state, ServerState::Failed | ServerState::Connecting))
+        .map(|status| {
+            let error = status.last_error.unwrap_or_else(|| "no answer yet".to_owned());
+            (status.name, error)
+        })
+        .collect();
+    let follower = live.clone();
+    tokio::spawn(async move {
+        let mut changes = set.changes();
+        loop {
+            changes.borrow_and_update();
+            publish(&set, &follower, &background, &mut shared);
+            if changes.changed().await.is_err() {
+                return;
+            }
+        }
+    });
+    (live, unreachable)
+}
+
+/// Puts the servers' tools and states into the live set (a tool a `background_tools` key names
+/// may run as a task) and logs a tool name servers newly share.
+fn publish(
+    set: &McpServerSet,
+    live: &LiveCapabilities,
+    background: &HashSet<String>,
+    shared: &mut Vec<SharedToolName>,
+) {
+    let capabilities = set
+        .tools()
+        .into_iter()
+        .map(|tool| {
+            let in_background = background.contains(&rein_protocol::Tool::spec(&tool).name);
+            let capability = Capability::new(Arc::new(tool));
+            if in_background { capability.background() } else { capability }
+        })
+        .collect();
+    let servers = set.statuses().into_iter().map(server_status).collect();
+    live.replace(capabilities, servers);
+    let now = set.shared_names();
+    for name in now.iter().filter(|name| !shared.contains(name)) {
+        eprintln!("rein: warning: {}", crate::config::shared_tool_message(name));
+    }
+    *shared = now;
+}
+
+/// A server's state as the runtime reports it.
+fn server_status(status: rein_mcp::ServerStatus) -> ToolServerStatus {
+    let state = match status.state {
+        ServerState::Connecting => ToolServerState::Connecting,
+        ServerState::Connected => ToolServerState::Connected,
+        ServerState::Disabled => ToolServerState::Disabled,
+        _ => ToolServerState::Failed,
+    };
+    ToolServerStatus {
+        name: status.name,
+        state,
+        tools: status.tools,
+        last_error: status.last_error,
+    }
+}
+
+/// Lets every fixed tool a `background_tools` key names run as a background task (an MCP tool
+/// is marked as it joins, see `publish`); warns (with the key path) about names no tool has at
+/// start, which `rein config check` cannot know while MCP servers are only listed.
+fn mark_background(config: &Config, capabilities: &mut Capabilities, live: &LiveCapabilities) {
+    let mut names: Vec<String> = capabilities.iter().map(|cap| cap.spec().name.clone()).collect();
+    names.extend(live.current().iter().map(|cap| cap.spec().name.clone()));
     let names: Vec<&str> = names.iter().map(String::as_str).collect();
     for problem in crate::config::background_tool_problems(config, &names) {
         eprintln!("rein: {problem}");
+    }
+    // Without MCP servers, `config::check_merged` has reported these already.
+    if !config.all_mcp_servers().is_empty() {
+        for problem in crate::config::memo_tool_problems(config, &names) {
+            eprintln!("rein: {problem}");
+        }
     }
     let wanted = config.agents.iter().flat_map(|agent| &agent.background_tools);
     for name in config.background_tools.iter().chain(wanted) {
         capabilities.mark_background(name);
     }
 }
+
+/// Tool calls per turn when neither the agent nor the top level sets `max_calls_per_turn`: no
+/// cap (0), as in GLEN, so that GLEN's checkpoints (`max_tool_calls`, `max_tool_calls_manual`)
+/// govern a long turn; the runtime's own default, TerraFin's 24, would end a turn before
+/// GLEN's 100-round manual checkpoint could ever be reached.
+const DEFAULT_MAX_CALLS_PER_TURN: u32 = 0;
 
 /// The agents of the config, or one default agent with the config's system prompt and limits.
 fn agents(config: &Config) -> Vec<AgentDefinition> {
@@ -138,8 +296,9 @@ fn agents(config: &Config) -> Vec<AgentDefinition> {
         if let Some(steps) = config.limits.max_steps {
             agent.policy.max_steps = steps;
         }
-        apply_loop_limits(config, &mut agent.policy);
+        apply_loop_limits(config, None, &mut agent.policy);
         agent.policy.allow_background_tasks = !config.background_tools.is_empty();
+        agent.policy.background_tools = Some(config.background_tools.clone());
         agent.pinned = pinned(config, None, None);
         return vec![agent];
     }
@@ -170,7 +329,8 @@ fn agents(config: &Config) -> Vec<AgentDefinition> {
                 policy.max_steps = steps;
             }
             policy.allow_background_tasks = !section.background_tools.is_empty();
-            apply_loop_limits(config, &mut policy);
+            policy.background_tools = Some(section.background_tools.clone());
+            apply_loop_limits(config, section.max_calls_per_turn, &mut policy);
             agent.with_policy(policy)
         })
         .collect()
@@ -206,8 +366,12 @@ fn hooks(config: &Config) -> anyhow::Result<HookSet> {
 
 /// GLEN's checkpoint thresholds (`max_tool_calls` while the session runs tools without asking,
 /// `max_tool_calls_manual` while it asks; the runtime reads which before every round) and
-/// `max_parallel_tool_calls`, when the config gives them.
-fn apply_loop_limits(config: &Config, policy: &mut AgentPolicy) {
+/// `max_parallel_tool_calls`, when the config gives them; and the per-turn call cap: the agent's
+/// `max_calls_per_turn` (`agent_calls`), else the top-level one, else
+/// [`DEFAULT_MAX_CALLS_PER_TURN`].
+fn apply_loop_limits(config: &Config, agent_calls: Option<u32>, policy: &mut AgentPolicy) {
+    policy.max_calls_per_turn =
+        agent_calls.or(config.limits.max_calls_per_turn).unwrap_or(DEFAULT_MAX_CALLS_PER_TURN);
     if let Some(rounds) = config.limits.max_tool_calls {
         policy.max_tool_rounds = rounds;
     }

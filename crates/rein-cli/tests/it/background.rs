@@ -118,7 +118,8 @@ fn background_tools_offers_start_echo_task_and_the_task_completes() {
     let turn = format!("{RT}/sessions/bg1/messages");
     let (status, run) = http(&host, "POST", &turn, Some(r#"{"content":"start it"}"#), None);
     assert_eq!(status, 200, "{run}");
-    let offered = &bodies.lock().expect("bodies")[0]["tools"];
+    // Cloned: a reference would keep the guard (and the scripted model) locked to the end.
+    let offered = bodies.lock().expect("bodies")[0]["tools"].clone();
     assert!(offered.to_string().contains("start_echo_task"), "the model is offered it: {offered}");
 
     // The dispatcher `rein serve` runs picks the task up; bounded wait for it to complete.
@@ -136,6 +137,13 @@ fn background_tools_offers_start_echo_task_and_the_task_completes() {
     assert_eq!(task["status"], "completed", "{tasks}");
     assert_eq!(task["capabilityName"], "echo", "{tasks}");
     assert_eq!(task["result"], "Echo: hello task", "{tasks}");
+
+    // The next turn carries the finished task's result to the model, as a note before the text.
+    let (status, run) = http(&host, "POST", &turn, Some(r#"{"content":"what came of it?"}"#), None);
+    assert_eq!(status, 200, "{run}");
+    let last = bodies.lock().expect("bodies").last().cloned().unwrap_or(Value::Null);
+    let sent = last["messages"].to_string();
+    assert!(sent.contains("Echo: hello task"), "the task's result reaches the model: {sent}");
     stop(child);
 }
 
@@ -172,4 +180,36 @@ fn config_check_warns_about_a_background_tool_no_tool_has_with_its_key_path() {
     );
     assert!(stdout.contains("agents[0].background_tools[0]: no tool named `missing`"), "{stdout}");
     assert!(!stdout.contains("background_tools[0]: no tool named `current_time`"), "{stdout}");
+}
+
+#[test]
+fn background_tools_are_per_agent() {
+    let (endpoint, _bodies) = task_model();
+    let dir = tempfile::tempdir().expect("tempdir");
+    let mut config = config(&endpoint, None);
+    config["agents"] = json!([
+        {"name": "runner", "background_tools": ["echo"]},
+        {"name": "adder", "background_tools": ["get-sum"]},
+        {"name": "plain"},
+    ]);
+    let path = write_json(dir.path(), "rein.json", &config);
+    let (child, host) = serve(&["--config", &path], &dir.path().join("data"));
+    let (status, body) = http(&host, "GET", &format!("{RT}/agents"), None, None);
+    assert_eq!(status, 200, "{body}");
+    let agents = parse(&body)["agents"].as_array().cloned().unwrap_or_default();
+    let agent = |name: &str| {
+        agents.iter().find(|a| a["name"] == name).cloned().unwrap_or_else(|| panic!("{name}"))
+    };
+    let (runner, adder, plain) = (agent("runner"), agent("adder"), agent("plain"));
+    assert_eq!(runner["allowBackgroundTasks"], true, "{runner}");
+    let starters = |agent: &Value| {
+        tool_names(agent).into_iter().filter(|n| n.starts_with("start_")).collect::<Vec<_>>()
+    };
+    assert_eq!(starters(&runner), ["start_echo_task"], "only its own: {runner}");
+    assert_eq!(starters(&adder), ["start_get-sum_task"], "only its own: {adder}");
+    assert_eq!(plain["allowBackgroundTasks"], false, "{plain}");
+    let names = tool_names(&plain);
+    assert!(names.iter().any(|n| n == "echo"), "it still calls the tool inline: {names:?}");
+    assert!(!names.iter().any(|n| n.starts_with("start_")), "{names:?}");
+    stop(child);
 }

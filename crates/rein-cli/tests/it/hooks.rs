@@ -1,5 +1,6 @@
 //! Command hooks and pinned context from the config, through the `rein` binary: `PreToolUse`
-//! blocks, allows, denies by JSON and times out; `UserPromptSubmit` adds context or refuses;
+//! blocks, allows, denies by JSON, asks (the call waits for one approval under `rein serve`)
+//! and times out; `UserPromptSubmit` adds context or refuses;
 //! pinned text and files reach every request, a pinned file re-read before each one.
 
 use std::path::Path;
@@ -254,4 +255,60 @@ fn over_rein_serve_a_pinned_file_changed_between_two_messages_is_read_again() {
         systems[first_turn..].iter().all(|s| s.contains("NOTE two") && !s.contains("NOTE one")),
         "{systems:?}"
     );
+}
+
+#[test]
+fn over_rein_serve_a_pre_tool_use_hook_that_asks_makes_the_call_wait_for_a_persons_approval() {
+    // Auto-approve on: only the hook makes `echo` wait.
+    hook_ask_flow(true, "^echo$", "say hello");
+}
+
+#[test]
+fn a_hook_asking_about_a_side_effect_that_asks_anyway_needs_one_approval_not_two() {
+    hook_ask_flow(false, "^toggle", "toggle it");
+}
+
+/// Under `rein serve` with a `PreToolUse` hook answering "ask" for the tools `matcher` names:
+/// the call waits with the hook's reason, runs after one approval, and asks again after that
+/// (the approval was for once).
+fn hook_ask_flow(auto_approve: bool, matcher: &str, prompt: &str) {
+    const RT: &str = "/agent/api/runtime";
+    let model = ScriptedModel::start();
+    let dir = tempfile::tempdir().unwrap();
+    let answer = r#"{"hookSpecificOutput":{"permissionDecision":"ask","permissionDecisionReason":"needs a look"}}"#;
+    let command = script(dir.path(), "ask.sh", &format!("cat > /dev/null\necho '{answer}'\n"));
+    let mut config = with_pre_tool_use(&model, json!({"matcher": matcher, "command": command}));
+    config["auto_approve"] = json!(auto_approve);
+    let path = write_json(dir.path(), "rein.json", &config);
+    let (child, host) = serve(&["--config", &path], &dir.path().join("data"));
+    let body = json!({"agentName": "assistant", "sessionId": "ask1"}).to_string();
+    let (status, created) = http(&host, "POST", &format!("{RT}/sessions"), Some(&body), None);
+    assert_eq!(status, 201, "{created}");
+    let turn = |host: &str| {
+        let path = format!("{RT}/sessions/ask1/messages");
+        let content = json!({ "content": prompt }).to_string();
+        let (status, body) = http(host, "POST", &path, Some(&content), None);
+        assert_eq!(status, 200, "{body}");
+        serde_json::from_str::<Value>(&body).expect("JSON")["toolResults"][0].clone()
+    };
+
+    let waiting = turn(&host);
+    assert_eq!(waiting["payload"]["approvalRequired"], true, "{waiting}");
+    let approval = &waiting["payload"]["approval"];
+    let reason = approval["reason"].as_str().unwrap_or_default();
+    assert!(reason.contains("PreToolUse hook") && reason.contains("needs a look"), "{approval}");
+    let id = approval["approvalId"].as_str().expect("an approval id").to_owned();
+    let (status, listed) = http(&host, "GET", &format!("{RT}/approvals/{id}"), None, None);
+    assert_eq!(status, 200, "{listed}");
+    assert!(listed.contains(r#""status":"pending""#), "{listed}");
+
+    let (status, decided) =
+        http(&host, "POST", &format!("{RT}/approvals/{id}/approve"), Some("{}"), None);
+    assert_eq!(status, 200, "{decided}");
+    let ran = turn(&host);
+    assert_eq!(ran["isError"], false, "the identical call runs after one approval: {ran}");
+    assert_ne!(ran["payload"]["approvalRequired"], true, "{ran}");
+    let again = turn(&host);
+    assert_eq!(again["payload"]["approvalRequired"], true, "once means once: {again}");
+    stop(child);
 }

@@ -1,15 +1,23 @@
 //! rein-cli's integration tests: each module drives the built `rein` binary.
 
+mod agents;
 mod approvals;
 mod background;
 mod chat;
 mod config_check;
+mod connections;
+mod crash;
+mod faults;
 mod hooks;
+mod kill_restart;
+mod mcp_servers;
+mod model_check;
 mod recover;
 mod run;
 mod security;
 mod serve;
 mod support;
+mod tools;
 mod turn_limits;
 
 use std::io::Write as _;

@@ -473,3 +473,37 @@ pub(crate) fn events(stdout: &[u8]) -> Vec<Value> {
 pub(crate) fn of_type<'a>(events: &'a [Value], kind: &str) -> Vec<&'a Value> {
     events.iter().map(|e| &e["event"]).filter(|e| e["type"] == kind).collect()
 }
+
+/// The Python of the peers' venv (with the MCP Python SDK): `$REIN_PEER_PYTHON`, else where
+/// `cargo xtask peers` puts it (which is run when it is not there).
+pub(crate) fn peer_python() -> PathBuf {
+    if let Some(path) = std::env::var_os("REIN_PEER_PYTHON").filter(|p| !p.is_empty()) {
+        return PathBuf::from(path);
+    }
+    let root =
+        std::env::var_os("REIN_PEERS").filter(|root| !root.is_empty()).map(PathBuf::from).or_else(
+            || std::env::var_os("HOME").map(|home| PathBuf::from(home).join(".cache/rein-peers")),
+        );
+    if let Some(python) = root.map(|root| root.join("venv/bin/python")) {
+        let ready = Command::new(&python)
+            .args(["-c", "import mcp.server.mcpserver"])
+            .output()
+            .is_ok_and(|output| output.status.success());
+        if ready {
+            return python;
+        }
+    }
+    let workspace = Path::new(env!("CARGO_MANIFEST_DIR")).join("../..");
+    let output = Command::new(env!("CARGO"))
+        .args(["xtask", "peers"])
+        .current_dir(&workspace)
+        .output()
+        .expect("run `cargo xtask peers`");
+    assert!(output.status.success(), "{}", String::from_utf8_lossy(&output.stderr));
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    let line = stdout
+        .lines()
+        .find_map(|line| line.strip_prefix("export REIN_PEER_PYTHON="))
+        .expect("cargo xtask peers prints REIN_PEER_PYTHON");
+    PathBuf::from(line.trim_matches('\''))
+}
