@@ -17,6 +17,8 @@ mod mcp;
 
 mod serve;
 
+mod stalled;
+
 mod store;
 
 // What the benchmarks share lives in `figures.rs`, so that they do not import this file, which

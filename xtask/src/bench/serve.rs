@@ -115,7 +115,12 @@ async fn measure(root: &std::path::Path) -> anyhow::Result<Figures> {
     let models = StaticModels::new().with("mock-200ms", Arc::new(model));
     let runtime =
         Runtime::new(RuntimeParts::new(Arc::new(store), Arc::new(transcripts), Arc::new(models)))?;
-    let config = ServerConfig::default().with_addr(([127, 0, 0, 1], 0).into());
+    let mut config = ServerConfig::default().with_addr(([127, 0, 0, 1], 0).into());
+    // The 1,000 users all connect from 127.0.0.1, and think up to 10 s between messages on
+    // their kept-alive connections: neither the per-client cap nor the header timeout (which
+    // also closes idle kept-alive connections) is what this bench measures.
+    config.max_connections_per_client = None;
+    config.header_read_timeout = None;
     let (ready_tx, ready_rx) = tokio::sync::oneshot::channel();
     let (stop_tx, stop_rx) = tokio::sync::oneshot::channel::<()>();
     let server = tokio::spawn(rein_server::serve_until(
