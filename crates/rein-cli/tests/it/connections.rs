@@ -8,10 +8,10 @@ use std::{
     time::{Duration, Instant},
 };
 
-use crate::support::{http, serve, stop};
+use crate::support::{Served, http, serve, stop};
 
 /// `rein serve` with `[server]` set to `settings`; the child and its `HOST:PORT`.
-fn serve_with(dir: &std::path::Path, settings: &str) -> (std::process::Child, String) {
+fn serve_with(dir: &std::path::Path, settings: &str) -> (Served, String) {
     let config = dir.join("rein.toml");
     std::fs::write(&config, format!("[server]\n{settings}")).expect("write the config");
     serve(&["--config", config.to_str().expect("utf-8")], &dir.join("data"))

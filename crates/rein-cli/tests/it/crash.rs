@@ -8,7 +8,6 @@ use std::{
     io::BufReader,
     net::{TcpListener, TcpStream},
     path::Path,
-    process::Child,
     sync::{
         Arc,
         atomic::{AtomicUsize, Ordering},
@@ -19,8 +18,8 @@ use std::{
 use serde_json::{Value, json};
 
 use crate::support::{
-    LOOP_ROUNDS, ScriptedModel, config_with_everything, everything_peer, http, read_request, serve,
-    stop, write_completion, write_json,
+    LOOP_ROUNDS, ScriptedModel, Served, config_with_everything, everything_peer, http,
+    read_request, serve, stop, write_completion, write_json,
 };
 
 const RT: &str = "/agent/api/runtime";
@@ -156,7 +155,7 @@ fn wait_for_line(data: &Path, needle: &str) {
     panic!("no `{needle}` in the transcripts: {}", transcripts(data));
 }
 
-fn kill_hard(mut child: Child) {
+fn kill_hard(mut child: Served) {
     child.kill().expect("SIGKILL");
     child.wait().expect("reaped");
 }

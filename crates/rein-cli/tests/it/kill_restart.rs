@@ -15,14 +15,15 @@ use std::{
     io::{BufReader, Write as _},
     net::{TcpListener, TcpStream},
     path::Path,
-    process::Child,
     sync::{Arc, Mutex},
     time::Duration,
 };
 
 use serde_json::{Value, json};
 
-use crate::support::{http, peer_python, read_request, serve, stop, write_completion, write_json};
+use crate::support::{
+    Served, http, peer_python, read_request, serve, stop, write_completion, write_json,
+};
 
 const RT: &str = "/agent/api/runtime";
 
@@ -246,7 +247,7 @@ fn parse(body: &str) -> Value {
 }
 
 /// Starts `rein serve` and waits (bounded) until the ledger's `record` is offered.
-fn start(config: &str, data: &Path) -> (Child, String) {
+fn start(config: &str, data: &Path) -> (Served, String) {
     let (child, host) = serve(&["--config", config], data);
     for _ in 0..400 {
         let (status, body) = http(&host, "GET", &format!("{RT}/agents"), None, None);

@@ -398,8 +398,41 @@ pub(crate) fn write_json(dir: &Path, name: &str, value: &Value) -> String {
     path.display().to_string()
 }
 
+/// A `rein serve` child process, killed when dropped: a test that fails half-way leaves no
+/// server running.
+pub(crate) struct Served(Option<Child>);
+
+impl Served {
+    fn take(&mut self) -> Child {
+        self.0.take().expect("the child is there until stop")
+    }
+}
+
+impl std::ops::Deref for Served {
+    type Target = Child;
+
+    fn deref(&self) -> &Child {
+        self.0.as_ref().expect("the child is there until stop")
+    }
+}
+
+impl std::ops::DerefMut for Served {
+    fn deref_mut(&mut self) -> &mut Child {
+        self.0.as_mut().expect("the child is there until stop")
+    }
+}
+
+impl Drop for Served {
+    fn drop(&mut self) {
+        if let Some(mut child) = self.0.take() {
+            let _ = child.kill();
+            let _ = child.wait();
+        }
+    }
+}
+
 /// `rein serve` on a free loopback port; returns the child and its `HOST:PORT`.
-pub(crate) fn serve(args: &[&str], data: &Path) -> (Child, String) {
+pub(crate) fn serve(args: &[&str], data: &Path) -> (Served, String) {
     let mut child = Command::new(env!("CARGO_BIN_EXE_rein"))
         .arg("serve")
         .args(args)
@@ -412,6 +445,7 @@ pub(crate) fn serve(args: &[&str], data: &Path) -> (Child, String) {
         .expect("spawn rein serve");
     let mut line = String::new();
     BufReader::new(child.stdout.take().expect("stdout")).read_line(&mut line).expect("a line");
+    let child = Served(Some(child));
     let url = line
         .split_whitespace()
         .find(|word| word.starts_with("http://"))
@@ -451,7 +485,8 @@ pub(crate) fn http(
     (status, body)
 }
 
-pub(crate) fn stop(mut child: Child) -> String {
+pub(crate) fn stop(mut served: Served) -> String {
+    let mut child = served.take();
     child.kill().expect("kill");
     let mut stderr = String::new();
     child.stderr.take().expect("stderr").read_to_string(&mut stderr).expect("read stderr");
