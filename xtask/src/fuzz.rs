@@ -18,6 +18,7 @@ use anyhow::Context as _;
 const TARGETS: &[(&str, &str)] = &[
     ("recover", "rein-recover"),
     ("repair_arguments", "rein-recover"),
+    ("stream", "rein-recover"),
     ("sse_decoder", "rein-model"),
 ];
 

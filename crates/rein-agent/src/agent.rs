@@ -11,7 +11,7 @@ use rein_protocol::{
     ModelReply, ModelRequest, ReplyDelta, StopReason, ToolCall, ToolChoice, ToolOutput, TurnEnding,
     Usage,
 };
-use rein_recover::{RawReply, Recovered, recover};
+use rein_recover::{RawReply, Recovered, StreamEvent, StreamRecoverer, ToolSchemas, recover_typed};
 
 use crate::{
     approval::Approver,
@@ -130,6 +130,9 @@ pub(crate) struct TurnState<'a> {
     error_fingerprints: HashMap<String, u32>,
     pub(crate) tool_results: Vec<(ToolCall, ToolOutput)>,
     min_level: Level,
+    /// The last reply repeated itself (one call, or its text, written a third time): its
+    /// calls are kept once each.
+    degenerate: bool,
 }
 
 enum Requested {
@@ -390,6 +393,7 @@ impl Agent {
             error_fingerprints: HashMap::new(),
             tool_results: Vec::new(),
             min_level: Level::default(),
+            degenerate: false,
         };
 
         for hook in self.hooks.clone() {
@@ -583,6 +587,18 @@ impl Agent {
                     *reasoning_content = None;
                 }
             }
+            // Text deltas go through the stream recoverer: the user sees no raw markup (think
+            // tags, call JSON or XML, dialect tokens) while the reply streams.
+            let mut stream_schemas = ToolSchemas::new();
+            for spec in &specs {
+                stream_schemas.insert(
+                    spec.name.clone(),
+                    serde_json::Value::Object(spec.input_schema.clone()),
+                );
+            }
+            let stream_names: Vec<&str> = specs.iter().map(|spec| spec.name.as_str()).collect();
+            let recoverer = Mutex::new(StreamRecoverer::new(&stream_names, stream_schemas));
+            drop(stream_names);
             let mut request = ModelRequest::new(messages, specs);
             request.tool_choice = if tools_offered { ToolChoice::Auto } else { ToolChoice::None };
             request.sampling = self.config.sampling.clone();
@@ -593,10 +609,30 @@ impl Agent {
             let events = turn.events;
             // The text streamed so far: what a stopped request leaves.
             let streamed = Mutex::new(String::new());
+            let degenerate = tokio::sync::Notify::new();
+            let forward = |released: Vec<StreamEvent>| {
+                for event in released {
+                    match event {
+                        StreamEvent::Text(text) => events.emit(AgentEvent::TextDelta { text }),
+                        StreamEvent::Reasoning(text) => {
+                            events.emit(AgentEvent::ReasoningDelta { text });
+                        }
+                        _ => {}
+                    }
+                }
+            };
             let deltas = |delta: ReplyDelta| match delta {
                 ReplyDelta::Text { text } => {
                     streamed.lock().unwrap_or_else(PoisonError::into_inner).push_str(&text);
-                    events.emit(AgentEvent::TextDelta { text });
+                    let mut recoverer = recoverer.lock().unwrap_or_else(PoisonError::into_inner);
+                    let released = recoverer.push(&text);
+                    if recoverer.degenerate() {
+                        // A reply writing one call a third time, or its text three times over,
+                        // is repeating itself.
+                        degenerate.notify_one();
+                    }
+                    drop(recoverer);
+                    forward(released);
                 }
                 ReplyDelta::Reasoning { text } => events.emit(AgentEvent::ReasoningDelta { text }),
                 ReplyDelta::Retry { attempt, delay_ms, reason } => {
@@ -612,6 +648,15 @@ impl Agent {
                 Race::Stop => tokio::select! {
                     biased;
                     () = turn.cancel.cancelled() => None,
+                    () = degenerate.notified() => {
+                        // The request is dropped; the text so far is the reply, its repeated
+                        // calls kept once (see `run_loop`).
+                        turn.degenerate = true;
+                        let mut reply = ModelReply::default();
+                        reply.content = partial();
+                        reply.stop_reason = StopReason::Stop;
+                        Some(Ok(reply))
+                    }
                     result = completion => Some(result),
                 },
                 Race::LastStep => {
@@ -638,6 +683,17 @@ impl Agent {
             };
             match result {
                 Ok(reply) => {
+                    // What the stream recoverer still held is released (the final message,
+                    // recovered whole, replaces what was shown in any case).
+                    let recoverer = std::mem::take(
+                        &mut *recoverer.lock().unwrap_or_else(PoisonError::into_inner),
+                    );
+                    if recoverer.repeated_call() {
+                        turn.degenerate = true;
+                    }
+                    if !recoverer.text().is_empty() {
+                        forward(recoverer.finish(None, &[]).events);
+                    }
                     if let Some(usage) = &reply.usage {
                         turn.usage.add(usage);
                         // The provider's own count corrects the estimate of the next request.
@@ -670,13 +726,21 @@ impl Agent {
 
     fn recover_reply(&self, reply: &ModelReply, tools_on: bool) -> Recovered {
         let names = if tools_on { self.tools.names() } else { Vec::new() };
-        let recovered = recover(
+        // The offered tools' schemas type the values text dialects write as strings.
+        let mut schemas = ToolSchemas::new();
+        for name in &names {
+            if let Some(spec) = self.tools.spec(name) {
+                schemas.insert(*name, serde_json::Value::Object(spec.input_schema.clone()));
+            }
+        }
+        let recovered = recover_typed(
             &RawReply {
                 content: &reply.content,
                 reasoning_content: reply.reasoning.as_deref(),
                 tool_calls: &reply.tool_calls,
             },
             &names,
+            &schemas,
         );
         if !recovered.diagnostics.is_empty() {
             tracing::debug!(diagnostics = ?recovered.diagnostics, "recovery repaired the reply");
@@ -716,7 +780,26 @@ impl Agent {
                     return Ok(self.stopped_mid_reply(turn, partial));
                 }
             };
-            let recovered = self.recover_reply(&reply, tools_on);
+            let mut recovered = self.recover_reply(&reply, tools_on);
+            if std::mem::take(&mut turn.degenerate) {
+                let written = recovered.calls.len();
+                let mut seen = std::collections::HashSet::new();
+                recovered.calls.retain(|call| {
+                    seen.insert((
+                        call.name.clone(),
+                        serde_json::Value::Object(call.arguments.clone()).to_string(),
+                    ))
+                });
+                Self::notice(
+                    turn,
+                    code::DEGENERATE,
+                    format!(
+                        "the model repeated itself (one call or its text written a third time); \
+                         stopped it there and kept {} distinct call(s) of the {written} written",
+                        recovered.calls.len()
+                    ),
+                );
+            }
             turn.reply_data = reply.provider_data.clone();
             if let Some(reasoning) = &recovered.reasoning {
                 turn.events.emit(AgentEvent::Reasoning { text: reasoning.clone() });

@@ -93,4 +93,5 @@ pub(crate) mod code {
     pub(crate) const IGNORED_CALLS: &str = "calls_ignored_tools_off";
     pub(crate) const MODEL_ERROR: &str = "model_error";
     pub(crate) const OUTPUT_LIMIT: &str = "output_limit";
+    pub(crate) const DEGENERATE: &str = "degenerate_reply";
 }

@@ -490,6 +490,11 @@ impl TurnView {
             AgentEvent::Checkpoint { summary } => {
                 let _ = writeln!(stdout, "\n{}", self.dim(&format!("checkpoint: {summary}")));
             }
+            AgentEvent::Notice { code, message } if code == "degenerate_reply" => {
+                // The model was stopped for repeating itself: the user is told why.
+                self.clear_spinner();
+                let _ = writeln!(stdout, "\n{}", self.dim(&format!("note: {message}")));
+            }
             AgentEvent::Error { message, .. } => {
                 let _ = writeln!(stdout, "\n{}", self.dim(&format!("error: {message}")));
             }

@@ -9,7 +9,7 @@ use std::path::PathBuf;
 
 use anyhow::Context as _;
 use rein_protocol::RawToolCall;
-use rein_recover::{RawReply, recover};
+use rein_recover::{RawReply, ToolSchemas, recover_typed};
 use serde_json::{Value, json};
 
 /// Arguments of `rein recover`.
@@ -18,6 +18,11 @@ pub(crate) struct RecoverArgs {
     /// Names of the tools offered to the model, comma-separated.
     #[arg(long, value_delimiter = ',')]
     tools: Vec<String>,
+    /// A JSON file with the offered tools and their schemas: an OpenAI `tools` array
+    /// (`[{"type":"function","function":{"name","parameters"}}]`) or an MCP `tools/list` result
+    /// (`{"tools":[{"name","inputSchema"}]}`). Values written as text are typed by the schemas.
+    #[arg(long, value_name = "FILE")]
+    tools_file: Option<PathBuf>,
     /// The input is an OpenAI wire message object
     /// (`{"content": .., "reasoning_content": .., "tool_calls": [..]}`), not raw content.
     #[arg(long)]
@@ -48,14 +53,36 @@ pub(crate) fn run(args: &RecoverArgs) -> anyhow::Result<()> {
     } else {
         Input { content: text, reasoning_content: None, tool_calls: Vec::new() }
     };
-    let tools: Vec<&str> =
+    let schemas = match &args.tools_file {
+        Some(path) => {
+            let text = std::fs::read_to_string(path)
+                .with_context(|| format!("cannot read {}", path.display()))?;
+            let list: Value = serde_json::from_str(&text)
+                .with_context(|| format!("{} is not JSON", path.display()))?;
+            let schemas = ToolSchemas::from_tool_list(&list);
+            anyhow::ensure!(
+                !schemas.is_empty(),
+                "{} names no tools: expected an OpenAI `tools` array or an MCP `tools/list` result",
+                path.display()
+            );
+            schemas
+        }
+        None => ToolSchemas::new(),
+    };
+    let mut tools: Vec<&str> =
         args.tools.iter().map(|tool| tool.trim()).filter(|tool| !tool.is_empty()).collect();
+    for name in schemas.names() {
+        if !tools.contains(&name) {
+            tools.push(name);
+        }
+    }
+    tools.sort_unstable();
     let reply = RawReply {
         content: &input.content,
         reasoning_content: input.reasoning_content.as_deref(),
         tool_calls: &input.tool_calls,
     };
-    let recovered = recover(&reply, &tools);
+    let recovered = recover_typed(&reply, &tools, &schemas);
     let calls: Vec<Value> = recovered
         .calls
         .iter()

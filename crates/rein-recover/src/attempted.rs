@@ -18,7 +18,23 @@ pub fn looks_like_attempted_call(text: &str, known_tools: &[&str]) -> bool {
 }
 
 pub(crate) fn attempted(text: &str, tools: Tools<'_>) -> bool {
-    markup(text, tools) || call_keys(text, tools) || python_style(text, tools)
+    markup(text, tools) || call_keys(text, tools) || python_style(text, tools) || tokens(text)
+}
+
+/// Call tokens outside any tag: Mistral's `[TOOL_CALLS]` before a name or JSON, and a harmony
+/// header addressed to a function (`<|channel|>commentary to=functions.NAME`).
+fn tokens(text: &str) -> bool {
+    let bytes = text.as_bytes();
+    if let Some(at) = memchr::memmem::find(bytes, b"[TOOL_CALLS]")
+        && !mentioned(bytes, at)
+    {
+        let next = bytes.get(at + "[TOOL_CALLS]".len());
+        if next.is_some_and(|&b| b.is_ascii_alphanumeric() || matches!(b, b'_' | b'[' | b'{')) {
+            return true;
+        }
+    }
+    memchr::memmem::find(bytes, b"to=functions.").is_some()
+        && memchr::memmem::find(bytes, b"<|message|>").is_some()
 }
 
 fn mentioned(bytes: &[u8], at: usize) -> bool {
@@ -26,7 +42,24 @@ fn mentioned(bytes: &[u8], at: usize) -> bool {
 }
 
 fn markup(text: &str, tools: Tools<'_>) -> bool {
-    const ALWAYS: [&[u8]; 8] = [
+    const ALWAYS: [&[u8]; 25] = [
+        b"<|tool_call_begin|>",
+        "<｜tool▁call▁begin｜>".as_bytes(),
+        "<｜tool_call_begin｜>".as_bytes(),
+        "<｜DSML｜invoke".as_bytes(),
+        b"<steptml:invoke",
+        b"<|START_ACTION|>",
+        b"<|action_start|><|plugin|>",
+        b"<start_function_call>",
+        b"<|tool_call>call:",
+        b"<seed:tool_call>",
+        b"<minimax:tool_call>",
+        b"<longcat_tool_call>",
+        b"<|tools_prefix|>",
+        b"<TOOLCALL>[",
+        b"<|tool_call|>[",
+        b"<|tool_call_start|>",
+        b"<function name=",
         b"<function=",
         b"<parameter=",
         b"<parameter ",

@@ -64,7 +64,7 @@ pub(crate) enum Place {
 const ARGUMENT_KEYS: [&str; 3] = ["arguments", "parameters", "input"];
 
 /// Keys a flat call object may carry besides its name and arguments.
-const CALL_KEYS: [&str; 3] = ["type", "id", "name"];
+const CALL_KEYS: [&str; 5] = ["type", "id", "name", "tool_name", "tool_call_id"];
 
 /// The calls a JSON value stands for: one call object, the nested OpenAI shape, an array of
 /// calls, or a `{"tool_calls": [...]}` message. `None` when the value is not a call.
@@ -118,7 +118,8 @@ fn call_from_object(
     } else {
         object
     };
-    let name = match function.get("name") {
+    // Cohere Command writes `tool_name`.
+    let name = match function.get("name").or_else(|| function.get("tool_name")) {
         Some(Value::String(name)) => tool_name(name, tools)?,
         _ => return None,
     };
@@ -159,6 +160,9 @@ pub(crate) fn arguments_from_value(
 ) -> JsonObject {
     let (mut arguments, diagnostic) = match raw {
         Value::String(text) => repair_arguments(&text),
+        // The common cases, without writing the value out as text for a diagnostic.
+        Value::Object(object) => (object, None),
+        Value::Null => (JsonObject::new(), None),
         other => {
             let text = other.to_string();
             object_from_value(other, &text)

@@ -39,6 +39,9 @@ pub enum DiagnosticKind {
     /// The text held more calls than recovery takes from one text (1024); the text after the
     /// last one taken was left as it is.
     TooManyCalls,
+    /// String values of calls read from the text were converted to the types the tool's
+    /// schema gives them (`"5"` to `5` for an `integer`).
+    ArgumentsTyped,
 }
 
 impl DiagnosticKind {
@@ -59,6 +62,7 @@ impl DiagnosticKind {
             DiagnosticKind::FreshId => "fresh_id",
             DiagnosticKind::ScanBudgetExhausted => "scan_budget_exhausted",
             DiagnosticKind::TooManyCalls => "too_many_calls",
+            DiagnosticKind::ArgumentsTyped => "arguments_typed",
         }
     }
 }

@@ -2,13 +2,16 @@
 //!
 //! The targets are thin wrappers over these functions, so a crash found by the fuzzer replays
 //! as an ordinary test (`test_data/fuzz-failures/`). Each function panics when an invariant is
-//! broken; that is what the fuzzer looks for.
+//! broken; that is what the fuzzer looks for. [`case_output`] renders a data case for the case
+//! test and the bench.
 
 use std::collections::HashSet;
 
 use rein_protocol::RawToolCall;
 
-use crate::{RawReply, recover, repair_arguments, scrub_dialect_leaks};
+use serde_json::json;
+
+use crate::{RawReply, ToolSchemas, recover, recover_typed, repair_arguments, scrub_dialect_leaks};
 
 /// The tool names the fuzz targets offer (chosen by the first input byte).
 pub const FUZZ_TOOLS: &[&str] = &["query", "show_layer", "list_datasets", "get_schema", "fly_to"];
@@ -69,7 +72,7 @@ pub fn repair_bytes(data: &[u8]) {
 /// The work [`recover`] does on `content` (bytes examined, memoized re-scans included), for the
 /// linearity guard: it must grow linearly with the input on every input.
 pub fn work_units(content: &str, known_tools: &[&str]) -> u64 {
-    crate::recover_counting(&RawReply { content, ..RawReply::default() }, known_tools).1
+    crate::recover_counting(&RawReply { content, ..RawReply::default() }, known_tools, None).1
 }
 
 /// The adversarial input shapes of glen's performance anchor and more, by name (see [`adversarial`]).
@@ -92,6 +95,16 @@ pub const ADVERSARIAL_SHAPES: &[&str] = &[
     "name_keys",
     "think_close",
     "wrapper_attributes",
+    "kimi_unclosed_calls",
+    "deepseek_unclosed_calls",
+    "dsml_unclosed_parameters",
+    "gemma_unclosed_strings",
+    "mistral_unclosed_args",
+    "python_call_lists",
+    "harmony_headers",
+    "child_elements",
+    "functionary_names",
+    "noise_tokens",
 ];
 
 /// An adversarial input of the named shape, `bytes` long (give or take one repetition), or
@@ -127,6 +140,20 @@ pub fn adversarial(shape: &str, bytes: usize) -> Option<String> {
         "name_keys" => ("", "\"name\": \"x\", ", ""),
         "think_close" => ("", "</think><think>", ""),
         "wrapper_attributes" => ("", "<tool_call a ", ""),
+        "kimi_unclosed_calls" => {
+            ("", "<|tool_call_begin|>functions.q:0<|tool_call_argument_begin|>{\"a\":", "")
+        }
+        "deepseek_unclosed_calls" => ("", "<｜tool▁call▁begin｜>q<｜tool▁sep｜>{", ""),
+        "dsml_unclosed_parameters" => {
+            ("", "<｜DSML｜invoke name=\"q\"><｜DSML｜parameter name=\"k\">", "")
+        }
+        "gemma_unclosed_strings" => ("", "<start_function_call>call:q{a:<escape>", ""),
+        "mistral_unclosed_args" => ("", "[TOOL_CALLS]q[ARGS]{", ""),
+        "python_call_lists" => ("", "\n[query(sql='x'), ", ""),
+        "harmony_headers" => ("", "<|channel|>commentary to=functions.q<|message|>{", ""),
+        "child_elements" => ("", "<invoke name=\"q\"><a>", ""),
+        "functionary_names" => ("", ">>>q\n{\"a\":", ""),
+        "noise_tokens" => ("", "<|im_end|>[TOOL_CALLS]<|end|>", ""),
         _ => return None,
     };
     let count = bytes.saturating_sub(prefix.len() + suffix.len()).div_ceil(unit.len());
@@ -137,4 +164,101 @@ pub fn adversarial(shape: &str, bytes: usize) -> Option<String> {
     }
     text.push_str(suffix);
     Some(text)
+}
+
+struct Case {
+    tools: Vec<String>,
+    reasoning: Option<String>,
+    native: Vec<RawToolCall>,
+    schemas: Option<ToolSchemas>,
+    content: String,
+}
+
+fn parse_case(text: &str, default_tools: &[&str]) -> Case {
+    let mut case = Case {
+        tools: default_tools.iter().map(|tool| tool.to_string()).collect(),
+        reasoning: None,
+        native: Vec::new(),
+        schemas: None,
+        content: String::new(),
+    };
+    let mut rest = text;
+    while let Some(line_end) = rest.find('\n').filter(|_| rest.starts_with("//- ")) {
+        let line = &rest[4..line_end];
+        rest = &rest[line_end + 1..];
+        let (key, value) = line.split_once(':').expect("header lines are `//- key: value`");
+        let value = value.trim();
+        match key.trim() {
+            "tools" if value == "none" => case.tools.clear(),
+            "tools" => case.tools = value.split(',').map(|tool| tool.trim().to_owned()).collect(),
+            "reasoning" => case.reasoning = Some(value.replace("\\n", "\n")),
+            "native" => case
+                .native
+                .push(serde_json::from_str(value).expect("a native call in OpenAI wire JSON")),
+            "schema" => {
+                let (name, schema) = value.split_once(' ').expect("`//- schema: NAME {..}`");
+                let schema = serde_json::from_str(schema).expect("a JSON schema");
+                case.schemas.get_or_insert_with(ToolSchemas::new).insert(name, schema);
+            }
+            other => panic!("unknown header `{other}`"),
+        }
+    }
+    case.content = rest.strip_suffix('\n').unwrap_or(rest).to_owned();
+    case
+}
+
+/// Runs recovery on a data case (`test_data/cases/**/NAME.txt`: header lines `//- tools: a, b`
+/// or `none`, `//- reasoning: TEXT`, `//- native: {OpenAI tool call}`, `//- schema: NAME {…}`,
+/// then the content) and renders what it found as the pretty JSON of its `NAME.out`. Shared by
+/// the case test and `cargo xtask bench recover`'s per-dialect rates. Panics on a malformed
+/// header (a case file is the project's own).
+pub fn case_output(input: &str, default_tools: &[&str]) -> String {
+    let case = parse_case(input, default_tools);
+    let tools: Vec<&str> = case.tools.iter().map(String::as_str).collect();
+    let reply = RawReply {
+        content: &case.content,
+        reasoning_content: case.reasoning.as_deref(),
+        tool_calls: &case.native,
+    };
+    let recovered = match &case.schemas {
+        Some(schemas) => recover_typed(&reply, &tools, schemas),
+        None => recover(&reply, &tools),
+    };
+    let calls: Vec<_> = recovered
+        .calls
+        .iter()
+        .map(|call| json!({"id": call.id, "name": call.name, "arguments": call.arguments}))
+        .collect();
+    let diagnostics: Vec<_> = recovered.diagnostics.iter().map(|d| d.code()).collect();
+    let rendered = json!({
+        "reasoning": recovered.reasoning,
+        "calls": calls,
+        "visible_text": recovered.visible_text,
+        "attempted_unparsed": recovered.attempted_unparsed,
+        "diagnostics": diagnostics,
+    });
+    serde_json::to_string_pretty(&rendered).expect("JSON renders") + "\n"
+}
+
+/// Runs the [`StreamRecoverer`](crate::StreamRecoverer) over arbitrary bytes fed in chunks
+/// (the first byte picks the chunk size, 1 to 32 bytes, and whether tools are offered) and
+/// checks that its end state equals [`recover`] on the whole text.
+pub fn stream_bytes(data: &[u8]) {
+    let Some((&options, rest)) = data.split_first() else { return };
+    let text = String::from_utf8_lossy(rest);
+    let tools: &[&str] = if options & 1 == 1 { FUZZ_TOOLS } else { &[] };
+    let chunk = 1 + usize::from(options >> 3);
+    let mut recoverer = crate::StreamRecoverer::new(tools, ToolSchemas::new());
+    let mut at = 0;
+    while at < text.len() {
+        let mut end = (at + chunk).min(text.len());
+        while !text.is_char_boundary(end) {
+            end += 1;
+        }
+        recoverer.push(&text[at..end]);
+        at = end;
+    }
+    let end = recoverer.finish(None, &[]);
+    let whole = recover(&RawReply { content: &text, ..RawReply::default() }, tools);
+    assert_eq!(end.recovered, whole, "the stream's end state differs from recover");
 }

@@ -4,7 +4,9 @@
 //! moves them back: reasoning out of `reasoning_content` and `<think>` blocks, tool calls out of
 //! the text in every known dialect (see `docs/recovery-dialects.md`), native call arguments
 //! repaired into JSON objects, dialect leaks (`<arg_value>`, `<parameter=…>`) unwrapped, and the
-//! call text removed from what the user sees.
+//! call text removed from what the user sees. [`recover_typed`] also types the values text
+//! dialects write as strings by the offered tools' schemas ([`ToolSchemas`]), and
+//! [`StreamRecoverer`] does the same while a reply streams, releasing clean deltas.
 //!
 //! This crate owns that parsing and nothing else. It must never do I/O, fail, panic, or take
 //! more than linear time on any input: [`recover`] returns what it found plus [`Diagnostic`]s,
@@ -33,6 +35,8 @@ mod find;
 pub mod fuzz;
 mod json;
 mod reasoning;
+mod schema;
+mod stream;
 mod text;
 
 use std::collections::HashSet;
@@ -44,6 +48,8 @@ pub use crate::{
     attempted::looks_like_attempted_call,
     diagnostic::{Diagnostic, DiagnosticKind},
     reasoning::extract_reasoning,
+    schema::ToolSchemas,
+    stream::{StreamEnd, StreamEvent, StreamRecoverer},
 };
 
 /// The parts of a model reply that recovery reads.
@@ -75,11 +81,26 @@ pub struct Recovered {
 /// Recovers reasoning and tool calls from a reply. `known_tools` are the names of the tools
 /// offered to the model. Never fails, never panics, linear time in the size of the reply.
 pub fn recover(reply: &RawReply<'_>, known_tools: &[&str]) -> Recovered {
-    recover_counting(reply, known_tools).0
+    recover_counting(reply, known_tools, None).0
+}
+
+/// [`recover`], with the offered tools' parameter schemas: string values of calls read from
+/// the text are converted where the schema types them otherwise (`"5"` becomes `5` for an
+/// `integer`), and kept as text where they do not fit (see `docs/recovery-dialects.md`).
+pub fn recover_typed(
+    reply: &RawReply<'_>,
+    known_tools: &[&str],
+    schemas: &ToolSchemas,
+) -> Recovered {
+    recover_counting(reply, known_tools, Some(schemas)).0
 }
 
 /// [`recover`], also returning the work it did (bytes examined), for the linearity guard.
-pub(crate) fn recover_counting(reply: &RawReply<'_>, known_tools: &[&str]) -> (Recovered, u64) {
+pub(crate) fn recover_counting(
+    reply: &RawReply<'_>,
+    known_tools: &[&str],
+    schemas: Option<&ToolSchemas>,
+) -> (Recovered, u64) {
     let tools = call::Tools::new(known_tools);
     let mut diagnostics = Vec::new();
     let (reasoning, content) =
@@ -115,8 +136,20 @@ pub(crate) fn recover_counting(reply: &RawReply<'_>, known_tools: &[&str]) -> (R
 
     if calls.is_empty() {
         calls = scan.calls;
+        let mut typed = 0;
         for call in &mut calls {
             call.id = fresh.next_id();
+            if let Some(schemas) = schemas {
+                typed += schemas.type_arguments(&call.name, &mut call.arguments);
+            }
+        }
+        if typed > 0 {
+            diagnostics.push(Diagnostic::new(
+                DiagnosticKind::ArgumentsTyped,
+                format!(
+                    "{typed} argument value(s) written as text were typed by the tool's schema"
+                ),
+            ));
         }
     } else if !scan.calls.is_empty() {
         let count = scan.calls.len();

@@ -5,11 +5,52 @@ use std::ops::Range;
 
 use crate::args::starts_with_ignore_case;
 use crate::diagnostic::{Diagnostic, DiagnosticKind};
-use crate::find::find1;
+use crate::find::find2;
 use crate::text::remove_spans;
 
-const OPEN: &[u8] = b"<think>";
-const CLOSE: &[u8] = b"</think>";
+/// A reasoning block's open and close markers, matched ignoring ASCII case.
+struct Marker {
+    open: &'static [u8],
+    close: &'static [u8],
+    /// Whether a close with no open before it makes the text before it reasoning (a chat
+    /// template opened the block in the prompt).
+    orphan: bool,
+}
+
+/// Every reasoning block recovery knows: `<think>` (Qwen, DeepSeek, GLM, …), Seed-OSS's
+/// `<seed:think>`, Mistral's `[THINK]`, Cohere Command's `<|START_THINKING|>`, gpt-oss harmony's
+/// analysis channel, Gemma's thought channel.
+const MARKERS: [Marker; 6] = [
+    Marker { open: b"<think>", close: b"</think>", orphan: true },
+    Marker { open: b"<seed:think>", close: b"</seed:think>", orphan: true },
+    Marker { open: b"[THINK]", close: b"[/THINK]", orphan: true },
+    Marker { open: b"<|START_THINKING|>", close: b"<|END_THINKING|>", orphan: true },
+    Marker { open: b"<|channel|>analysis<|message|>", close: b"<|end|>", orphan: false },
+    Marker { open: b"<|channel>thought", close: b"<channel|>", orphan: false },
+];
+
+/// Tags where a call begins: an unclosed block ends at the first of them.
+const CALL_OPENERS: [&[u8]; 15] = [
+    b"<tool_call",
+    b"<tool_code",
+    b"<function=",
+    b"<|tool_call",
+    b"<|tool_calls_section_begin|>",
+    b"<|START_ACTION|>",
+    b"<|action_start|>",
+    "<｜tool".as_bytes(),
+    "<｜DSML｜".as_bytes(),
+    b"<seed:tool_call",
+    b"<minimax:tool_call",
+    b"<TOOLCALL>",
+    b"[TOOL_CALLS]",
+    b"<start_function_call>",
+    b"<|channel|>commentary",
+];
+
+/// Markup inside a call: a close marker after one is in an argument value, never the end of a
+/// reasoning block the prompt opened.
+const CALL_MARKUP: [&[u8]; 4] = [b"<arg_value", b"<arg_key", b"<parameter", b"<invoke"];
 
 /// Takes the reasoning out of a reply: the `reasoning_content` field first, then every
 /// `<think>…</think>` block in the content (tags matched case-insensitively), parts trimmed and
@@ -44,10 +85,11 @@ pub(crate) fn extract<'c>(
     let bytes = content.as_bytes();
     let mut spans: Vec<Range<usize>> = Vec::new();
     let mut seen_tag = false;
-    // (where the open tag starts, where its text starts, first call tag inside)
-    let mut open: Option<(usize, usize, Option<usize>)> = None;
+    let mut seen_call = false;
+    // (which marker, where the open tag starts, where its text starts, first call tag inside)
+    let mut open: Option<(usize, usize, usize, Option<usize>)> = None;
     let mut from = 0;
-    while let Some(offset) = find1(b'<', &bytes[from..]) {
+    while let Some(offset) = find2(b'<', b'[', &bytes[from..]) {
         let at = from + offset;
         let rest = &bytes[at..];
         from = at + 1;
@@ -55,18 +97,41 @@ pub(crate) fn extract<'c>(
             // `<think>` in inline code is a mention, not a block.
             continue;
         }
-        if starts_with_ignore_case(rest, OPEN) {
-            if open.is_none() {
-                open = Some((at, at + OPEN.len(), None));
-                seen_tag = true;
-            }
-            from = at + OPEN.len();
-        } else if starts_with_ignore_case(rest, CLOSE) {
-            let end = at + CLOSE.len();
-            if let Some((tag, text, _)) = open.take() {
+        // Every marker and call tag starts with one of these after its `<` or `[`: the rest of
+        // the brackets in prose (`<b>`, `[1]`) cost one look.
+        let second = rest.get(1).map_or(0, u8::to_ascii_lowercase);
+        let known = if rest[0] == b'[' {
+            matches!(second, b't' | b'/')
+        } else {
+            matches!(
+                second,
+                b't' | b's' | b'/' | b'|' | b'c' | b'f' | b'm' | b'a' | b'p' | b'i' | 0xEF
+            )
+        };
+        if !known {
+            continue;
+        }
+        if let Some((marker, tag, text, _)) = open {
+            let close = MARKERS[marker].close;
+            if starts_with_ignore_case(rest, close) {
+                let end = at + close.len();
                 parts.push(content[text..at].trim());
                 spans.push(tag..end);
-            } else if !seen_tag {
+                open = None;
+                from = end;
+                continue;
+            }
+        } else if let Some(index) =
+            MARKERS.iter().position(|m| starts_with_ignore_case(rest, m.open))
+        {
+            open = Some((index, at, at + MARKERS[index].open.len(), None));
+            seen_tag = true;
+            from = at + MARKERS[index].open.len();
+            continue;
+        } else if let Some(marker) = MARKERS.iter().find(|m| starts_with_ignore_case(rest, m.close))
+        {
+            let end = at + marker.close.len();
+            if marker.orphan && !seen_tag && !seen_call {
                 parts.push(content[..at].trim());
                 spans.push(0..end);
                 diagnostics.push(Diagnostic::new(
@@ -76,15 +141,24 @@ pub(crate) fn extract<'c>(
             }
             seen_tag = true;
             from = end;
-        } else if let Some((_, _, first_call @ None)) = open.as_mut()
-            && (starts_with_ignore_case(rest, b"<tool_call")
-                || starts_with_ignore_case(rest, b"<tool_code")
-                || starts_with_ignore_case(rest, b"<function="))
+            continue;
+        }
+        // Only what can still change something is compared (tags are dense in call text).
+        let wants_first_call = matches!(open, Some((_, _, _, None)));
+        if !wants_first_call && seen_call {
+            continue;
+        }
+        let opens_call = CALL_OPENERS.iter().any(|tag| starts_with_ignore_case(rest, tag));
+        if opens_call
+            || (!seen_call && CALL_MARKUP.iter().any(|tag| starts_with_ignore_case(rest, tag)))
         {
+            seen_call = true;
+        }
+        if opens_call && let Some((_, _, _, first_call @ None)) = open.as_mut() {
             *first_call = Some(at);
         }
     }
-    if let Some((tag, text, first_call)) = open {
+    if let Some((_, tag, text, first_call)) = open {
         let end = first_call.unwrap_or(content.len());
         parts.push(content[text..end].trim());
         spans.push(tag..end);

@@ -1,4 +1,5 @@
-//! `cargo xtask bench recover`: recovery throughput on a realistic corpus, and time per adversarial shape.
+//! `cargo xtask bench recover`: per-dialect case rates, recovery throughput on a realistic corpus
+//! and on short replies in mixed dialects, and time per adversarial shape.
 //!
 //! Wall-clock figures (`_ms`, `_mb_per_s`) are best-of-N; on a shared machine they are stretched
 //! by other load, so the CPU-time figures (`_cpu_ms`, `_cpu_mb_per_s`) are reported beside them.
@@ -6,7 +7,7 @@
 use std::time::Instant;
 
 use rein_protocol::RawToolCall;
-use rein_recover::{RawReply, fuzz, recover};
+use rein_recover::{RawReply, StreamRecoverer, ToolSchemas, fuzz, recover};
 
 use super::{Figures, rng::Rng};
 
@@ -110,6 +111,118 @@ fn call_text(rng: &mut Rng) -> String {
     }
 }
 
+/// A call in one of the special-token dialects (see `rein-recover`'s `embedded/tokens.rs`).
+fn dialect_call(rng: &mut Rng) -> String {
+    let tool = rng.pick(TOOLS);
+    let n = rng.below(100);
+    match rng.below(12) {
+        0 => format!(
+            "<|tool_calls_section_begin|><|tool_call_begin|>functions.{tool}:0<|tool_call_argument_begin|>{{\"layer_id\": \"parks\", \"limit\": {n}}}<|tool_call_end|><|tool_calls_section_end|>"
+        ),
+        1 => format!(
+            "<｜tool▁calls▁begin｜><｜tool▁call▁begin｜>{tool}<｜tool▁sep｜>{{\"layer_id\": \"parks\"}}<｜tool▁call▁end｜><｜tool▁calls▁end｜>"
+        ),
+        2 => format!("[TOOL_CALLS]{tool}[ARGS]{{\"layer_id\": \"parks\", \"limit\": {n}}}"),
+        3 => format!(
+            "<|channel|>commentary to=functions.{tool} <|constrain|>json<|message|>{{\"layer_id\":\"parks\"}}<|call|>"
+        ),
+        4 => format!(
+            "<|START_ACTION|>[{{\"tool_call_id\": \"0\", \"tool_name\": \"{tool}\", \"parameters\": {{\"layer_id\": \"parks\"}}}}]<|END_ACTION|>"
+        ),
+        5 => format!(
+            "<start_function_call>call:{tool}{{layer_id:<escape>parks<escape>,limit:{n}}}<end_function_call>"
+        ),
+        6 => format!(
+            "<TOOLCALL>[{{\"name\": \"{tool}\", \"arguments\": {{\"layer_id\": \"parks\"}}}}]</TOOLCALL>"
+        ),
+        7 => format!("<|tool_call|>[{{\"name\": \"{tool}\", \"arguments\": {{\"limit\": {n}}}}}]"),
+        8 => format!("[{tool}(layer_id='parks', limit={n})]"),
+        9 => format!(
+            "<seed:tool_call>\n<function={tool}>\n<parameter=layer_id>parks</parameter>\n</function>\n</seed:tool_call>"
+        ),
+        10 => format!(
+            "<minimax:tool_call>\n<invoke name=\"{tool}\">\n<parameter name=\"layer_id\">parks</parameter>\n</invoke>\n</minimax:tool_call>"
+        ),
+        _ => call_text(rng),
+    }
+}
+
+/// A short reply (about 400 bytes): a sentence or two, and one or two calls in mixed dialects.
+fn short_reply(rng: &mut Rng) -> String {
+    let mut parts = vec![sentence(rng)];
+    for _ in 0..rng.below(3) {
+        parts.push(sentence(rng));
+    }
+    for _ in 0..1 + rng.below(2) {
+        parts.push(if rng.below(2) == 0 { dialect_call(rng) } else { call_text(rng) });
+    }
+    if rng.below(4) == 0 {
+        parts.insert(0, format!("<think>{}</think>", sentence(rng)));
+    }
+    parts.join("\n")
+}
+
+fn short_corpus() -> Vec<String> {
+    let mut rng = Rng::new(0x0005_1207_4EED_0400);
+    let mut replies = Vec::new();
+    let mut total = 0;
+    while total < 2 * 1024 * 1024 {
+        let reply = short_reply(&mut rng);
+        total += reply.len();
+        replies.push(reply);
+    }
+    replies
+}
+
+/// The data cases per dialect folder (`crates/rein-recover/test_data/cases/<dialect>/`): how many
+/// give their expected output, of how many.
+fn dialect_rates(figures: &mut Figures) -> anyhow::Result<()> {
+    const CASE_TOOLS: &[&str] = &[
+        "query",
+        "show_layer",
+        "hide_layer",
+        "list_datasets",
+        "get_schema",
+        "fly_to",
+        "set_style",
+        "value_stats",
+    ];
+    let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../crates/rein-recover/test_data/cases");
+    let mut dirs: Vec<_> = std::fs::read_dir(&root)?
+        .filter_map(|entry| entry.ok().map(|e| e.path()))
+        .filter(|path| path.is_dir())
+        .collect();
+    dirs.sort();
+    let (mut all_passed, mut all_total) = (0, 0);
+    let mut line = String::new();
+    for dir in dirs {
+        let name = dir.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
+        let (mut passed, mut total) = (0, 0);
+        for entry in std::fs::read_dir(&dir)? {
+            let path = entry?.path();
+            if path.extension().is_none_or(|ext| ext != "txt") {
+                continue;
+            }
+            total += 1;
+            let input = std::fs::read_to_string(&path)?;
+            let expected = std::fs::read_to_string(path.with_extension("out")).unwrap_or_default();
+            if fuzz::case_output(&input, CASE_TOOLS) == expected {
+                passed += 1;
+            }
+        }
+        line.push_str(&format!(" {name} {passed}/{total};"));
+        figures.push((format!("dialect_{name}_passed"), passed as f64));
+        figures.push((format!("dialect_{name}_total"), total as f64));
+        all_passed += passed;
+        all_total += total;
+    }
+    println!("dialect cases passed:{line} all {all_passed}/{all_total}");
+    figures.push(("dialect_cases_passed".into(), all_passed as f64));
+    figures.push(("dialect_cases_total".into(), all_total as f64));
+    Ok(())
+}
+
 fn message(rng: &mut Rng) -> String {
     let mut parts = Vec::new();
     if rng.below(4) == 0 {
@@ -174,6 +287,7 @@ fn time_ms(runs: usize, mut run: impl FnMut()) -> f64 {
 
 pub(crate) fn run() -> anyhow::Result<Figures> {
     let mut figures = Figures::new();
+    dialect_rates(&mut figures)?;
     let messages = corpus();
     let bytes: usize = messages.iter().map(String::len).sum();
     let native = [RawToolCall::new("call_1", "query", r#"{"sql":"SELECT 1"}}"#)];
@@ -206,6 +320,66 @@ pub(crate) fn run() -> anyhow::Result<Figures> {
     figures.push(("realistic_calls_count".into(), calls as f64));
     figures.push(("realistic_ms".into(), ms));
     figures.push(("realistic_mb_per_s".into(), mb / (ms / 1000.0)));
+
+    let short = short_corpus();
+    let short_bytes: usize = short.iter().map(String::len).sum();
+    let short_mb = short_bytes as f64 / (1024.0 * 1024.0);
+    let mut short_calls = 0usize;
+    let short_ms = time_ms(5, || {
+        short_calls = 0;
+        for content in &short {
+            short_calls += recover(&RawReply { content, ..RawReply::default() }, TOOLS).calls.len();
+        }
+    });
+    let mean = short_bytes as f64 / short.len() as f64;
+    println!(
+        "short replies: {} replies, mean {mean:.0} bytes, {short_calls} calls, {short_ms:.1} ms, {:.0} MB/s, {:.2} us per reply",
+        short.len(),
+        short_mb / (short_ms / 1000.0),
+        short_ms * 1000.0 / short.len() as f64
+    );
+    if let Some(cpu) = cpu_ms_per_run(1000.0, 50, || {
+        for content in &short {
+            std::hint::black_box(recover(&RawReply { content, ..RawReply::default() }, TOOLS));
+        }
+    }) {
+        println!(
+            "short replies: {cpu:.1} CPU ms per pass, {:.0} CPU MB/s",
+            short_mb / (cpu / 1000.0)
+        );
+        figures.push(("short_cpu_mb_per_s".into(), short_mb / (cpu / 1000.0)));
+    }
+    figures.push(("short_replies_count".into(), short.len() as f64));
+    figures.push(("short_mean_bytes".into(), mean));
+    figures.push(("short_calls_count".into(), short_calls as f64));
+    figures.push(("short_ms".into(), short_ms));
+    figures.push(("short_mb_per_s".into(), short_mb / (short_ms / 1000.0)));
+    figures.push(("short_us_per_reply".into(), short_ms * 1000.0 / short.len() as f64));
+
+    // The streaming recoverer, fed the short replies in 20-byte deltas.
+    let mut deltas = 0usize;
+    let stream_ms = time_ms(3, || {
+        deltas = 0;
+        for content in &short {
+            let mut recoverer = StreamRecoverer::new(TOOLS, ToolSchemas::new());
+            let mut at = 0;
+            while at < content.len() {
+                let mut end = (at + 20).min(content.len());
+                while !content.is_char_boundary(end) {
+                    end += 1;
+                }
+                std::hint::black_box(recoverer.push(&content[at..end]));
+                deltas += 1;
+                at = end;
+            }
+            std::hint::black_box(recoverer.finish(None, &[]));
+        }
+    });
+    let stream_delta_ns = stream_ms * 1e6 / deltas.max(1) as f64;
+    println!(
+        "stream: {deltas} deltas of 20 bytes, {stream_ms:.1} ms, {stream_delta_ns:.0} ns per delta (finish included)"
+    );
+    figures.push(("stream_delta_ns".into(), stream_delta_ns));
 
     let mut worst_1mb: f64 = 0.0;
     let mut worst_1mb_cpu: f64 = 0.0;

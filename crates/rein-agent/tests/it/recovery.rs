@@ -102,3 +102,58 @@ async fn recovery_loop_guard_results_do_not_count() {
     let ran = run(&mut agent, "ping").await;
     assert!(!notices(&ran.events).contains(&"recovery_fallback".to_owned()));
 }
+
+#[tokio::test]
+async fn recovery_types_text_dialect_values_by_the_offered_schema() {
+    let tool = strict();
+    let model = ScriptedModel::new([
+        reply::text("<function=price><parameter=n>3</parameter></function>"),
+        reply::text("It costs 42."),
+    ]);
+    let mut agent = agent(&model, registry(&[&tool]), AgentConfig::default());
+    let ran = run(&mut agent, "price it").await;
+    assert_eq!(tool.calls(), vec![obj(json!({"n": 3}))]);
+    assert_eq!(ran.outcome().text, "It costs 42.");
+}
+
+#[tokio::test]
+async fn recovery_streams_only_clean_text_and_reasoning_deltas() {
+    let tool = strict();
+    let model = ScriptedModel::new([
+        reply::text(
+            "<think>plan it</think>Checking.<tool_call>{\"name\":\"price\",\"arguments\":{\"n\":1}}</tool_call>",
+        ),
+        reply::text("It costs 42."),
+    ])
+    .streaming(true);
+    let mut agent = agent(&model, registry(&[&tool]), AgentConfig::default());
+    let ran = run(&mut agent, "price it").await;
+    let (mut text, mut reasoning) = (String::new(), String::new());
+    for event in &ran.events {
+        match event {
+            rein_protocol::AgentEvent::TextDelta { text: delta } => text.push_str(delta),
+            rein_protocol::AgentEvent::ReasoningDelta { text: delta } => reasoning.push_str(delta),
+            _ => {}
+        }
+    }
+    assert_eq!(tool.call_count(), 1);
+    assert_eq!(reasoning, "plan it");
+    assert_eq!(text, "Checking.It costs 42.");
+}
+
+#[tokio::test]
+async fn recovery_keeps_a_call_written_over_and_over_once_and_says_so() {
+    let tool = strict();
+    let call = "<tool_call>{\"name\":\"price\",\"arguments\":{\"n\":1}}</tool_call>\n";
+    let other = "<tool_call>{\"name\":\"price\",\"arguments\":{\"n\":2}}</tool_call>\n";
+    let model = ScriptedModel::new([
+        reply::text(format!("{call}{other}{call}{other}{call}{other}")),
+        reply::text("Prices found."),
+    ])
+    .streaming(true);
+    let mut agent = agent(&model, registry(&[&tool]), AgentConfig::default());
+    let ran = run(&mut agent, "price it").await;
+    assert_eq!(tool.calls(), vec![obj(json!({"n": 1})), obj(json!({"n": 2}))]);
+    assert!(notices(&ran.events).contains(&"degenerate_reply".to_owned()));
+    assert_eq!(ran.outcome().text, "Prices found.");
+}

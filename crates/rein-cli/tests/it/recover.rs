@@ -125,3 +125,32 @@ fn invalid_message_json_is_a_one_line_error() {
         assert!(stderr.contains("invalid --message JSON"), "{stderr}");
     }
 }
+
+#[test]
+fn tools_file_types_values_by_schema() {
+    let dir = std::env::temp_dir().join(format!("rein-recover-tools-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).expect("temp dir");
+    let schema = json!({"type": "object", "properties": {
+        "city": {"type": "string"}, "days": {"type": "integer"}, "metric": {"type": "boolean"}}});
+    let openai = dir.join("openai.json");
+    let list =
+        json!([{"type": "function", "function": {"name": "get_weather", "parameters": schema}}]);
+    std::fs::write(&openai, list.to_string()).expect("write");
+    let mcp = dir.join("mcp.json");
+    std::fs::write(
+        &mcp,
+        json!({"tools": [{"name": "get_weather", "inputSchema": schema}]}).to_string(),
+    )
+    .expect("write");
+    let reply = "<function=get_weather><parameter=city>10</parameter><parameter=days>3</parameter><parameter=metric>false</parameter></function>";
+    for file in [&openai, &mcp] {
+        let out = ok_json(&["recover", "--tools-file", file.to_str().expect("utf-8 path")], reply);
+        assert_eq!(
+            out["calls"],
+            json!([{"name": "get_weather", "arguments": {"city": "10", "days": 3, "metric": false}}])
+        );
+    }
+    let untyped = ok_json(&["recover", "--tools", "get_weather"], reply);
+    assert_eq!(untyped["calls"][0]["arguments"]["days"], "3");
+    std::fs::remove_dir_all(&dir).expect("clean up");
+}

@@ -1,11 +1,13 @@
 //! rein-recover's integration tests: data-driven cases, fuzz-failure replays, properties, linearity,
-//! the limit on calls per text.
+//! the limit on calls per text,
+//! the streaming recoverer.
 
 mod cases;
 mod fuzz_failures;
 mod limits;
 mod linearity;
 mod properties;
+mod stream;
 
 use std::path::{Path, PathBuf};
 

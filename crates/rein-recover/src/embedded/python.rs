@@ -1,0 +1,200 @@
+//! Python-style calls: `name(k=v)` alone on its line for an offered tool, and the call reader
+//! the wrappers and call lists share (see `docs/recovery-dialects.md`, "Python-style calls";
+//! cases in `test_data/cases/python/`).
+
+use std::ops::Range;
+
+use nom::{IResult, Parser, bytes::complete::tag, character::complete::multispace0};
+use rein_protocol::{JsonObject, ToolCall};
+use serde_json::Value;
+
+use super::*;
+
+impl<'t> Ctx<'t, '_> {
+    /// `name(...)` at `i`: no arguments, one JSON object, or Python keyword arguments. Any name
+    /// (the Python pass has checked that its names are offered tools).
+    ///
+    /// The whole call is read before anything is built: on text dense with `name(` that never
+    /// closes, a failed attempt then costs no allocation.
+    pub(super) fn python_call(&mut self, i: usize) -> Option<(ToolCall, usize)> {
+        let rest = self.at(i);
+        let (after, name) = identifier(rest).ok()?;
+        let mut k = self.consumed(after);
+        while self.bytes.get(k) == Some(&b' ') {
+            k += 1;
+        }
+        if self.bytes.get(k) != Some(&b'(') {
+            return None;
+        }
+        let mut items = std::mem::take(&mut self.python_items);
+        items.clear();
+        let read = self.python_arguments(k + 1, &mut items);
+        let built = read.and_then(|(object, close)| {
+            // Checked once the call is read: most attempts on bad input fail before.
+            let name = checked_tool_name(name, self.tools)?;
+            let arguments = match object {
+                Some(span) => match to_value(&self.text[span])? {
+                    Value::Object(object) => object,
+                    _ => return None,
+                },
+                None => {
+                    let mut arguments = JsonObject::with_capacity(items.len());
+                    for (key, span) in &items {
+                        arguments
+                            .insert((*key).to_owned(), python_literal(&self.text[span.clone()])?);
+                    }
+                    arguments
+                }
+            };
+            Some((name, arguments, close))
+        });
+        self.python_items = items;
+        let (name, mut arguments, close) = built?;
+        scrub(&mut arguments, name, &mut self.diagnostics);
+        Some((text_call(name.to_owned(), arguments), close + 1))
+    }
+
+    /// The arguments of a Python-style call after its `(` at `from - 1`, read but not built:
+    /// the span of one JSON object, or (`None`) keyword arguments pushed to `items`; and where
+    /// the closing `)` is.
+    pub(super) fn python_arguments(
+        &mut self,
+        from: usize,
+        items: &mut Vec<(&'t str, Range<usize>)>,
+    ) -> Option<(Option<Range<usize>>, usize)> {
+        let mut k = self.skip_ws(from);
+        let mut object = None;
+        if self.bytes.get(k) == Some(&b'{') {
+            let end = self.json.value_end(k).ok()?;
+            object = Some(k..end);
+            k = self.skip_ws(end);
+        } else {
+            while self.bytes.get(k) != Some(&b')') {
+                let rest = self.at(k);
+                let parsed: IResult<&str, &str> = (identifier, multispace0, tag("="), multispace0)
+                    .map(|(key, ..)| key)
+                    .parse(rest);
+                let (after, key) = parsed.ok()?;
+                let value_start = self.consumed(after);
+                let value_end = self.python_value_end(value_start)?;
+                self.work += (value_end - k) as u64;
+                items.push((key, value_start..value_end));
+                k = self.skip_ws(value_end);
+                if self.bytes.get(k) == Some(&b',') {
+                    k = self.skip_ws(k + 1);
+                } else if self.bytes.get(k) != Some(&b')') {
+                    return None;
+                }
+            }
+        }
+        (self.bytes.get(k) == Some(&b')')).then_some((object, k))
+    }
+
+    /// Where the Python literal at `i` ends (see [`python_literal`]).
+    pub(super) fn python_value_end(&mut self, i: usize) -> Option<usize> {
+        let rest = self.at(i);
+        for word in ["True", "False", "None"] {
+            if rest.starts_with(word)
+                && !rest.as_bytes().get(word.len()).copied().is_some_and(is_ident_byte)
+            {
+                return Some(i + word.len());
+            }
+        }
+        if let Some(quoted) = rest.strip_prefix('\'') {
+            let mut chars = quoted.char_indices();
+            while let Some((index, c)) = chars.next() {
+                match c {
+                    '\'' => return Some(i + 1 + index + 1),
+                    '\\' => {
+                        chars.next()?;
+                    }
+                    '\n' => return None,
+                    _ => {}
+                }
+            }
+            return None;
+        }
+        self.json.value_end(i).ok()
+    }
+
+    /// Python-style calls to offered tools, each alone on its line (backticks allowed around).
+    pub(super) fn python_pass(&mut self) -> Vec<(Range<usize>, ToolCall)> {
+        let mut found = Vec::new();
+        if self.tools.is_empty() {
+            return found;
+        }
+        let bytes = self.bytes;
+        let mut from = 0;
+        while found.len() < MAX_TEXT_CALLS {
+            let Some(offset) = find1(b'(', &bytes[from..]) else { break };
+            let paren = from + offset;
+            self.work += offset as u64 + 1;
+            from = paren + 1;
+            let mut name_end = paren;
+            while name_end > 0 && bytes[name_end - 1] == b' ' {
+                name_end -= 1;
+            }
+            let mut name_start = name_end;
+            while name_start > 0
+                && name_end - name_start < 128
+                && (is_ident_byte(bytes[name_start - 1]) || bytes[name_start - 1] == b'.')
+            {
+                name_start -= 1;
+            }
+            self.work += (paren - name_start) as u64;
+            if name_start == name_end || !self.tools.knows(&self.text[name_start..name_end]) {
+                continue;
+            }
+            let mut line_start = name_start;
+            while line_start > 0 && matches!(bytes[line_start - 1], b' ' | b'\t' | b'`') {
+                line_start -= 1;
+            }
+            if line_start > 0 && bytes[line_start - 1] != b'\n' {
+                continue;
+            }
+            // The name read backwards from `(` is the one `python_call` reads forwards.
+            let Some((call, end)) = self.python_call(name_start) else { continue };
+            let mut line_end = end;
+            while line_end < bytes.len() && matches!(bytes[line_end], b' ' | b'\t' | b'`' | b';') {
+                line_end += 1;
+            }
+            if line_end < bytes.len() && !matches!(bytes[line_end], b'\n' | b'\r') {
+                continue;
+            }
+            let content_start = line_start + self.text[line_start..name_start].len()
+                - self.text[line_start..name_start].trim_start().len();
+            let content_end = end + (self.text[end..line_end].trim_end().len());
+            found.push((content_start..content_end, call));
+            from = content_end.max(from);
+        }
+        found
+    }
+}
+
+/// The value of a Python literal that [`Ctx::python_value_end`] delimited: `True`, `False`,
+/// `None`, a single-quoted string (`\\n`, `\\t` and `\\x` escapes), or a JSON value; `None` when
+/// the JSON nests deeper than `serde_json` allows.
+fn python_literal(text: &str) -> Option<Value> {
+    match text {
+        "True" => return Some(Value::Bool(true)),
+        "False" => return Some(Value::Bool(false)),
+        "None" => return Some(Value::Null),
+        _ => {}
+    }
+    let Some(quoted) = text.strip_prefix('\'') else { return to_value(text) };
+    let inner = quoted.strip_suffix('\'').unwrap_or(quoted);
+    let mut out = String::with_capacity(inner.len());
+    let mut chars = inner.chars();
+    while let Some(c) = chars.next() {
+        match c {
+            '\\' => match chars.next() {
+                Some('n') => out.push('\n'),
+                Some('t') => out.push('\t'),
+                Some(escaped) => out.push(escaped),
+                None => {}
+            },
+            other => out.push(other),
+        }
+    }
+    Some(Value::String(out))
+}

@@ -1,0 +1,219 @@
+//! Calls in `<tool_call>`-style wrappers and bare JSON calls: every JSON call shape, GLM and
+//! Python-style items inside a wrapper, values cut short closed (see `docs/recovery-dialects.md`,
+//! "Calls in wrappers" and "Bare JSON"; cases in `test_data/cases/wrappers/`, `bare_json/`).
+
+use nom::{
+    IResult, Parser, bytes::complete::tag, character::complete::multispace0, sequence::delimited,
+};
+use rein_protocol::JsonObject;
+use serde_json::Value;
+
+use super::*;
+
+impl<'t> Ctx<'t, '_> {
+    /// A wrapper open tag at `i` (`<tool_call>`, `<tool_calls>`, `<tool_code>`, `<function_calls>`,
+    /// any case, attributes allowed): where its body starts.
+    pub(super) fn wrapper_open(&mut self, i: usize) -> Option<usize> {
+        const NAMES: [&[u8]; 4] =
+            [b"<tool_calls", b"<tool_call", b"<tool_code", b"<function_calls"];
+        let rest = &self.bytes[i..];
+        let name = NAMES.iter().find(|name| starts_with_ignore_case(rest, name))?;
+        let after = i + name.len();
+        self.work += name.len() as u64;
+        match self.bytes.get(after) {
+            Some(b'>') => Some(after + 1),
+            Some(b) if b.is_ascii_whitespace() => {
+                // Attributes up to `>`, not past another tag.
+                let offset = memchr::memchr2(b'>', b'<', &self.bytes[after..])?;
+                self.work += offset as u64;
+                (self.bytes[after + offset] == b'>').then_some(after + offset + 1)
+            }
+            _ => None,
+        }
+    }
+
+    /// The calls inside a wrapper whose open tag spans `open..body`, pushed to `calls`; where the
+    /// wrapper ends.
+    pub(super) fn wrapper(&mut self, open: usize, body: usize) -> Option<usize> {
+        let first_call = self.calls.len();
+        let mut i = body;
+        let mut end = body;
+        let first = self.skip_ws(body);
+        let fenced = self.skip_fence_open(first).is_some();
+        while self.calls.len() < MAX_TEXT_CALLS {
+            let j = self.skip_separators(i);
+            match self.item(j, Place::Wrapped) {
+                Some(item_end) => {
+                    i = item_end;
+                    end = item_end;
+                }
+                None => break,
+            }
+        }
+        if self.calls.len() == first_call {
+            self.unreadable_wrappers += 1;
+            let mentioned = open > 0 && self.bytes[open - 1] == b'`';
+            if !mentioned && self.unreadable_wrappers <= MAX_REPEATED_DIAGNOSTICS {
+                let window = &self.bytes[body..(body + 80).min(self.bytes.len())];
+                let stop = window.iter().position(|&b| b == b'\n').unwrap_or(window.len());
+                let line = String::from_utf8_lossy(&window[..stop]);
+                self.diagnostics.push(Diagnostic::new(
+                    DiagnosticKind::UnreadableWrapper,
+                    format!(
+                        "a tool-call wrapper held nothing readable as a call: `{}`",
+                        quote(&line)
+                    ),
+                ));
+            }
+            return None;
+        }
+        end = self.skip_stray_closers(end);
+        let mut k = self.skip_ws(end);
+        if fenced && self.at(k).starts_with("```") {
+            end = k + 3;
+            k = self.skip_ws(end);
+        }
+        let mut closers = 0;
+        while closers < 3 {
+            let Some((tag_end, name)) = self.closing_tag(k) else { break };
+            if closers > 0 && !CALL_CLOSERS.contains(&name.as_str()) {
+                break;
+            }
+            closers += 1;
+            end = tag_end;
+            k = self.skip_ws(tag_end);
+        }
+        if closers == 0 {
+            self.unclosed_wrappers += 1;
+        }
+        if closers == 0 && self.unclosed_wrappers <= MAX_REPEATED_DIAGNOSTICS {
+            self.diagnostics.push(Diagnostic::new(
+                DiagnosticKind::UnclosedWrapper,
+                format!(
+                    "a tool-call wrapper around `{}` had no closing tag",
+                    self.calls[first_call].name
+                ),
+            ));
+        }
+        Some(end)
+    }
+
+    /// One call (or several, for a JSON array) starting at `i`, pushed to `calls`; where it ends.
+    pub(super) fn item(&mut self, i: usize, place: Place) -> Option<usize> {
+        let &c = self.bytes.get(i)?;
+        if c == b'{' || c == b'[' {
+            return self.json_item(i, place);
+        }
+        if c == b'<' {
+            return self.xml_call(i);
+        }
+        if !is_ident_byte(c) {
+            return None;
+        }
+        let rest = self.at(i);
+        let (after, name) = identifier(rest).ok()?;
+        self.work += name.len() as u64;
+        let name_end = self.consumed(after);
+        let k = self.skip_ws(name_end);
+        match self.bytes.get(k) {
+            Some(b'(') => self.python_call(i).map(|(call, end)| self.push(call, end)),
+            Some(b'<') if starts_with_ignore_case(&self.bytes[k..], b"<arg_key>") => {
+                self.glm_call(name, k).map(|(call, end)| self.push(call, end))
+            }
+            next => {
+                let ends_here =
+                    next.is_none() || next == Some(&b'<') || self.at(k).starts_with("```");
+                if !ends_here || !self.tools.knows(name) {
+                    return None;
+                }
+                let name = tool_name(name, self.tools)?;
+                (ends_here && self.tools.knows(&name))
+                    .then(|| self.push(text_call(name, JsonObject::new()), name_end))
+            }
+        }
+    }
+
+    pub(super) fn json_item(&mut self, i: usize, place: Place) -> Option<usize> {
+        let scanned = if place == Place::Wrapped {
+            self.json.value_end_closable(i)
+        } else {
+            self.json.value_end(i)
+        };
+        match scanned {
+            Ok(end) => {
+                let value = to_value(&self.text[i..end])?;
+                // Only an object with one key can be the fallback shape below: keep a copy
+                // of that one alone.
+                let single_key = match &value {
+                    Value::Object(object) if object.len() == 1 => Some(object.clone()),
+                    _ => None,
+                };
+                if let Some(mut calls) =
+                    calls_from_value(value, place, self.tools, &mut self.diagnostics)
+                {
+                    self.calls.append(&mut calls);
+                    return Some(end);
+                }
+                // `{"tool_name": {...}}`: the tool's name as the only key.
+                let (key, arguments) = single_key?.into_iter().next()?;
+                if self.tools.knows(&key) && arguments.is_object() {
+                    let arguments = arguments_from_value(arguments, &key, &mut self.diagnostics);
+                    return Some(self.push(text_call(key, arguments), end));
+                }
+                None
+            }
+            Err(fail) => {
+                if place != Place::Wrapped {
+                    return None;
+                }
+                if fail.closable && names_a_call(&self.bytes[i..fail.at]) {
+                    let closers = self.json.closers().to_owned();
+                    let mut completed = self.text[i..fail.at].trim_end().to_owned();
+                    completed.push_str(&closers);
+                    let value = to_value(&completed)?;
+                    let mut calls =
+                        calls_from_value(value, place, self.tools, &mut self.diagnostics)?;
+                    self.diagnostics.push(Diagnostic::new(
+                        DiagnosticKind::ArgumentsClosed,
+                        format!(
+                            "call to `{}`: added the missing closing brackets `{closers}`",
+                            calls[0].name
+                        ),
+                    ));
+                    self.calls.append(&mut calls);
+                    return Some(fail.at);
+                }
+                // `{ "tool_name" }`: a lone quoted name.
+                let rest = self.at(i);
+                let parsed: IResult<&str, &str> = delimited(
+                    (tag("{"), multispace0),
+                    delimited(tag("\""), while_ascii1(is_name_byte), tag("\"")),
+                    (multispace0, tag("}")),
+                )
+                .parse(rest);
+                let (after, name) = parsed.ok()?;
+                self.work += (rest.len() - after.len()) as u64;
+                let name = tool_name(name, self.tools)?;
+                let end = self.consumed(after);
+                self.tools.knows(&name).then(|| self.push(text_call(name, JsonObject::new()), end))
+            }
+        }
+    }
+
+    /// Whether the bare JSON value at `start..end` in the text is a call (pushed to `calls`).
+    pub(super) fn bare_json(&mut self, start: usize, end: usize) -> bool {
+        let slice = &self.text[start..end];
+        self.work += slice.len() as u64;
+        if memchr::memmem::find(slice.as_bytes(), b"\"name\"").is_none() {
+            return false;
+        }
+        let Some(value) = to_value(slice) else { return false };
+        match calls_from_value(value, Place::Bare, self.tools, &mut self.diagnostics) {
+            Some(mut calls) => {
+                self.calls.append(&mut calls);
+                true
+            }
+            None => false,
+        }
+    }
+}

@@ -1,0 +1,239 @@
+//! The XML call markup: `<function=…>` / `<function name=…>` / `<invoke name=…>` with
+//! `<parameter…>` (or MiniCPM's `<param …>`) items or child elements, and GLM's `<arg_key>` /
+//! `<arg_value>` pairs (see `docs/recovery-dialects.md`, "XML call markup"; cases in
+//! `test_data/cases/function_tags/`, `glm/`, `minimax/`, `minicpm/`).
+
+use nom::{
+    IResult, Parser,
+    branch::alt,
+    bytes::complete::tag,
+    character::complete::{multispace0, multispace1},
+    sequence::delimited,
+};
+use rein_protocol::{JsonObject, ToolCall};
+use serde_json::Value;
+
+use super::*;
+
+impl<'t> Ctx<'t, '_> {
+    /// `<function=NAME>…</function>`, `<function name="NAME">` or `<invoke name="NAME">`, with a
+    /// JSON object or `<parameter=K>V</parameter>` items as arguments. The call is pushed to
+    /// `calls`; returns where it ends.
+    pub(super) fn xml_call(&mut self, i: usize) -> Option<usize> {
+        let rest = self.at(i);
+        if !(starts_with_ignore_case(rest.as_bytes(), b"<function")
+            || starts_with_ignore_case(rest.as_bytes(), b"<invoke"))
+        {
+            return None;
+        }
+        let mut json_args = false;
+        let (name, body) = if starts_with_ignore_case(rest.as_bytes(), b"<function=") {
+            let after = &rest["<function=".len()..];
+            let name_len = after.bytes().position(|b| !is_name_byte(b)).unwrap_or(after.len());
+            let name = &after[..name_len];
+            let name_end = i + "<function=".len() + name_len;
+            self.work += (name_len + 10) as u64;
+            if self.bytes.get(name_end) == Some(&b'>') {
+                (name, name_end + 1)
+            } else {
+                // The corrupted live form `<function=query", "arguments": {...}}`: the arguments
+                // are the first object after the name, on the same line.
+                let window = &self.bytes[name_end..(name_end + 200).min(self.bytes.len())];
+                let brace = window
+                    .iter()
+                    .position(|&b| b == b'{' || b == b'\n' || b == b'<' || b == b'>')?;
+                self.work += brace as u64;
+                if window[brace] != b'{' {
+                    return None;
+                }
+                json_args = true;
+                (name, name_end + brace)
+            }
+        } else {
+            let parsed: IResult<&str, &str> = delimited(
+                (alt((tag_ci("<function"), tag_ci("<invoke"))), multispace1),
+                till_ascii(|c| c == b'>' || c == b'<'),
+                tag(">"),
+            )
+            .parse(rest);
+            let (after, attributes) = parsed.ok()?;
+            self.work += (rest.len() - after.len()) as u64;
+            (name_attribute(attributes)?, self.consumed(after))
+        };
+        let name = tool_name(name, self.tools)?;
+        let mut i = self.skip_ws(body);
+        let mut arguments = JsonObject::new();
+        if json_args || self.bytes.get(i) == Some(&b'{') {
+            match self.json.value_end(i) {
+                Ok(end) => {
+                    let value = to_value(&self.text[i..end]).unwrap_or(Value::Null);
+                    arguments = match value {
+                        Value::Object(object) => unwrap_envelope(object),
+                        other => arguments_from_value(other, &name, &mut self.diagnostics),
+                    };
+                    i = end;
+                    if json_args {
+                        // The corrupted form ends with the outer object's stray braces and quotes.
+                        while matches!(self.bytes.get(i), Some(b'}' | b'"' | b' ')) {
+                            i += 1;
+                        }
+                    }
+                }
+                Err(_) => return None,
+            }
+        } else {
+            // `</param` closes `<parameter…>` and MiniCPM's `<param name=…>` alike.
+            while let Some((key, value_start)) = self.parameter_open(i) {
+                let (value_end, next) = self.parameter_end(value_start, b"</param");
+                let value = parameter_value(&self.text[value_start..value_end]);
+                insert_argument(&mut arguments, key, value);
+                i = self.skip_ws(next);
+            }
+            // Arguments as child elements (`<city>Paris</city>`), as some models write them.
+            while let Some((key, value, next)) = self.child_element(i) {
+                insert_argument(&mut arguments, key, parameter_value(value));
+                i = self.skip_ws(next);
+            }
+            if !self.body_ends(i) {
+                // Something in the body was not read: the call is not taken rather than run
+                // with arguments missing (the reply then counts as attempted).
+                return None;
+            }
+        }
+        let mut end = i;
+        let k = self.skip_ws(i);
+        if let Some((tag_end, closer)) = self.closing_tag(k)
+            && (closer == "function" || closer == "invoke")
+        {
+            end = tag_end;
+        }
+        scrub(&mut arguments, &name, &mut self.diagnostics);
+        Some(self.push(text_call(name, arguments), end))
+    }
+
+    /// `<KEY>value</KEY>` at `i` (a value without markup): the key, the value, and where the
+    /// element ends. Looks no further than the next `<`.
+    pub(super) fn child_element(&mut self, i: usize) -> Option<(&'t str, &'t str, usize)> {
+        let rest = self.bytes.get(i..)?;
+        if rest.first() != Some(&b'<') {
+            return None;
+        }
+        let key_len =
+            rest[1..].iter().take(128).take_while(|&&b| is_ident_byte(b) || b == b'-').count();
+        if key_len == 0 || rest.get(1 + key_len) != Some(&b'>') {
+            return None;
+        }
+        let key = &self.text[i + 1..i + 1 + key_len];
+        let value_start = i + key_len + 2;
+        let offset = find1(b'<', &self.bytes[value_start..])?;
+        self.work += offset as u64 + key_len as u64;
+        let close = value_start + offset;
+        let after = self.bytes.get(close + 2..close + 2 + key_len)?;
+        if !(self.bytes[close + 1] == b'/'
+            && after == key.as_bytes()
+            && self.bytes.get(close + 2 + key_len) == Some(&b'>'))
+        {
+            return None;
+        }
+        Some((key, &self.text[value_start..close], close + key_len + 3))
+    }
+
+    /// Whether the body of a call has been read to its end at `i`: the end of the text, a
+    /// closing tag, or the next call.
+    pub(super) fn body_ends(&mut self, i: usize) -> bool {
+        let k = self.skip_ws(i);
+        let rest = &self.bytes[k..];
+        rest.is_empty()
+            || rest.starts_with(b"</")
+            || rest.starts_with(b"<|")
+            || rest.starts_with("<｜".as_bytes())
+            || starts_with_ignore_case(rest, b"<function")
+            || starts_with_ignore_case(rest, b"<invoke")
+            || starts_with_ignore_case(rest, b"<tool_call")
+    }
+
+    /// `<parameter=K>` or `<parameter name="K">` at `i` (`<param …>` too): the key and where the value starts.
+    pub(super) fn parameter_open(&mut self, i: usize) -> Option<(&'t str, usize)> {
+        let rest = self.at(i);
+        if !starts_with_ignore_case(rest.as_bytes(), b"<param") {
+            return None;
+        }
+        let parsed: IResult<&str, &str> = alt((
+            delimited(
+                alt((tag_ci("<parameter="), tag_ci("<param="))),
+                till_ascii(|c| c == b'>' || c == b'<' || c == b'\n'),
+                tag(">"),
+            ),
+            delimited(
+                (alt((tag_ci("<parameter"), tag_ci("<param"))), multispace1),
+                till_ascii(|c| c == b'>' || c == b'<'),
+                tag(">"),
+            )
+            .map_opt(name_attribute),
+        ))
+        .parse(rest);
+        let (after, key) = parsed.ok()?;
+        self.work += (rest.len() - after.len()) as u64;
+        let key = key.trim().trim_matches(|c| c == '"' || c == '\'');
+        (!key.is_empty()).then(|| (key, self.consumed(after)))
+    }
+
+    /// Where a parameter value that starts at `from` ends: at its closer `closer` (consumed), or
+    /// before the next item or call closer, or at the end.
+    pub(super) fn parameter_end(&mut self, from: usize, closer: &[u8]) -> (usize, usize) {
+        const STOPS: [&[u8]; 8] = [
+            b"<param",
+            b"</function",
+            b"</invoke",
+            b"</tool_call",
+            b"<tool_call",
+            b"</function_calls",
+            b"<arg_key>",
+            b"<function=",
+        ];
+        let mut pos = from;
+        while let Some(offset) = find1(b'<', &self.bytes[pos..]) {
+            let at = pos + offset;
+            self.work += offset as u64 + 1;
+            let rest = &self.bytes[at..];
+            if starts_with_ignore_case(rest, closer) {
+                let close_end = memchr::memchr(b'>', &rest[..rest.len().min(closer.len() + 8)])
+                    .map_or(at + closer.len(), |n| at + n + 1);
+                return (at, close_end);
+            }
+            if STOPS.iter().any(|stop| starts_with_ignore_case(rest, stop)) {
+                return (at, at);
+            }
+            pos = at + 1;
+        }
+        self.work += (self.bytes.len() - pos) as u64;
+        (self.bytes.len(), self.bytes.len())
+    }
+
+    /// GLM's form inside a wrapper: `NAME <arg_key>K</arg_key> <arg_value>V</arg_value> …`.
+    pub(super) fn glm_call(&mut self, name: &str, from: usize) -> Option<(ToolCall, usize)> {
+        let name = tool_name(name, self.tools)?;
+        let mut arguments = JsonObject::new();
+        let mut i = from;
+        loop {
+            let rest = self.at(i);
+            let parsed: IResult<&str, &str> = delimited(
+                tag_ci("<arg_key>"),
+                till_ascii(|c| c == b'<'),
+                (tag_ci("</arg_key>"), multispace0, tag_ci("<arg_value>")),
+            )
+            .parse(rest);
+            let Ok((after, key)) = parsed else { break };
+            self.work += (rest.len() - after.len()) as u64;
+            let value_start = self.consumed(after);
+            let (value_end, next) = self.parameter_end(value_start, b"</arg_value");
+            let value = parameter_value(&self.text[value_start..value_end]);
+            insert_argument(&mut arguments, key.trim(), value);
+            i = self.skip_ws(next);
+        }
+        if arguments.is_empty() {
+            return None;
+        }
+        Some((text_call(name, arguments), i))
+    }
+}

@@ -1,0 +1,239 @@
+//! Typing the string values text dialects write by the offered tools' JSON schemas.
+//!
+//! XML-like dialects (`<parameter=n>1</parameter>`, GLM's `<arg_value>`, child elements) carry
+//! every value as text. Given the tool's schema, a string value is converted where the schema
+//! says `integer`, `number`, `boolean`, `null`, `array` or `object` and the text is one; a value
+//! that does not fit stays the text it was (the tool then reports the mismatch), and a schema
+//! that allows `string` keeps the text. Without a schema values stay as written.
+
+use std::collections::HashMap;
+
+use rein_protocol::JsonObject;
+use serde_json::{Number, Value};
+
+use crate::json::to_value;
+
+/// The JSON schemas of the offered tools' parameters, by tool name.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct ToolSchemas {
+    by_name: HashMap<String, Value>,
+}
+
+impl ToolSchemas {
+    /// No schemas: values stay as written.
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// Adds (or replaces) the parameter schema of the tool `name`.
+    pub fn insert(&mut self, name: impl Into<String>, schema: Value) {
+        self.by_name.insert(name.into(), schema);
+    }
+
+    /// The schemas of a tool list as a server or client writes it: an OpenAI `tools` array
+    /// (`[{"type":"function","function":{"name","parameters"}}]`, or the bare function objects),
+    /// an MCP `tools/list` result (`{"tools":[{"name","inputSchema"}]}`), or an Anthropic list
+    /// (`[{"name","input_schema"}]`). Entries without a name are skipped.
+    pub fn from_tool_list(list: &Value) -> Self {
+        let items = match list {
+            Value::Array(items) => items.as_slice(),
+            Value::Object(object) => match object.get("tools") {
+                Some(Value::Array(items)) => items.as_slice(),
+                _ => std::slice::from_ref(list),
+            },
+            _ => &[],
+        };
+        let mut schemas = Self::new();
+        for item in items {
+            let function = item.get("function").filter(|f| f.is_object()).unwrap_or(item);
+            let Some(name) = function.get("name").and_then(Value::as_str) else { continue };
+            let schema = ["parameters", "inputSchema", "input_schema"]
+                .iter()
+                .find_map(|key| function.get(*key))
+                .cloned()
+                .unwrap_or_else(|| Value::Object(JsonObject::new()));
+            schemas.insert(name, schema);
+        }
+        schemas
+    }
+
+    /// The tool names, in no particular order.
+    pub fn names(&self) -> impl Iterator<Item = &str> {
+        self.by_name.keys().map(String::as_str)
+    }
+
+    /// Whether there are no schemas.
+    pub fn is_empty(&self) -> bool {
+        self.by_name.is_empty()
+    }
+
+    /// Converts the string values of `arguments` of a call to `name` where its schema types
+    /// them otherwise; returns how many changed.
+    pub fn type_arguments(&self, name: &str, arguments: &mut JsonObject) -> usize {
+        match self.by_name.get(name) {
+            Some(schema) => type_object(arguments, schema, 0),
+            None => 0,
+        }
+    }
+}
+
+/// How deep nested schemas are followed (the recursion stays small on any schema).
+const MAX_DEPTH: usize = 16;
+
+fn type_object(object: &mut JsonObject, schema: &Value, depth: usize) -> usize {
+    let Some(Value::Object(properties)) = schema.get("properties") else { return 0 };
+    let mut changed = 0;
+    for (key, value) in object.iter_mut() {
+        if let Some(property) = properties.get(key) {
+            changed += type_value(value, property, depth + 1);
+        }
+    }
+    changed
+}
+
+fn type_value(value: &mut Value, schema: &Value, depth: usize) -> usize {
+    if depth > MAX_DEPTH {
+        return 0;
+    }
+    match value {
+        Value::String(text) => {
+            let types = schema_types(schema);
+            if types.is_empty() || types.contains(&"string") {
+                return 0;
+            }
+            match types.iter().find_map(|kind| convert(text, kind)) {
+                Some(mut converted) => {
+                    type_value(&mut converted, schema, depth + 1);
+                    *value = converted;
+                    1
+                }
+                None => 0,
+            }
+        }
+        Value::Object(object) => type_object(object, &branch(schema, "object"), depth),
+        Value::Array(items) => {
+            let schema = branch(schema, "array");
+            let Some(item_schema) = schema.get("items") else { return 0 };
+            items.iter_mut().map(|item| type_value(item, item_schema, depth + 1)).sum()
+        }
+        _ => 0,
+    }
+}
+
+/// The types a schema allows: `type` as a word or a list, else those of its `anyOf`/`oneOf`
+/// branches.
+fn schema_types(schema: &Value) -> Vec<&str> {
+    match schema.get("type") {
+        Some(Value::String(kind)) => vec![kind.as_str()],
+        Some(Value::Array(kinds)) => kinds.iter().filter_map(Value::as_str).collect(),
+        _ => ["anyOf", "oneOf"]
+            .iter()
+            .filter_map(|key| schema.get(*key).and_then(Value::as_array))
+            .flatten()
+            .flat_map(|branch| match branch.get("type") {
+                Some(Value::String(kind)) => vec![kind.as_str()],
+                Some(Value::Array(kinds)) => kinds.iter().filter_map(Value::as_str).collect(),
+                _ => Vec::new(),
+            })
+            .collect(),
+    }
+}
+
+/// The branch of a schema for values of `kind` (the schema itself when it has no branches).
+fn branch(schema: &Value, kind: &str) -> Value {
+    for key in ["anyOf", "oneOf"] {
+        if let Some(branches) = schema.get(key).and_then(Value::as_array)
+            && let Some(found) = branches.iter().find(|b| schema_types(b).contains(&kind))
+        {
+            return found.clone();
+        }
+    }
+    schema.clone()
+}
+
+/// `text` as a value of JSON type `kind`, when it is one.
+fn convert(text: &str, kind: &str) -> Option<Value> {
+    let trimmed = text.trim();
+    match kind {
+        "integer" => {
+            if let Ok(n) = trimmed.parse::<i64>() {
+                return Some(Value::from(n));
+            }
+            if let Ok(n) = trimmed.parse::<u64>() {
+                return Some(Value::from(n));
+            }
+            // `3.0` is an integer in JSON Schema.
+            let f = trimmed.parse::<f64>().ok().filter(|f| f.fract() == 0.0 && f.abs() < 9e15)?;
+            Some(Value::from(f as i64))
+        }
+        "number" => {
+            if let Ok(n) = trimmed.parse::<i64>() {
+                return Some(Value::from(n));
+            }
+            let f = trimmed.parse::<f64>().ok().filter(|f| f.is_finite())?;
+            // Only what reads as a JSON number (not `inf`, `nan`, `1e`).
+            to_value(trimmed).filter(Value::is_number)?;
+            Number::from_f64(f).map(Value::Number)
+        }
+        "boolean" => match trimmed.to_ascii_lowercase().as_str() {
+            "true" => Some(Value::Bool(true)),
+            "false" => Some(Value::Bool(false)),
+            _ => None,
+        },
+        "null" => matches!(trimmed, "null" | "None" | "").then_some(Value::Null),
+        "array" => to_value(trimmed).filter(Value::is_array),
+        "object" => to_value(trimmed).filter(Value::is_object),
+        _ => None,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use serde_json::json;
+
+    use super::*;
+
+    fn typed(schema: Value, arguments: Value) -> Value {
+        let mut schemas = ToolSchemas::new();
+        schemas.insert("t", schema);
+        let Value::Object(mut arguments) = arguments else { panic!("an object") };
+        schemas.type_arguments("t", &mut arguments);
+        Value::Object(arguments)
+    }
+
+    #[test]
+    fn converts_where_the_schema_says() {
+        let schema = json!({"type": "object", "properties": {
+            "n": {"type": "integer"}, "x": {"type": "number"}, "on": {"type": "boolean"},
+            "none": {"type": "null"}, "list": {"type": "array", "items": {"type": "integer"}},
+            "opts": {"type": "object", "properties": {"k": {"type": "integer"}}},
+            "id": {"type": "string"}, "maybe": {"type": ["integer", "null"]},
+            "either": {"anyOf": [{"type": "boolean"}, {"type": "integer"}]},
+        }});
+        let arguments = json!({"n": "5", "x": "0.5", "on": "True", "none": "null",
+            "list": "[1, \"2\"]", "opts": "{\"k\": \"3\"}", "id": "007", "maybe": "None",
+            "either": "7", "other": "9"});
+        assert_eq!(
+            typed(schema, arguments),
+            json!({"n": 5, "x": 0.5, "on": true, "none": null, "list": [1, 2],
+                "opts": {"k": 3}, "id": "007", "maybe": null, "either": 7, "other": "9"})
+        );
+    }
+
+    #[test]
+    fn keeps_what_does_not_fit() {
+        let schema = json!({"properties": {"n": {"type": "integer"}, "x": {"type": "number"},
+            "on": {"type": "boolean"}, "list": {"type": "array"}}});
+        let arguments = json!({"n": "five", "x": "1e", "on": "yes", "list": "a, b"});
+        assert_eq!(typed(schema, arguments.clone()), arguments);
+    }
+
+    #[test]
+    fn reads_tool_lists() {
+        let openai = json!([{"type": "function", "function": {"name": "a", "parameters": {"type": "object"}}}]);
+        let mcp = json!({"tools": [{"name": "b", "inputSchema": {"type": "object"}}]});
+        assert_eq!(ToolSchemas::from_tool_list(&openai).names().collect::<Vec<_>>(), ["a"]);
+        assert_eq!(ToolSchemas::from_tool_list(&mcp).names().collect::<Vec<_>>(), ["b"]);
+        assert!(ToolSchemas::from_tool_list(&json!("x")).is_empty());
+    }
+}
