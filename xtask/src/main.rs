@@ -12,6 +12,7 @@ mod peers;
 mod project;
 mod test;
 mod tidy;
+mod wasm;
 
 // Every task reads the root; it lives in its own module so that the tasks, which this file
 // dispatches to, do not import this file back.
@@ -31,6 +32,7 @@ fn main() -> anyhow::Result<()> {
         "peers" => peers::run(rest),
         "test" => test::run(rest),
         "tidy" => tidy::run(),
+        "wasm" => wasm::run(rest),
         "help" | "--help" | "-h" => {
             print_help();
             Ok(())
@@ -49,6 +51,9 @@ fn print_help() {
          conformance [S...]    run the MCP conformance suite's client scenarios against rein's client
          peers                 install the real test peers and print `export` lines for them
          test [ARGS]           install test peers, run every test (nextest + doctests)
-         tidy                  check repository policy (crate docs, file docs, layering, module cycles)"
+         tidy                  check repository policy (crate docs, file docs, layering, module cycles)
+         wasm [--check|--test] build the rein-harness WebAssembly package into target/wasm/pkg/
+                      (--check: the pure crates and the loop still build for wasm32;
+                      --test: build it and run its Node tests)"
     );
 }

@@ -254,17 +254,18 @@ const VERIFIED_TAIL: usize = 64;
 /// A key of a message read without following any pointer (role, text lengths, call count),
 /// so checking it for every message of a long history stays cheap.
 fn shape_key(message: &Message) -> u64 {
-    fn content_len(content: &Content) -> usize {
+    // `u64`, not `usize`: the parts flag sits above bit 32, so it must fit on wasm32 too.
+    fn content_len(content: &Content) -> u64 {
         match content {
-            Content::Text(text) => text.len(),
-            Content::Parts(parts) => parts.len() | (1 << 40),
+            Content::Text(text) => text.len() as u64,
+            Content::Parts(parts) => parts.len() as u64 | (1 << 40),
         }
     }
     let (role, len, extra) = match message {
         Message::System { content } => (0u8, content_len(content), 0),
         Message::User { content } => (1, content_len(content), 0),
         Message::Assistant { content, tool_calls, .. } => {
-            (2, content.as_ref().map_or(usize::MAX, content_len), tool_calls.len())
+            (2, content.as_ref().map_or(u64::MAX, content_len), tool_calls.len())
         }
         Message::Tool { tool_call_id, content, is_error } => {
             (3, content_len(content), tool_call_id.len() * 2 + usize::from(*is_error))
