@@ -3,8 +3,6 @@
 //! result, and `/agents` says `allowBackgroundTasks` only when it is set.
 
 use std::{
-    io::BufReader,
-    net::{TcpListener, TcpStream},
     sync::{Arc, Mutex},
     time::Duration,
 };
@@ -12,7 +10,7 @@ use std::{
 use serde_json::{Value, json};
 
 use crate::support::{
-    everything_peer, http, read_request, serve, stop, write_completion, write_json,
+    everything_peer, http, model_server, serve, stop, write_completion, write_json,
 };
 
 const RT: &str = "/agent/api/runtime";
@@ -25,24 +23,9 @@ fn parse(body: &str) -> Value {
 /// message says `start`, answers `Started.` after a tool result, and `Noted.` otherwise. It
 /// keeps every request body.
 fn task_model() -> (String, Arc<Mutex<Vec<Value>>>) {
-    let listener = TcpListener::bind("127.0.0.1:0").expect("bind");
-    let port = listener.local_addr().expect("addr").port();
     let bodies = Arc::new(Mutex::new(Vec::new()));
     let log = Arc::clone(&bodies);
-    std::thread::spawn(move || {
-        for stream in listener.incoming().flatten() {
-            let log = Arc::clone(&log);
-            std::thread::spawn(move || answer(stream, &log));
-        }
-    });
-    (format!("http://127.0.0.1:{port}/v1"), bodies)
-}
-
-fn answer(stream: TcpStream, log: &Mutex<Vec<Value>>) {
-    let mut reader = BufReader::new(stream.try_clone().expect("clone"));
-    let mut writer = stream;
-    while let Some(request) = read_request(&mut reader) {
-        let request: Value = serde_json::from_slice(&request.body).unwrap_or(Value::Null);
+    let endpoint = model_server(move |request, writer| {
         log.lock().unwrap_or_else(std::sync::PoisonError::into_inner).push(request.clone());
         let messages = request["messages"].as_array().cloned().unwrap_or_default();
         let last = messages.last().cloned().unwrap_or(Value::Null);
@@ -60,10 +43,9 @@ fn answer(stream: TcpStream, log: &Mutex<Vec<Value>>) {
         } else {
             (json!({"role": "assistant", "content": "Noted."}), "stop")
         };
-        if !write_completion(&mut writer, message, finish) {
-            return;
-        }
-    }
+        write_completion(writer, message, finish)
+    });
+    (endpoint, bodies)
 }
 
 fn config(endpoint: &str, background_tools: Option<&[&str]>) -> Value {

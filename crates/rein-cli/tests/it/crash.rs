@@ -5,8 +5,6 @@
 //! paused at a checkpoint is continued after the restart.
 
 use std::{
-    io::BufReader,
-    net::{TcpListener, TcpStream},
     path::Path,
     sync::{
         Arc,
@@ -19,7 +17,7 @@ use serde_json::{Value, json};
 
 use crate::support::{
     LOOP_ROUNDS, ScriptedModel, Served, config_with_everything, everything_peer, http,
-    read_request, serve, stop, write_completion, write_json,
+    model_server, serve, stop, write_completion, write_json,
 };
 
 const RT: &str = "/agent/api/runtime";
@@ -32,24 +30,9 @@ fn parse(body: &str) -> Value {
 /// long-running operation (30 s) for `long`, says what a tool said after a result, and answers
 /// `Fresh answer.` otherwise. Counts the long-running calls it made.
 fn crash_model() -> (String, Arc<AtomicUsize>) {
-    let listener = TcpListener::bind("127.0.0.1:0").expect("bind");
-    let port = listener.local_addr().expect("addr").port();
     let long_calls = Arc::new(AtomicUsize::new(0));
     let counter = Arc::clone(&long_calls);
-    std::thread::spawn(move || {
-        for stream in listener.incoming().flatten() {
-            let counter = Arc::clone(&counter);
-            std::thread::spawn(move || answer(stream, &counter));
-        }
-    });
-    (format!("http://127.0.0.1:{port}/v1"), long_calls)
-}
-
-fn answer(stream: TcpStream, long_calls: &AtomicUsize) {
-    let mut reader = BufReader::new(stream.try_clone().expect("clone"));
-    let mut writer = stream;
-    while let Some(request) = read_request(&mut reader) {
-        let request: Value = serde_json::from_slice(&request.body).unwrap_or(Value::Null);
+    let endpoint = model_server(move |request, writer| {
         let messages = request["messages"].as_array().cloned().unwrap_or_default();
         let last = messages.last().cloned().unwrap_or(Value::Null);
         let last_user = messages.iter().rev().find(|m| m["role"] == "user").cloned();
@@ -60,9 +43,9 @@ fn answer(stream: TcpStream, long_calls: &AtomicUsize) {
         } else if user_text.contains("hang") {
             // Never answers; the connection dies with the killed server.
             std::thread::sleep(Duration::from_secs(120));
-            return;
+            return false;
         } else if user_text.contains("long") && request.get("tools").is_some() {
-            long_calls.fetch_add(1, Ordering::SeqCst);
+            counter.fetch_add(1, Ordering::SeqCst);
             let call = json!({
                 "id": "call_long_1",
                 "type": "function",
@@ -75,10 +58,9 @@ fn answer(stream: TcpStream, long_calls: &AtomicUsize) {
         } else {
             (json!({"role": "assistant", "content": "Fresh answer."}), "stop")
         };
-        if !write_completion(&mut writer, message, finish) {
-            return;
-        }
-    }
+        write_completion(writer, message, finish)
+    });
+    (endpoint, long_calls)
 }
 
 fn config(endpoint: &str) -> Value {

@@ -5,8 +5,8 @@
 //! step a first one asked for), after which the session takes a message.
 
 use std::{
-    io::{BufReader, Write as _},
-    net::{TcpListener, TcpStream},
+    io::Write as _,
+    net::TcpStream,
     path::Path,
     sync::{
         Arc,
@@ -21,7 +21,7 @@ use serde_json::{Value, json};
 use crate::{
     rein,
     support::{
-        events, everything_peer, http, of_type, read_request, serve, stop, write_completion,
+        events, everything_peer, http, model_server, of_type, serve, stop, write_completion,
         write_json,
     },
 };
@@ -57,97 +57,81 @@ struct Seen {
 /// - `hang`: never answers (streams `Partial answer` first when the request streams);
 /// - otherwise `Fresh answer.`.
 fn fault_model() -> (String, Arc<Seen>) {
-    let listener = TcpListener::bind("127.0.0.1:0").expect("bind");
-    let port = listener.local_addr().expect("addr").port();
     let seen = Arc::new(Seen::default());
     let counters = Arc::clone(&seen);
-    std::thread::spawn(move || {
-        for stream in listener.incoming().flatten() {
-            let seen = Arc::clone(&counters);
-            std::thread::spawn(move || answer(stream, &seen));
-        }
-    });
-    (format!("http://127.0.0.1:{port}/v1"), seen)
+    (model_server(move |request, writer| answer(request, writer, &counters)), seen)
 }
 
-fn answer(stream: TcpStream, seen: &Seen) {
-    let mut reader = BufReader::new(stream.try_clone().expect("clone"));
-    let mut writer = stream;
-    while let Some(request) = read_request(&mut reader) {
-        let request: Value = serde_json::from_slice(&request.body).unwrap_or(Value::Null);
-        let messages = request["messages"].as_array().cloned().unwrap_or_default();
-        let user_texts: Vec<String> = messages
-            .iter()
-            .filter(|m| m["role"] == "user")
-            .map(|m| m["content"].to_string())
-            .collect();
-        let last_user = user_texts.last().cloned().unwrap_or_default();
-        let streams = request["stream"] == true;
-        let text = |text: &str| json!({"role": "assistant", "content": text});
-        if user_texts.iter().any(|t| t.contains("huge")) {
-            seen.huge.fetch_add(1, Ordering::SeqCst);
-            stream_forever(&mut writer);
-            return;
-        } else if last_user.contains("limited") {
-            if seen.limited.fetch_add(1, Ordering::SeqCst) == 0 {
-                let body = r#"{"error":{"message":"Rate limit reached, slow down"}}"#;
-                let head = format!(
-                    "HTTP/1.1 429 Too Many Requests\r\ncontent-type: application/json\r\n\
-                     retry-after: 2\r\ncontent-length: {}\r\n\r\n",
-                    body.len()
-                );
-                if writer.write_all(head.as_bytes()).is_err()
-                    || writer.write_all(body.as_bytes()).is_err()
-                {
-                    return;
-                }
-                continue;
+fn answer(request: &Value, writer: &mut TcpStream, seen: &Seen) -> bool {
+    let messages = request["messages"].as_array().cloned().unwrap_or_default();
+    let user_texts: Vec<String> =
+        messages.iter().filter(|m| m["role"] == "user").map(|m| m["content"].to_string()).collect();
+    let last_user = user_texts.last().cloned().unwrap_or_default();
+    let streams = request["stream"] == true;
+    let text = |text: &str| json!({"role": "assistant", "content": text});
+    if user_texts.iter().any(|t| t.contains("huge")) {
+        seen.huge.fetch_add(1, Ordering::SeqCst);
+        stream_forever(writer);
+        return false;
+    } else if last_user.contains("limited") {
+        if seen.limited.fetch_add(1, Ordering::SeqCst) == 0 {
+            let body = r#"{"error":{"message":"Rate limit reached, slow down"}}"#;
+            let head = format!(
+                "HTTP/1.1 429 Too Many Requests\r\ncontent-type: application/json\r\n\
+                 retry-after: 2\r\ncontent-length: {}\r\n\r\n",
+                body.len()
+            );
+            if writer.write_all(head.as_bytes()).is_err()
+                || writer.write_all(body.as_bytes()).is_err()
+            {
+                return false;
             }
-            if !write_completion(&mut writer, text("Answered after the wait."), "stop") {
-                return;
-            }
-        } else if last_user.contains("closed") {
-            if seen.closed.fetch_add(1, Ordering::SeqCst) == 0 {
-                // Closed before the first byte of an answer.
-                return;
-            }
-            if !write_completion(&mut writer, text("Second try worked."), "stop") {
-                return;
-            }
-        } else if last_user.contains("long then hang") {
-            if request.get("tools").is_none() {
-                seen.last_steps.fetch_add(1, Ordering::SeqCst);
-                std::thread::sleep(HANG);
-                return;
-            }
-            let call = json!({
-                "id": "call_long_1",
-                "type": "function",
-                "function": {
-                    "name": "trigger-long-running-operation",
-                    "arguments": "{\"duration\":30,\"steps\":30}",
-                },
-            });
-            let message = json!({"role": "assistant", "content": null, "tool_calls": [call]});
-            if !write_completion(&mut writer, message, "tool_calls") {
-                return;
-            }
-        } else if last_user.contains("hang") {
-            seen.hang.fetch_add(1, Ordering::SeqCst);
-            if streams {
-                let chunk =
-                    json!({"choices": [{"index": 0, "delta": {"content": "Partial answer"}}]});
-                let head = "HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\n\r\n";
-                let _ = writer.write_all(head.as_bytes());
-                let _ = writer.write_all(format!("data: {chunk}\n\n").as_bytes());
-                let _ = writer.flush();
-            }
-            std::thread::sleep(HANG);
-            return;
-        } else if !write_completion(&mut writer, text("Fresh answer."), "stop") {
-            return;
+            return true;
         }
+        if !write_completion(writer, text("Answered after the wait."), "stop") {
+            return false;
+        }
+    } else if last_user.contains("closed") {
+        if seen.closed.fetch_add(1, Ordering::SeqCst) == 0 {
+            // Closed before the first byte of an answer.
+            return false;
+        }
+        if !write_completion(writer, text("Second try worked."), "stop") {
+            return false;
+        }
+    } else if last_user.contains("long then hang") {
+        if request.get("tools").is_none() {
+            seen.last_steps.fetch_add(1, Ordering::SeqCst);
+            std::thread::sleep(HANG);
+            return false;
+        }
+        let call = json!({
+            "id": "call_long_1",
+            "type": "function",
+            "function": {
+                "name": "trigger-long-running-operation",
+                "arguments": "{\"duration\":30,\"steps\":30}",
+            },
+        });
+        let message = json!({"role": "assistant", "content": null, "tool_calls": [call]});
+        if !write_completion(writer, message, "tool_calls") {
+            return false;
+        }
+    } else if last_user.contains("hang") {
+        seen.hang.fetch_add(1, Ordering::SeqCst);
+        if streams {
+            let chunk = json!({"choices": [{"index": 0, "delta": {"content": "Partial answer"}}]});
+            let head = "HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\n\r\n";
+            let _ = writer.write_all(head.as_bytes());
+            let _ = writer.write_all(format!("data: {chunk}\n\n").as_bytes());
+            let _ = writer.flush();
+        }
+        std::thread::sleep(HANG);
+        return false;
+    } else if !write_completion(writer, text("Fresh answer."), "stop") {
+        return false;
     }
+    true
 }
 
 /// An SSE answer of ten-letter chunks until the client goes away (or 10 MB went out).

@@ -12,8 +12,8 @@
 
 use std::{
     collections::HashMap,
-    io::{BufReader, Write as _},
-    net::{TcpListener, TcpStream},
+    io::Write as _,
+    net::TcpStream,
     path::Path,
     sync::{Arc, Mutex},
     time::Duration,
@@ -22,7 +22,7 @@ use std::{
 use serde_json::{Value, json};
 
 use crate::support::{
-    Served, http, peer_python, read_request, serve, stop, write_completion, write_json,
+    Served, http, model_server, peer_python, serve, stop, write_completion, write_json,
 };
 
 const RT: &str = "/agent/api/runtime";
@@ -116,66 +116,52 @@ impl Phase {
 /// checkpoint's summary request (tools off); `task N` starts `start_record_task`; after a tool
 /// result it says `Recorded.`; anything else is answered `Fresh answer.`.
 fn model() -> String {
-    let listener = TcpListener::bind("127.0.0.1:0").expect("bind");
-    let port = listener.local_addr().expect("addr").port();
-    std::thread::spawn(move || {
-        for stream in listener.incoming().flatten() {
-            std::thread::spawn(move || answer(stream));
-        }
-    });
-    format!("http://127.0.0.1:{port}/v1")
+    model_server(answer)
 }
 
-fn answer(stream: TcpStream) {
-    let mut reader = BufReader::new(stream.try_clone().expect("clone"));
-    let mut writer = stream;
-    while let Some(request) = read_request(&mut reader) {
-        let request: Value = serde_json::from_slice(&request.body).unwrap_or(Value::Null);
-        let messages = request["messages"].as_array().cloned().unwrap_or_default();
-        let last = messages.last().cloned().unwrap_or(Value::Null);
-        let user = messages.iter().rev().find(|m| m["role"] == "user").cloned();
-        let user = user.map(|m| m["content"].as_str().unwrap_or_default().to_owned());
-        let user = user.unwrap_or_default();
-        let word = |n: usize| user.split_whitespace().nth(n).unwrap_or("0").to_owned();
-        let tools_on = request.get("tools").is_some();
-        let results = messages.iter().filter(|m| m["role"] == "tool").count();
-        let call = |name: &str, entry: String| {
-            let arguments = json!({ "entry": entry }).to_string();
-            let id = format!("call_{}", entry.replace('-', "_"));
-            let call = json!({"id": id, "type": "function", "function": {"name": name, "arguments": arguments}});
-            (json!({"role": "assistant", "content": null, "tool_calls": [call]}), "tool_calls")
-        };
-        let text = |text: &str| (json!({"role": "assistant", "content": text}), "stop");
-        let (message, finish) = if !tools_on {
-            text("Summary so far.")
-        } else if user.starts_with("loop") && last["role"] == "tool" {
-            call("record", format!("{}-{results}", word(2)))
-        } else if last["role"] == "tool" {
-            text("Recorded.")
-        } else if user.starts_with("hang") {
-            std::thread::sleep(Duration::from_secs(120));
-            return;
-        } else if user.starts_with("stream") {
-            stream_words(&mut writer);
-            return;
-        } else if user.starts_with("loop") {
-            call("record", format!("{}-0", word(2)))
-        } else if user.starts_with("record") {
-            call("record", word(1))
-        } else if user.starts_with("task") {
-            call("start_record_task", format!("task-{}", word(1)))
-        } else {
-            text("Fresh answer.")
-        };
-        if request["stream"] == true {
-            // One reply per connection: it closes after.
-            write_streamed(&mut writer, &message, finish);
-            return;
-        }
-        if !write_completion(&mut writer, message, finish) {
-            return;
-        }
+fn answer(request: &Value, writer: &mut TcpStream) -> bool {
+    let messages = request["messages"].as_array().cloned().unwrap_or_default();
+    let last = messages.last().cloned().unwrap_or(Value::Null);
+    let user = messages.iter().rev().find(|m| m["role"] == "user").cloned();
+    let user = user.map(|m| m["content"].as_str().unwrap_or_default().to_owned());
+    let user = user.unwrap_or_default();
+    let word = |n: usize| user.split_whitespace().nth(n).unwrap_or("0").to_owned();
+    let tools_on = request.get("tools").is_some();
+    let results = messages.iter().filter(|m| m["role"] == "tool").count();
+    let call = |name: &str, entry: String| {
+        let arguments = json!({ "entry": entry }).to_string();
+        let id = format!("call_{}", entry.replace('-', "_"));
+        let call = json!({"id": id, "type": "function", "function": {"name": name, "arguments": arguments}});
+        (json!({"role": "assistant", "content": null, "tool_calls": [call]}), "tool_calls")
+    };
+    let text = |text: &str| (json!({"role": "assistant", "content": text}), "stop");
+    let (message, finish) = if !tools_on {
+        text("Summary so far.")
+    } else if user.starts_with("loop") && last["role"] == "tool" {
+        call("record", format!("{}-{results}", word(2)))
+    } else if last["role"] == "tool" {
+        text("Recorded.")
+    } else if user.starts_with("hang") {
+        std::thread::sleep(Duration::from_secs(120));
+        return false;
+    } else if user.starts_with("stream") {
+        stream_words(writer);
+        return false;
+    } else if user.starts_with("loop") {
+        call("record", format!("{}-0", word(2)))
+    } else if user.starts_with("record") {
+        call("record", word(1))
+    } else if user.starts_with("task") {
+        call("start_record_task", format!("task-{}", word(1)))
+    } else {
+        text("Fresh answer.")
+    };
+    if request["stream"] == true {
+        // One reply per connection: it closes after.
+        write_streamed(writer, &message, finish);
+        return false;
     }
+    write_completion(writer, message, finish)
 }
 
 fn sse_head(writer: &mut TcpStream) -> bool {

@@ -542,3 +542,31 @@ pub(crate) fn peer_python() -> PathBuf {
         .expect("cargo xtask peers prints REIN_PEER_PYTHON");
     PathBuf::from(line.trim_matches('\''))
 }
+
+/// An OpenAI-compatible test model on a free loopback port, one thread per connection:
+/// `answer` gets each request's JSON body (`null` when it is not JSON) and the connection to
+/// write the reply to, and says whether the connection stays open for the next request.
+/// Returns the endpoint (`http://127.0.0.1:PORT/v1`).
+pub(crate) fn model_server(
+    answer: impl Fn(&Value, &mut TcpStream) -> bool + Send + Sync + 'static,
+) -> String {
+    let listener = TcpListener::bind("127.0.0.1:0").expect("bind the test model");
+    let port = listener.local_addr().expect("local addr").port();
+    let answer = Arc::new(answer);
+    std::thread::spawn(move || {
+        for stream in listener.incoming().flatten() {
+            let answer = Arc::clone(&answer);
+            std::thread::spawn(move || {
+                let mut reader = BufReader::new(stream.try_clone().expect("clone the stream"));
+                let mut writer = stream;
+                while let Some(request) = read_request(&mut reader) {
+                    let body: Value = serde_json::from_slice(&request.body).unwrap_or(Value::Null);
+                    if !answer(&body, &mut writer) {
+                        return;
+                    }
+                }
+            });
+        }
+    });
+    format!("http://127.0.0.1:{port}/v1")
+}
