@@ -86,6 +86,36 @@ fn install_npm(root: &Path) -> anyhow::Result<()> {
     )
 }
 
+/// Installs one version of the MCP conformance runner into its own directory (two requirement
+/// sets need two versions side by side) and returns the path of its entry script.
+pub(crate) fn install_conformance(version: &str) -> anyhow::Result<PathBuf> {
+    let root = peers_root()?;
+    std::fs::create_dir_all(&root).with_context(|| format!("creating {}", root.display()))?;
+    let _lock = InstallLock::acquire(&root)?;
+    let dir = root.join(format!("conformance-{version}"));
+    let package = dir.join("node_modules/@modelcontextprotocol/conformance");
+    let installed = std::fs::read_to_string(package.join("package.json"))
+        .ok()
+        .and_then(|text| serde_json::from_str::<serde_json::Value>(&text).ok())
+        .is_some_and(|manifest| manifest["version"] == version);
+    if !installed {
+        eprintln!(
+            "peers: installing @modelcontextprotocol/conformance@{version} into {}",
+            dir.display()
+        );
+        npm_init(&dir)?;
+        run_quiet(
+            Command::new("npm")
+                .args(["install", "-s", &format!("@modelcontextprotocol/conformance@{version}")])
+                .current_dir(&dir),
+            "npm install conformance",
+        )?;
+    }
+    let entry = package.join("dist/index.js");
+    anyhow::ensure!(entry.is_file(), "{} is missing after the install", entry.display());
+    Ok(entry)
+}
+
 fn install_node22(root: &Path) -> anyhow::Result<PathBuf> {
     let arch = match std::env::consts::ARCH {
         "x86_64" => "x64",

@@ -96,12 +96,16 @@ pub struct HttpServer {
     /// Headers sent with every request (for example `Authorization`).
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub headers: BTreeMap<String, String>,
+    /// The `oauth` key: how rein registers with the server's authorization server (all
+    /// optional; a server that answers 401 gets OAuth without it). See `src/oauth.rs`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub oauth: Option<crate::OAuthConfig>,
 }
 
 impl HttpServer {
     /// A server at `url` with no extra headers.
     pub fn new(url: impl Into<String>) -> Self {
-        HttpServer { url: url.into(), headers: BTreeMap::new() }
+        HttpServer { url: url.into(), headers: BTreeMap::new(), oauth: None }
     }
 }
 
@@ -130,6 +134,7 @@ impl std::fmt::Debug for HttpServer {
         f.debug_struct("HttpServer")
             .field("url", &Redactor::default().redact(&self.url))
             .field("headers", &headers)
+            .field("oauth", &self.oauth)
             .finish()
     }
 }
@@ -213,7 +218,7 @@ fn config_error(server: &str, message: impl Into<String>) -> McpError {
 const STDIO_KEYS: &[&str] = &["command", "args", "env", "cwd"];
 /// The longest `timeout_seconds` accepted (a day); more is surely a mistake in the unit.
 const MAX_TIMEOUT_SECONDS: f64 = 86_400.0;
-const HTTP_KEYS: &[&str] = &["url", "headers"];
+const HTTP_KEYS: &[&str] = &["url", "headers", "oauth"];
 /// Headers the transport sets itself.
 const RESERVED_HEADERS: &[&str] = &["accept", "mcp-session-id", "last-event-id", "content-type"];
 
@@ -309,7 +314,14 @@ fn parse_entry(name: &str, entry: &Value) -> Result<McpServerConfig, McpError> {
                 return Err(err(format!("key `headers.{header}`: not a valid header value")));
             }
         }
-        ServerTransport::Http(HttpServer { url, headers })
+        let oauth = match entry.get("oauth") {
+            None | Some(Value::Null) => None,
+            Some(value) => Some(
+                serde_json::from_value::<crate::OAuthConfig>(value.clone())
+                    .map_err(|error| err(format!("key `oauth`: {error}")))?,
+            ),
+        };
+        ServerTransport::Http(HttpServer { url, headers, oauth })
     };
     let disabled = match entry.get("disabled") {
         None | Some(Value::Null) => false,
@@ -383,6 +395,15 @@ pub struct ClientOptions {
     pub reconnect: ReconnectPolicy,
     /// The largest single message accepted from a server.
     pub max_message_bytes: usize,
+    /// Who shows an HTTP server's OAuth authorization URL to the person and brings back the
+    /// redirect; `None`: a server that asks for OAuth fails with its 401.
+    pub authorizer: Option<crate::Authorizer>,
+    /// Where OAuth tokens are kept, one 0600 file per server (`rein` uses
+    /// `<data dir>/mcp-tokens`); `None`: in memory only, for this process.
+    pub token_dir: Option<PathBuf>,
+    /// Who answers a server's elicitation (a question for the person); `None`: the capability
+    /// is not declared and servers do not ask.
+    pub elicitor: Option<crate::Elicitor>,
 }
 
 impl Default for ClientOptions {
@@ -394,6 +415,9 @@ impl Default for ClientOptions {
             connect_timeout: Duration::from_secs(30),
             reconnect: ReconnectPolicy::default(),
             max_message_bytes: 64 * 1024 * 1024,
+            authorizer: None,
+            token_dir: None,
+            elicitor: None,
         }
     }
 }

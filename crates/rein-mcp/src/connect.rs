@@ -14,9 +14,12 @@ use std::{
 
 use rein_protocol::{Redactor, ToolSource, ToolSpec, is_secret_name};
 use rmcp::{
-    ClientHandler, RoleClient, ServiceError, ServiceExt as _,
-    model::{ClientCapabilities, ClientConfig, Implementation, ProtocolVersion},
-    service::{ClientInitializeError, NotificationContext, RunningService},
+    ClientHandler, ClientLifecycleMode, ClientServiceExt as _, ErrorData, RoleClient, ServiceError,
+    model::{
+        ClientCapabilities, ClientConfig, ElicitRequestParams, ElicitResult, ElicitationAction,
+        ElicitationCapability, FormElicitationCapability, Implementation, ProtocolVersion,
+    },
+    service::{ClientInitializeError, NotificationContext, RequestContext, RunningService},
     transport::{
         StreamableHttpClientTransport, TokioChildProcess,
         streamable_http_client::StreamableHttpClientTransportConfig,
@@ -25,8 +28,11 @@ use rmcp::{
 use tokio::io::{AsyncBufReadExt as _, BufReader};
 
 use crate::{
-    ClientOptions, HttpServer, McpError, StdioServer, http_client::SessionAwareClient,
-    in_process::serve_in_process, result::tool_to_spec,
+    ClientOptions, HttpServer, McpError, StdioServer,
+    http_client::SessionAwareClient,
+    in_process::serve_in_process,
+    oauth::{OAuthHost, OAuthSession},
+    result::tool_to_spec,
 };
 
 /// Environment variables a stdio server inherits from rein; everything else must be configured.
@@ -47,6 +53,8 @@ const INHERITED_ENV: &[&str] = &[
     "SYSTEMROOT",
     "WINDIR",
 ];
+/// The longest a connect waits for the person to authorize in a browser.
+const AUTHORIZATION_WAIT: Duration = Duration::from_secs(300);
 /// How many stderr lines of a child are kept for error messages.
 const STDERR_TAIL_LINES: usize = 20;
 
@@ -151,42 +159,83 @@ impl From<crate::ServerTransport> for McpTransport {
 }
 
 /// The tool list cache of one source, shared with the client handler that invalidates it.
+///
+/// A list whose server gave a `ttlMs` (2026-07-28) is fresh for that long only: after it, the
+/// next read lists the tools again, and a supervised server's list is read again at its next
+/// health tick (`McpToolSource::refresh_if_stale`).
 pub(crate) struct ToolCache {
-    state: Mutex<(u64, Option<Vec<ToolSpec>>)>,
+    state: Mutex<CacheState>,
     changes: tokio::sync::watch::Sender<u64>,
+}
+
+#[derive(Default)]
+struct CacheState {
+    generation: u64,
+    tools: Option<Vec<ToolSpec>>,
+    expires: Option<std::time::Instant>,
+}
+
+impl CacheState {
+    fn is_stale(&self) -> bool {
+        self.expires.is_some_and(|expires| std::time::Instant::now() >= expires)
+    }
 }
 
 impl ToolCache {
     pub(crate) fn new() -> Self {
-        ToolCache { state: Mutex::new((0, None)), changes: tokio::sync::watch::Sender::new(0) }
+        ToolCache {
+            state: Mutex::new(CacheState::default()),
+            changes: tokio::sync::watch::Sender::new(0),
+        }
     }
 
-    fn lock(&self) -> std::sync::MutexGuard<'_, (u64, Option<Vec<ToolSpec>>)> {
+    fn lock(&self) -> std::sync::MutexGuard<'_, CacheState> {
         self.state.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
     }
 
-    /// The cached tools and the generation they belong to.
+    /// The cached tools (none once their `ttlMs` has passed) and the generation they belong to.
     pub(crate) fn get(&self) -> (u64, Option<Vec<ToolSpec>>) {
         let state = self.lock();
-        (state.0, state.1.clone())
+        let tools = if state.is_stale() { None } else { state.tools.clone() };
+        (state.generation, tools)
+    }
+
+    /// The last list read, even past its `ttlMs` (for a tool's annotations), until it changes.
+    pub(crate) fn last(&self) -> Option<Vec<ToolSpec>> {
+        self.lock().tools.clone()
     }
 
     /// Forgets the list (it changed, or the server was replaced) and tells subscribers.
     pub(crate) fn invalidate(&self) {
         let generation = {
             let mut state = self.lock();
-            state.0 += 1;
-            state.1 = None;
-            state.0
+            state.generation += 1;
+            state.tools = None;
+            state.expires = None;
+            state.generation
         };
         self.changes.send_replace(generation);
     }
 
-    /// Stores a list fetched while the cache was at `generation`; a stale fetch is dropped.
-    pub(crate) fn store(&self, generation: u64, tools: Vec<ToolSpec>) {
+    /// Invalidates a list whose `ttlMs` has passed; whether it did.
+    pub(crate) fn invalidate_if_stale(&self) -> bool {
+        let stale = {
+            let state = self.lock();
+            state.tools.is_some() && state.is_stale()
+        };
+        if stale {
+            self.invalidate();
+        }
+        stale
+    }
+
+    /// Stores a list fetched while the cache was at `generation` and fresh for `ttl` (`None`:
+    /// until it changes); a stale fetch is dropped.
+    pub(crate) fn store(&self, generation: u64, tools: Vec<ToolSpec>, ttl: Option<Duration>) {
         let mut state = self.lock();
-        if state.0 == generation {
-            state.1 = Some(tools);
+        if state.generation == generation {
+            state.tools = Some(tools);
+            state.expires = ttl.and_then(|ttl| std::time::Instant::now().checked_add(ttl));
         }
     }
 
@@ -202,6 +251,7 @@ pub(crate) struct ClientSide {
     info: ClientConfig,
     cache: Arc<ToolCache>,
     redactor: Redactor,
+    elicitor: Option<crate::Elicitor>,
 }
 
 impl ClientSide {
@@ -211,18 +261,45 @@ impl ClientSide {
         cache: Arc<ToolCache>,
         redactor: Redactor,
     ) -> Self {
+        let mut capabilities = ClientCapabilities::default();
+        if options.elicitor.is_some() {
+            capabilities.elicitation = Some(
+                ElicitationCapability::new()
+                    .with_form(FormElicitationCapability::new().with_schema_validation(true)),
+            );
+        }
         let info = ClientConfig::new(
-            ClientCapabilities::default(),
+            capabilities,
             Implementation::new(options.client_name.clone(), options.client_version.clone()),
         )
         .with_protocol_version(ProtocolVersion::LATEST_WITH_INITIALIZE);
-        ClientSide { server, info, cache, redactor }
+        ClientSide { server, info, cache, redactor, elicitor: options.elicitor.clone() }
     }
 }
 
 impl ClientHandler for ClientSide {
     fn get_info(&self) -> ClientConfig {
         self.info.clone()
+    }
+
+    /// Both eras: a 2025-11-25 `elicitation/create`, and each input request of a 2026-07-28
+    /// "input required" result (rmcp's `call_tool` asks here, then retries with the answers).
+    async fn create_elicitation(
+        &self,
+        request: ElicitRequestParams,
+        context: RequestContext<RoleClient>,
+    ) -> Result<ElicitResult, ErrorData> {
+        let Some(elicitor) = &self.elicitor else {
+            return Ok(ElicitResult::new(ElicitationAction::Decline));
+        };
+        let params = serde_json::to_value(&request).unwrap_or_default();
+        let request = crate::elicit::request_of(&self.server, &params);
+        let answer = tokio::select! {
+            answer = elicitor.0.elicit(request) => answer,
+            () = context.ct.cancelled() => crate::ElicitationAnswer::Cancel,
+        };
+        serde_json::from_value(crate::elicit::result_json(answer))
+            .map_err(|error| ErrorData::internal_error(error.to_string(), None))
     }
 
     async fn on_tool_list_changed(&self, context: NotificationContext<RoleClient>) {
@@ -233,8 +310,12 @@ impl ClientHandler for ClientSide {
         let server = self.server.clone();
         let redactor = self.redactor.clone();
         tokio::spawn(async move {
-            match context.peer.list_all_tools().await {
-                Ok(tools) => cache.store(generation, specs_of(&tools)),
+            match context.peer.list_all_tools_with_cache_hint().await {
+                Ok(list) => cache.store(
+                    generation,
+                    specs_of(&list.items),
+                    list.ttl_ms.map(Duration::from_millis),
+                ),
                 Err(error) => {
                     let error = error.to_string();
                     let error = redactor.redact(&error);
@@ -281,6 +362,31 @@ impl StderrTail {
     }
 }
 
+/// Both spec eras without configuration: `server/discover` at 2026-07-28 first (no
+/// `initialize`, protocol version and client capabilities in every request's `_meta`, the
+/// `Mcp-Method` / `Mcp-Name` headers), and `initialize` at 2025-11-25 when the server answers
+/// the probe as an older one does (-32601) or not within rmcp's 10 s.
+fn lifecycle() -> ClientLifecycleMode {
+    ClientLifecycleMode::Auto {
+        preferred_versions: vec![ProtocolVersion::V_2026_07_28],
+        legacy_version: Some(ProtocolVersion::LATEST_WITH_INITIALIZE),
+    }
+}
+
+/// The OAuth state of HTTP server `server` under `options`.
+pub(crate) fn oauth_session(
+    server: &str,
+    http: &HttpServer,
+    options: &ClientOptions,
+) -> OAuthSession {
+    let host = OAuthHost {
+        client_name: &options.client_name,
+        authorizer: options.authorizer.as_ref(),
+        token_dir: options.token_dir.as_deref(),
+    };
+    OAuthSession::new(server, &http.url, http.oauth.as_ref(), host)
+}
+
 /// An open client session.
 pub(crate) struct Session {
     pub(crate) service: RunningService<RoleClient, ClientSide>,
@@ -292,6 +398,7 @@ pub(crate) async fn open(
     transport: &McpTransport,
     options: &ClientOptions,
     handler: ClientSide,
+    oauth: Option<Arc<OAuthSession>>,
 ) -> Result<Session, McpError> {
     let redactor = handler.redactor.clone();
     let timeout = options.connect_timeout;
@@ -320,12 +427,41 @@ pub(crate) async fn open(
                 .max_json_response_size(options.max_message_bytes)
                 .max_sse_event_size(options.max_message_bytes)
                 .reinit_on_expired_session(true);
-            let client = SessionAwareClient::new(redactor.clone());
-            let transport = StreamableHttpClientTransport::with_client(client, config);
-            let service = tokio::time::timeout(timeout, handler.serve(transport))
-                .await
-                .map_err(|_| timed_out())?
-                .map_err(|error| init_error(server, error, String::new()))?;
+            let oauth = oauth.unwrap_or_else(|| Arc::new(oauth_session(server, http, options)));
+            let client = SessionAwareClient::new(redactor.clone()).with_oauth(oauth);
+            let transport =
+                StreamableHttpClientTransport::with_client(client.clone(), config.clone());
+            // An authorization may wait for the person: the connect timeout covers the
+            // handshake, not the browser.
+            let limit = if options.authorizer.is_some() {
+                timeout.max(AUTHORIZATION_WAIT)
+            } else {
+                timeout
+            };
+            let first = tokio::time::timeout(
+                limit,
+                handler.clone().serve_with_lifecycle(transport, lifecycle()),
+            )
+            .await
+            .map_err(|_| timed_out())?;
+            let service = match first {
+                Ok(service) => service,
+                // Some servers of the older era answer the `server/discover` probe with
+                // something other than an error (an empty result, a 400 without id): `initialize`
+                // on a fresh connection, as a 2025-11-25 client would have started.
+                Err(error) if !matches!(error, ClientInitializeError::Cancelled) => {
+                    tracing::debug!(server = %server, %error, "`server/discover` failed; trying `initialize`");
+                    let transport = StreamableHttpClientTransport::with_client(client, config);
+                    tokio::time::timeout(
+                        limit,
+                        handler.serve_with_lifecycle(transport, ClientLifecycleMode::Initialize),
+                    )
+                    .await
+                    .map_err(|_| timed_out())?
+                    .map_err(|error| init_error(server, error, String::new()))?
+                }
+                Err(error) => return Err(init_error(server, error, String::new())),
+            };
             Ok(Session { service })
         }
         McpTransport::Stdio(stdio) => {
@@ -364,7 +500,12 @@ pub(crate) async fn open(
                     tail.closed.notify_waiters();
                 });
             }
-            let service = match tokio::time::timeout(timeout, handler.serve(child)).await {
+            let service = match tokio::time::timeout(
+                timeout,
+                handler.serve_with_lifecycle(child, lifecycle()),
+            )
+            .await
+            {
                 Ok(Ok(service)) => service,
                 Ok(Err(error)) => return Err(init_error(server, error, tail.text().await)),
                 Err(_) => {
@@ -386,11 +527,13 @@ pub(crate) async fn open(
         McpTransport::InProcess(source) => {
             let (client_end, server_end) = tokio::io::duplex(64 * 1024);
             serve_in_process(source.clone(), server_end);
-            let service =
-                tokio::time::timeout(timeout, handler.serve(tokio::io::split(client_end)))
-                    .await
-                    .map_err(|_| timed_out())?
-                    .map_err(|error| init_error(server, error, String::new()))?;
+            let service = tokio::time::timeout(
+                timeout,
+                handler.serve_with_lifecycle(tokio::io::split(client_end), lifecycle()),
+            )
+            .await
+            .map_err(|_| timed_out())?
+            .map_err(|error| init_error(server, error, String::new()))?;
             Ok(Session { service })
         }
     }
@@ -468,4 +611,24 @@ pub(crate) enum RequestFailure {
     Rpc { code: i32, message: String },
     /// The request failed otherwise.
     Error(McpError),
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_tool_list_past_its_ttl_is_listed_again() {
+        let cache = ToolCache::new();
+        let changes = cache.subscribe();
+        cache.store(0, Vec::new(), Some(Duration::ZERO));
+        assert!(cache.get().1.is_none(), "a list with ttlMs 0 is stale at once");
+        assert!(cache.invalidate_if_stale());
+        assert!(changes.has_changed().unwrap_or(false), "subscribers are told to list again");
+        let (generation, _) = cache.get();
+        cache.store(generation, Vec::new(), Some(Duration::from_secs(3600)));
+        assert!(cache.get().1.is_some() && !cache.invalidate_if_stale(), "fresh for an hour");
+        cache.store(generation, Vec::new(), None);
+        assert!(cache.get().1.is_some(), "without ttlMs a list is kept until it changes");
+    }
 }

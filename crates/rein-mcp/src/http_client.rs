@@ -8,13 +8,15 @@ use futures::stream::BoxStream;
 use http::{HeaderName, HeaderValue};
 use rein_protocol::Redactor;
 use rmcp::{
-    model::{ClientJsonRpcMessage, JsonRpcMessage},
+    model::{ClientJsonRpcMessage, JsonRpcMessage, RequestId},
     transport::streamable_http_client::{
         AuthRequiredError, InsufficientScopeError, SseError, StreamableHttpClient,
         StreamableHttpError, StreamableHttpPostResponse, StreamableHttpResponseLimits,
     },
 };
 use sse_stream::Sse;
+
+use crate::oauth::{MAX_AUTHORIZATIONS, OAuthSession};
 
 /// reqwest's client, except that a JSON-RPC error *without an id* answering a request sent with
 /// a session id counts as an expired session. rmcp then re-initialises and retries the request
@@ -24,27 +26,101 @@ use sse_stream::Sse;
 /// Every failure it hands to rmcp has the server's words (an error body, a JSON-RPC error, a
 /// `WWW-Authenticate` header, a URL with a credential in it) run through the server's
 /// redactor first: rmcp logs some of them itself, and turns them into the errors rein reports.
+///
+/// With an [`OAuthSession`], every request carries the server's access token, and a 401 or a
+/// 403 `insufficient_scope` answer runs an authorization and sends the request again (at most
+/// [`MAX_AUTHORIZATIONS`] times per request).
 #[derive(Clone, Default)]
 pub(crate) struct SessionAwareClient {
     http: reqwest::Client,
     redactor: Redactor,
+    oauth: Option<Arc<OAuthSession>>,
 }
 
 impl SessionAwareClient {
     pub(crate) fn new(redactor: Redactor) -> Self {
-        SessionAwareClient { http: reqwest::Client::default(), redactor }
+        SessionAwareClient { http: reqwest::Client::default(), redactor, oauth: None }
+    }
+
+    /// The same client, authorizing through `oauth`.
+    pub(crate) fn with_oauth(mut self, oauth: Arc<OAuthSession>) -> Self {
+        self.oauth = Some(oauth);
+        self
+    }
+
+    /// Runs `call` with the server's token; on an OAuth challenge, authorizes and runs it again.
+    async fn authorized<T, F, Fut>(
+        &self,
+        auth_header: Option<String>,
+        call: F,
+    ) -> Result<T, HttpError>
+    where
+        F: Fn(Option<String>) -> Fut,
+        Fut: std::future::Future<Output = Result<T, HttpError>>,
+    {
+        let Some(oauth) = &self.oauth else {
+            return call(auth_header).await;
+        };
+        let mut token = match auth_header {
+            Some(token) => Some(token),
+            None => oauth.token().await,
+        };
+        let mut authorizations = 0;
+        loop {
+            let result = call(token.clone()).await;
+            let (challenge, step_up) = match &result {
+                Err(StreamableHttpError::AuthRequired(auth)) => {
+                    (auth.www_authenticate_header.clone(), false)
+                }
+                Err(StreamableHttpError::InsufficientScope(scope)) => {
+                    (scope.www_authenticate_header.clone(), true)
+                }
+                _ => {
+                    if authorizations > 0 {
+                        oauth.authorized_request_passed();
+                    }
+                    return result;
+                }
+            };
+            if step_up && !oauth.may_step_up() {
+                tracing::warn!(
+                    "the server asks for more scope again after {MAX_AUTHORIZATIONS} step-ups; refused"
+                );
+                return result;
+            }
+            if authorizations == MAX_AUTHORIZATIONS {
+                tracing::warn!(
+                    "the server still refuses the request after {MAX_AUTHORIZATIONS} authorizations"
+                );
+                return result;
+            }
+            authorizations += 1;
+            match oauth.authorize(&challenge, token.as_deref()).await {
+                Some(fresh) => token = Some(fresh),
+                None => return result,
+            }
+        }
     }
 
     /// A POST's result as rmcp may see it: redacted, and a session rejection made explicit.
+    ///
+    /// An older server's error without id answering the `server/discover` probe (the TypeScript
+    /// SDK's 400 "Server not initialized") is given the probe's id: rmcp then reads it as the
+    /// answer of a server of the older era and falls back to `initialize` at once, instead of
+    /// waiting 10 s for an answer that never comes.
     fn session_rejected(
         &self,
         result: PostResult,
         session_attached: bool,
         is_request: bool,
+        discover_probe: Option<RequestId>,
     ) -> PostResult {
         let result = match result {
             Ok(StreamableHttpPostResponse::Json(JsonRpcMessage::Error(mut error), session)) => {
                 self.redact_error_data(&mut error.error);
+                if error.id.is_none() && !session_attached {
+                    error.id = discover_probe;
+                }
                 Ok(StreamableHttpPostResponse::Json(JsonRpcMessage::Error(error), session))
             }
             Err(error) => Err(self.redact_error(error)),
@@ -107,6 +183,16 @@ impl SessionAwareClient {
     }
 }
 
+/// The id of a `server/discover` request.
+fn discover_probe(message: &ClientJsonRpcMessage) -> Option<RequestId> {
+    match message {
+        JsonRpcMessage::Request(request) if request.request.method() == "server/discover" => {
+            Some(request.id.clone())
+        }
+        _ => None,
+    }
+}
+
 type HttpError = StreamableHttpError<reqwest::Error>;
 
 type PostResult = Result<StreamableHttpPostResponse, HttpError>;
@@ -124,9 +210,19 @@ impl StreamableHttpClient for SessionAwareClient {
     ) -> PostResult {
         let (attached, is_request) =
             (session_id.is_some(), matches!(message, JsonRpcMessage::Request(_)));
-        let result =
-            self.http.post_message(uri, message, session_id, auth_header, custom_headers).await;
-        self.session_rejected(result, attached, is_request)
+        let probe = discover_probe(&message);
+        let result = self
+            .authorized(auth_header, |token| {
+                self.http.post_message(
+                    uri.clone(),
+                    message.clone(),
+                    session_id.clone(),
+                    token,
+                    custom_headers.clone(),
+                )
+            })
+            .await;
+        self.session_rejected(result, attached, is_request, probe)
     }
 
     async fn post_message_with_max_sse_event_size(
@@ -140,18 +236,20 @@ impl StreamableHttpClient for SessionAwareClient {
     ) -> PostResult {
         let (attached, is_request) =
             (session_id.is_some(), matches!(message, JsonRpcMessage::Request(_)));
+        let probe = discover_probe(&message);
         let result = self
-            .http
-            .post_message_with_max_sse_event_size(
-                uri,
-                message,
-                session_id,
-                auth_header,
-                custom_headers,
-                max_sse_event_size,
-            )
+            .authorized(auth_header, |token| {
+                self.http.post_message_with_max_sse_event_size(
+                    uri.clone(),
+                    message.clone(),
+                    session_id.clone(),
+                    token,
+                    custom_headers.clone(),
+                    max_sse_event_size,
+                )
+            })
             .await;
-        self.session_rejected(result, attached, is_request)
+        self.session_rejected(result, attached, is_request, probe)
     }
 
     async fn post_message_with_response_limits(
@@ -165,18 +263,20 @@ impl StreamableHttpClient for SessionAwareClient {
     ) -> PostResult {
         let (attached, is_request) =
             (session_id.is_some(), matches!(message, JsonRpcMessage::Request(_)));
+        let probe = discover_probe(&message);
         let result = self
-            .http
-            .post_message_with_response_limits(
-                uri,
-                message,
-                session_id,
-                auth_header,
-                custom_headers,
-                limits,
-            )
+            .authorized(auth_header, |token| {
+                self.http.post_message_with_response_limits(
+                    uri.clone(),
+                    message.clone(),
+                    session_id.clone(),
+                    token,
+                    custom_headers.clone(),
+                    limits,
+                )
+            })
             .await;
-        self.session_rejected(result, attached, is_request)
+        self.session_rejected(result, attached, is_request, probe)
     }
 
     async fn delete_session(
@@ -186,10 +286,11 @@ impl StreamableHttpClient for SessionAwareClient {
         auth_header: Option<String>,
         custom_headers: HashMap<HeaderName, HeaderValue>,
     ) -> Result<(), StreamableHttpError<Self::Error>> {
-        self.http
-            .delete_session(uri, session_id, auth_header, custom_headers)
-            .await
-            .map_err(|error| self.redact_error(error))
+        self.authorized(auth_header, |token| {
+            self.http.delete_session(uri.clone(), session_id.clone(), token, custom_headers.clone())
+        })
+        .await
+        .map_err(|error| self.redact_error(error))
     }
 
     async fn get_stream(
@@ -200,10 +301,17 @@ impl StreamableHttpClient for SessionAwareClient {
         auth_header: Option<String>,
         custom_headers: HashMap<HeaderName, HeaderValue>,
     ) -> Result<BoxStream<'static, Result<Sse, SseError>>, StreamableHttpError<Self::Error>> {
-        self.http
-            .get_stream(uri, session_id, last_event_id, auth_header, custom_headers)
-            .await
-            .map_err(|error| self.redact_error(error))
+        self.authorized(auth_header, |token| {
+            self.http.get_stream(
+                uri.clone(),
+                session_id.clone(),
+                last_event_id.clone(),
+                token,
+                custom_headers.clone(),
+            )
+        })
+        .await
+        .map_err(|error| self.redact_error(error))
     }
 
     async fn get_stream_with_max_sse_event_size(
@@ -215,17 +323,18 @@ impl StreamableHttpClient for SessionAwareClient {
         custom_headers: HashMap<HeaderName, HeaderValue>,
         max_sse_event_size: usize,
     ) -> Result<BoxStream<'static, Result<Sse, SseError>>, StreamableHttpError<Self::Error>> {
-        self.http
-            .get_stream_with_max_sse_event_size(
-                uri,
-                session_id,
-                last_event_id,
-                auth_header,
-                custom_headers,
+        self.authorized(auth_header, |token| {
+            self.http.get_stream_with_max_sse_event_size(
+                uri.clone(),
+                session_id.clone(),
+                last_event_id.clone(),
+                token,
+                custom_headers.clone(),
                 max_sse_event_size,
             )
-            .await
-            .map_err(|error| self.redact_error(error))
+        })
+        .await
+        .map_err(|error| self.redact_error(error))
     }
 }
 

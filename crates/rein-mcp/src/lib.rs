@@ -12,7 +12,10 @@
 //! `disabled` and `timeout_seconds` per server). [`McpServerSet`] supervises every configured
 //! server for a long-running host: retries with backoff until a server answers, pings it,
 //! follows its tool list, reports each server's state, and offers the tools of all of them
-//! with a tool name two servers share renamed `server__tool` for both.
+//! with a tool name two servers share renamed `server__tool` for both. HTTP servers behind
+//! OAuth 2.1 are authorized through an [`Authorizer`] (the person opens a URL) with tokens in a
+//! [`TokenStore`]; both MCP eras (2025-11-25 `initialize`, 2026-07-28 `server/discover`) are
+//! spoken without configuration.
 //!
 //! This crate must never let an rmcp type out of its API, and never depend on another rein
 //! crate than `rein-protocol`.
@@ -21,10 +24,12 @@
 
 mod config;
 mod connect;
+mod elicit;
 mod error;
 mod http_client;
 mod in_process;
 mod naming;
+mod oauth;
 mod result;
 mod schema;
 mod servers;
@@ -36,8 +41,13 @@ pub use crate::{
         ReconnectPolicy, ServerTransport, StdioServer,
     },
     connect::McpTransport,
+    elicit::{ElicitFlow, ElicitationAnswer, ElicitationRequest, Elicitor},
     error::McpError,
     naming::{RENAME_SEPARATOR, SharedToolName},
+    oauth::{
+        AuthorizationPrompt, AuthorizeFlow, Authorizer, CallbackAuthorizer, LoopbackAuthorizer,
+        MAX_AUTHORIZATIONS, OAuthConfig, OAuthGrant, TokenStore,
+    },
     result::{EMPTY_ERROR_TEXT, EMPTY_RESULT_TEXT, call_result_to_output, tool_to_spec},
     schema::openai_parameters,
     servers::{Backoff, McpServerSet, McpTool, ServerState, ServerStatus, Supervision},

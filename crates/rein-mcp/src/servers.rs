@@ -418,6 +418,8 @@ impl Task {
                             if self.server.seen().state != ServerState::Connected {
                                 self.see(ServerState::Connected, None, None);
                             }
+                            // A list past its `ttlMs` is read again (through `tool_changes`).
+                            self.source.refresh_if_stale();
                         }
                         Err(error @ McpError::Timeout { .. }) => {
                             tracing::warn!(server = %name, %error, "the MCP server does not answer");

@@ -23,9 +23,10 @@ use serde_json::Value;
 use crate::{
     ClientOptions, McpError, McpServerConfig, McpServers,
     connect::{
-        ClientSide, McpTransport, RequestFailure, Session, ToolCache, open, ping, request_error,
-        specs_of,
+        ClientSide, McpTransport, RequestFailure, Session, ToolCache, oauth_session, open, ping,
+        request_error, specs_of,
     },
+    oauth::OAuthSession,
     result::call_result_to_output,
 };
 
@@ -54,6 +55,8 @@ struct Inner {
     state: tokio::sync::Mutex<ConnState>,
     next_id: AtomicU64,
     redactor: Redactor,
+    /// An HTTP server's OAuth state (tokens, step-up count), kept across reconnects.
+    oauth: Option<Arc<OAuthSession>>,
 }
 
 #[derive(Default)]
@@ -89,6 +92,10 @@ impl McpToolSource {
         let name: Arc<str> = Arc::from(name.into());
         let transport = transport.into();
         let redactor = transport.redactor();
+        let oauth = match &transport {
+            McpTransport::Http(http) => Some(Arc::new(oauth_session(&name, http, &options))),
+            _ => None,
+        };
         McpToolSource {
             inner: Arc::new(Inner {
                 name,
@@ -98,6 +105,7 @@ impl McpToolSource {
                 state: tokio::sync::Mutex::new(ConnState::default()),
                 next_id: AtomicU64::new(1),
                 redactor,
+                oauth,
             }),
         }
     }
@@ -173,7 +181,14 @@ impl McpToolSource {
         self.inner.cache.subscribe()
     }
 
-    /// The server's tools, from the cache when it is fresh.
+    /// Forgets a tool list whose `ttlMs` has passed, so that `tool_changes()` fires and the list
+    /// is read again; whether it did.
+    pub(crate) fn refresh_if_stale(&self) -> bool {
+        self.inner.cache.invalidate_if_stale()
+    }
+
+    /// The server's tools, from the cache when it is fresh (its `ttlMs`, when the server gave
+    /// one, has not passed).
     pub async fn tools(&self) -> Result<Vec<ToolSpec>, McpError> {
         if let (_, Some(tools)) = self.inner.cache.get() {
             return Ok(tools);
@@ -187,12 +202,16 @@ impl McpToolSource {
         };
         let work = self.with_retry(Resend::Yes, |connection| async move {
             let (generation, _) = self.inner.cache.get();
-            let tools = tokio::time::timeout(timeout, connection.session.service.list_all_tools())
-                .await
-                .map_err(|_| RequestFailure::Error(timed_out()))?
-                .map_err(|error| request_error(server, "tools/list", error))?;
-            let specs = specs_of(&tools);
-            self.inner.cache.store(generation, specs.clone());
+            let list = tokio::time::timeout(
+                timeout,
+                connection.session.service.list_all_tools_with_cache_hint(),
+            )
+            .await
+            .map_err(|_| RequestFailure::Error(timed_out()))?
+            .map_err(|error| request_error(server, "tools/list", error))?;
+            let specs = specs_of(&list.items);
+            let ttl = list.ttl_ms.map(std::time::Duration::from_millis);
+            self.inner.cache.store(generation, specs.clone(), ttl);
             Ok(specs)
         });
         match work.await {
@@ -217,12 +236,11 @@ impl McpToolSource {
         let server = &self.inner.name;
         let request = serde_json::json!({ "name": tool, "arguments": Value::Object(arguments) });
         // Only a tool the server calls read-only is sent again after a lost connection; an
-        // unknown one counts as having side effects.
+        // unknown one counts as having side effects. (A list past its `ttlMs` still tells.)
         let read_only = self
             .inner
             .cache
-            .get()
-            .1
+            .last()
             .is_some_and(|tools| tools.iter().any(|spec| spec.name == tool && spec.read_only));
         let resend = if read_only { Resend::Yes } else { Resend::No { tool } };
         let work = self.with_retry(resend, |connection| {
@@ -411,9 +429,10 @@ impl McpToolSource {
             inner.cache.clone(),
             inner.redactor.clone(),
         );
-        let session = open(&inner.name, &inner.transport, &inner.options, handler)
-            .await
-            .map_err(|error| error.redacted(&inner.redactor))?;
+        let session =
+            open(&inner.name, &inner.transport, &inner.options, handler, inner.oauth.clone())
+                .await
+                .map_err(|error| error.redacted(&inner.redactor))?;
         let connection =
             Arc::new(Connection { id: inner.next_id.fetch_add(1, Ordering::Relaxed), session });
         state.connection = Some(connection.clone());
