@@ -33,6 +33,7 @@ mod openai;
 mod provider;
 mod registry;
 mod sse;
+mod transcription;
 mod wire;
 
 pub use crate::{
@@ -44,6 +45,7 @@ pub use crate::{
     error::{ConfigError, EndpointError},
     provider::ProviderModel,
     registry::{ModelRegistry, RegistryOptions, default_client_name},
+    transcription::OpenAiTranscriber,
 };
 
 /// The `anthropic-version` header value sent to Anthropic.

@@ -114,6 +114,17 @@ pub enum AgentEvent {
         /// The tool's name.
         name: String,
     },
+    /// The model called a tool of the client (a page's tool, glen's local tools): the client
+    /// runs it and posts its result back (`callId`, `name`, `arguments` on the wire).
+    ClientToolCall {
+        /// The call's id.
+        #[serde(rename = "callId")]
+        call_id: String,
+        /// The tool's name.
+        name: String,
+        /// Its arguments.
+        arguments: crate::JsonObject,
+    },
     /// A tool call finished (or was refused, or not run).
     ToolResult {
         /// The call's id.
@@ -161,4 +172,122 @@ pub enum AgentEvent {
         /// A human sentence.
         message: String,
     },
+}
+
+impl AgentEvent {
+    /// The `type` of every event, as serialized (the event stream's `event:` names).
+    pub const TYPES: &'static [&'static str] = &[
+        "turn_started",
+        "request_started",
+        "model_retry",
+        "text_delta",
+        "reasoning_delta",
+        "reasoning",
+        "message",
+        "tool_proposal",
+        "approval_requested",
+        "tool_started",
+        "client_tool_call",
+        "tool_result",
+        "notice",
+        "checkpoint",
+        "task_update",
+        "turn_end",
+        "error",
+    ];
+
+    /// This event's `type`, as serialized.
+    pub fn type_name(&self) -> &'static str {
+        match self {
+            AgentEvent::TurnStarted { .. } => "turn_started",
+            AgentEvent::RequestStarted { .. } => "request_started",
+            AgentEvent::ModelRetry { .. } => "model_retry",
+            AgentEvent::TextDelta { .. } => "text_delta",
+            AgentEvent::ReasoningDelta { .. } => "reasoning_delta",
+            AgentEvent::Reasoning { .. } => "reasoning",
+            AgentEvent::Message { .. } => "message",
+            AgentEvent::ToolProposal { .. } => "tool_proposal",
+            AgentEvent::ApprovalRequested { .. } => "approval_requested",
+            AgentEvent::ToolStarted { .. } => "tool_started",
+            AgentEvent::ClientToolCall { .. } => "client_tool_call",
+            AgentEvent::ToolResult { .. } => "tool_result",
+            AgentEvent::Notice { .. } => "notice",
+            AgentEvent::Checkpoint { .. } => "checkpoint",
+            AgentEvent::TaskUpdate { .. } => "task_update",
+            AgentEvent::TurnEnd { .. } => "turn_end",
+            AgentEvent::Error { .. } => "error",
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::{AgentEvent, TurnEnding};
+    use crate::{Message, ToolCall, ToolOutput, Usage};
+
+    /// One event of every kind (the match in `type_name` is exhaustive, so a new kind fails
+    /// to compile there until it is named, and then here until it has a sample).
+    fn samples() -> Vec<AgentEvent> {
+        let call = ToolCall::new("c1", "t", crate::JsonObject::new());
+        let text = || "x".to_owned();
+        vec![
+            AgentEvent::TurnStarted { text: text() },
+            AgentEvent::RequestStarted { step: 1, tools_offered: true },
+            AgentEvent::ModelRetry { attempt: 2, delay_ms: 0, reason: text() },
+            AgentEvent::TextDelta { text: text() },
+            AgentEvent::ReasoningDelta { text: text() },
+            AgentEvent::Reasoning { text: text() },
+            AgentEvent::Message { message: Message::user("hi") },
+            AgentEvent::ToolProposal { calls: vec![call.clone()], text: text() },
+            AgentEvent::ApprovalRequested { approval_id: text(), call },
+            AgentEvent::ToolStarted { call_id: text(), name: text() },
+            AgentEvent::ClientToolCall {
+                call_id: text(),
+                name: text(),
+                arguments: crate::JsonObject::new(),
+            },
+            AgentEvent::ToolResult {
+                call_id: text(),
+                name: text(),
+                output: ToolOutput::text("ok"),
+            },
+            AgentEvent::Notice { code: text(), message: text() },
+            AgentEvent::Checkpoint { summary: text() },
+            AgentEvent::TaskUpdate { task_id: text(), status: text(), detail: None },
+            AgentEvent::TurnEnd {
+                ending: TurnEnding::Answered,
+                text: text(),
+                usage: Usage::default(),
+            },
+            AgentEvent::Error { code: text(), message: text() },
+        ]
+    }
+
+    #[test]
+    fn types_are_what_serde_writes_for_every_event() {
+        let samples = samples();
+        let written: Vec<String> = samples
+            .iter()
+            .map(|event| {
+                let value = serde_json::to_value(event).expect("an event serializes");
+                assert_eq!(value["type"], event.type_name(), "{value}");
+                event.type_name().to_owned()
+            })
+            .collect();
+        assert_eq!(written, AgentEvent::TYPES, "TYPES lists every event kind once, in order");
+    }
+
+    #[test]
+    fn a_client_tool_call_is_camel_case_on_the_wire() {
+        let event = AgentEvent::ClientToolCall {
+            call_id: "c1".into(),
+            name: "pan".into(),
+            arguments: crate::JsonObject::new(),
+        };
+        let value = serde_json::to_value(&event).expect("serializes");
+        assert_eq!(
+            value,
+            serde_json::json!({"type": "client_tool_call", "callId": "c1", "name": "pan", "arguments": {}})
+        );
+    }
 }

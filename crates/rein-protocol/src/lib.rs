@@ -4,7 +4,8 @@
 //! parts, [`ToolCall`]s, [`ToolSpec`]s, [`ToolOutput`]s, [`StopReason`], [`Usage`], the
 //! [`ModelRequest`] / [`ModelReply`] pair and the [`AgentEvent`]s a turn emits. It also declares
 //! the port traits [`Model`], [`Tool`] and [`ToolSource`], so that the loop never names a
-//! provider, a transport or a database.
+//! provider, a transport or a database, and [`Transcriber`] (speech to text, behind voice input),
+//! so that the server never names one either.
 //!
 //! [`Redactor`] scrubs configured secrets and common credential shapes (`sk-…` keys,
 //! `Authorization: Bearer …`, JWTs, `api_key=…`) out of text, so that the edge crates can
@@ -24,6 +25,7 @@ mod message;
 mod model;
 mod redact;
 mod tool;
+mod transcribe;
 
 pub use crate::{
     event::{AgentEvent, TurnEnding},
@@ -36,6 +38,7 @@ pub use crate::{
     tool::{
         FailureCode, Tool, ToolContext, ToolError, ToolFailure, ToolOutput, ToolSource, ToolSpec,
     },
+    transcribe::{Audio, Transcriber, TranscriptionError},
 };
 
 /// Re-exported so that implementors of the ports name the same cancellation token.

@@ -269,16 +269,20 @@ pub enum ToolServerState {
     Failed,
     /// Configured but turned off.
     Disabled,
+    /// It asks for OAuth and waits for a person to authorize at
+    /// [`ToolServerStatus::authorization_url`].
+    NeedsAuth,
 }
 
 impl ToolServerState {
-    /// `connecting`, `connected`, `failed` or `disabled`.
+    /// `connecting`, `connected`, `failed`, `disabled` or `needs_auth`.
     pub fn as_str(self) -> &'static str {
         match self {
             ToolServerState::Connecting => "connecting",
             ToolServerState::Connected => "connected",
             ToolServerState::Failed => "failed",
             ToolServerState::Disabled => "disabled",
+            ToolServerState::NeedsAuth => "needs_auth",
         }
     }
 }
@@ -294,6 +298,8 @@ pub struct ToolServerStatus {
     pub tools: Vec<String>,
     /// Why it failed, when it did (already redacted by the host).
     pub last_error: Option<String>,
+    /// The URL a person opens to authorize rein, while the state is `NeedsAuth`.
+    pub authorization_url: Option<String>,
 }
 
 /// One tool of a remote source, as a local `Tool`.
@@ -354,6 +360,7 @@ mod tests {
             state: ToolServerState::Connected,
             tools: vec!["echo".into()],
             last_error: None,
+            authorization_url: None,
         };
         live.replace(vec![cap("echo", "live"), cap("clock", "live")], vec![server.clone()]);
         // A fixed capability wins over a live one of its name.
@@ -396,8 +403,9 @@ mod tests {
             ToolServerState::Connected,
             ToolServerState::Failed,
             ToolServerState::Disabled,
+            ToolServerState::NeedsAuth,
         ];
         let names: Vec<&str> = states.iter().map(|state| state.as_str()).collect();
-        assert_eq!(names, ["connecting", "connected", "failed", "disabled"]);
+        assert_eq!(names, ["connecting", "connected", "failed", "disabled", "needs_auth"]);
     }
 }

@@ -220,6 +220,9 @@ pub struct Limits {
     /// least recently used idle ones are dropped and rebuilt from their transcript when next
     /// used; a session paused at a checkpoint is never dropped (its checkpoint lives in memory).
     pub live_sessions: usize,
+    /// How long a call of a client's tool waits for the client's answer (120 s) before the
+    /// model reads that the page did not answer.
+    pub client_tool_timeout: Duration,
 }
 
 impl Default for Limits {
@@ -236,6 +239,7 @@ impl Default for Limits {
             persona_max_calls: 24,
             event_channel_capacity: 1024,
             live_sessions: 1024,
+            client_tool_timeout: Duration::from_secs(120),
         }
     }
 }

@@ -1,7 +1,7 @@
 //! `Core`: the services every part of the runtime uses — the config, the stores, the models,
 //! the capabilities, the clock, this process's instance id and the [`EventHub`] — and what
 //! follows from the config alone (agent definitions, settings in force, a session's loop
-//! settings). It holds no lock of its own; the hub holds its own.
+//! settings). It holds no lock of its own; the hub and the client tools hold their own.
 
 use std::sync::Arc;
 
@@ -11,6 +11,7 @@ use rein_store::{Clock, NewAuditEntry, Session, SessionStore, Timestamp, Transcr
 
 use crate::{
     capability::Capabilities,
+    client_tools::ClientTools,
     config::{AgentDefinition, AgentPolicy, Limits, Persona, RuntimeConfig},
     error::{Result, RuntimeError, StoreResult as _},
     events::EventHub,
@@ -32,6 +33,8 @@ pub(crate) struct Core {
     /// This runtime's id, the owner of the turn leases it takes.
     instance: String,
     events: Arc<EventHub>,
+    /// The tools clients registered for their sessions, and their calls waiting for answers.
+    client_tools: ClientTools,
 }
 
 impl Drop for Core {
@@ -63,6 +66,7 @@ impl Core {
             clock,
             instance: rein_store::new_id("runtime"),
             events,
+            client_tools: ClientTools::default(),
         }
     }
 
@@ -109,6 +113,11 @@ impl Core {
     /// The event hub.
     pub(crate) fn events(&self) -> &Arc<EventHub> {
         &self.events
+    }
+
+    /// The client tools of every session (they own their lock).
+    pub(crate) fn client_tools(&self) -> &ClientTools {
+        &self.client_tools
     }
 
     /// The definition of an agent id: a configured agent, or a persona child's.

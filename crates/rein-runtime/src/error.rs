@@ -44,6 +44,13 @@ pub enum RuntimeError {
     /// The approval was already approved or denied.
     #[error("approval `{0}` was already decided")]
     ApprovalResolved(String),
+    /// A client tool's name is a server tool's of the session (or given twice).
+    #[error("the client tool name `{0}` is taken by a tool of the session")]
+    ClientToolNameTaken(String),
+    /// No call of a client tool with that id waits in the session (answered, timed out,
+    /// stopped, or never made).
+    #[error("no client tool call `{0}` is waiting for a result")]
+    ClientToolCallNotFound(String),
     /// A session with that id already exists.
     #[error("session `{0}` already exists")]
     SessionExists(String),
@@ -83,6 +90,8 @@ impl RuntimeError {
             RuntimeError::NoCheckpoint(_) => "hosted_no_checkpoint",
             RuntimeError::ApprovalResolved(_) => "hosted_approval_resolved",
             RuntimeError::SessionExists(_) => "hosted_session_exists",
+            RuntimeError::ClientToolNameTaken(_) => "hosted_client_tool_name_taken",
+            RuntimeError::ClientToolCallNotFound(_) => "hosted_client_tool_call_not_found",
             RuntimeError::Invalid(_) => "validation_error",
             RuntimeError::PolicyDenied(_) => "hosted_agent_policy_denied",
             RuntimeError::NotConfigured(_) => "hosted_agent_not_configured",

@@ -35,7 +35,9 @@
 //! - `policy` (allowed tools, approvals, audit), `offer` (the one place that decides a
 //!   session's tools), `view_context`, `model_filter`, `sink` (a turn's events);
 //! - `memo` (a session's tool memo, glen's `tool_memo`), `persona` (the consult runner and
-//!   memos), `session_tools` (the tools a session's agent calls), `tasks` (the runner and the
+//!   memos), `client_tools` (the tools a client registers, and their waiting calls), `client_tool`
+//!   (one of them in a session's registry),
+//!   `session_tools` (the tools a session's agent calls), `tasks` (the runner and the
 //!   [`Dispatcher`]; a handler reaches it through the `task_context` port), `turn` (prepare /
 //!   run / finish, the turn lease).
 //!
@@ -71,10 +73,13 @@
 
 mod cancels;
 mod capability;
+mod client_tool;
+mod client_tools;
 mod config;
 mod core;
 mod error;
 mod events;
+mod export;
 mod fingerprint;
 mod history;
 mod hook_config;
@@ -105,11 +110,13 @@ pub use crate::{
     capability::{
         Capabilities, Capability, LiveCapabilities, TaskHandler, ToolServerState, ToolServerStatus,
     },
+    client_tools::NOT_RUN as CLIENT_TOOL_NOT_RUN,
     config::{
         AgentDefinition, AgentPolicy, Limits, MemoField, MemoFieldKind, Persona, RuntimeConfig,
     },
     error::{Result, RuntimeError},
     events::{EventStream, WhenBehind},
+    export::{export_json, export_markdown},
     fingerprint::{call_fingerprint, canonical_json},
     hook_config::{
         CommandHook, DEFAULT_HOOK_TIMEOUT, HookConfigError, HookEvent, HookSet, PinnedContext,
@@ -121,6 +128,7 @@ pub use crate::{
     },
     persona::{MEMO_RETRY_PROMPT, SUBMIT_MEMO, validate_memo},
     policy::POLICY_DENIED_CODE,
+    runtime::MAX_CLIENT_TOOLS,
     runtime::{Runtime, RuntimeParts},
     task_context::TaskContext,
     tasks::Dispatcher,

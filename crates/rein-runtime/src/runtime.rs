@@ -21,6 +21,9 @@ use crate::{
 
 mod agents;
 mod approvals;
+mod client_tools;
+
+pub use client_tools::MAX_CLIENT_TOOLS;
 mod events;
 mod servers;
 mod sessions;

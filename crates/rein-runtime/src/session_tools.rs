@@ -23,6 +23,7 @@ use serde_json::{Value, json};
 
 use crate::{
     capability::Capability,
+    client_tool::ClientTool,
     config::{AgentDefinition, Persona},
     core::Core,
     error::SHUT_DOWN,
@@ -283,6 +284,16 @@ pub(crate) fn registry(
         let tool = if checks_hooks { tool } else { hooks::gate(core, &session.id, tool) };
         if let Err(error) = registry.register(tool) {
             tracing::warn!(%error, "a tool name is taken; the later tool is left out");
+        }
+    }
+    // The client's own tools (never in a persona's child), after the server's: a name the
+    // server took meanwhile keeps the server's tool.
+    if session.parent_id.is_none() {
+        for spec in core.client_tools().get(&session.id) {
+            let tool: Arc<dyn Tool> = Arc::new(ClientTool::new(weak.clone(), &session.id, spec));
+            if let Err(error) = registry.register(hooks::gate(core, &session.id, tool)) {
+                tracing::warn!(%error, "a client tool's name is taken; the client tool is left out");
+            }
         }
     }
     (registry, offer.hidden_names())

@@ -69,7 +69,10 @@ pub use crate::{
     error::{Result, StoreError},
     ids::new_id,
     jsonl::{DEFAULT_SNAPSHOT_EVERY, Durability, JsonlTranscriptStore, TranscriptConfig},
-    paths::{ENV_SESSION_DB_PATH, ENV_TRANSCRIPT_DIR, PathConfig, StorePaths, resolve_paths},
+    paths::{
+        ENV_SESSION_DB_PATH, ENV_TRANSCRIPT_DIR, PathConfig, StorePaths, resolve_data_dir,
+        resolve_paths,
+    },
     records::{
         Approval, ApprovalDecision, ApprovalMatch, ApprovalRule, ApprovalScope, ApprovalStatus,
         AuditEntry, DEFAULT_RESTART_LIMIT, NewApproval, NewAuditEntry, NewSession, NewTask,

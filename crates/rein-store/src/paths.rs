@@ -55,16 +55,7 @@ pub fn resolve_paths(
     env: impl Fn(&str) -> Option<OsString>,
 ) -> Result<StorePaths> {
     let var = |name: &str| env(name).filter(|value| !value.is_empty()).map(PathBuf::from);
-    let data_dir = || -> Result<PathBuf> {
-        if let Some(dir) = &config.data_dir {
-            return Ok(dir.clone());
-        }
-        if let Some(xdg) = var("XDG_DATA_HOME").filter(|p| p.is_absolute()) {
-            return Ok(xdg.join("rein"));
-        }
-        let home = var("HOME").ok_or(StoreError::NoDataDir)?;
-        Ok(home.join(".local").join("share").join("rein"))
-    };
+    let data_dir = || resolve_data_dir(config, &env);
     let session_db = match config.session_db.clone().or_else(|| var(ENV_SESSION_DB_PATH)) {
         Some(path) => path,
         None => data_dir()?.join("sessions.db"),
@@ -74,6 +65,24 @@ pub fn resolve_paths(
         None => data_dir()?.join("transcripts"),
     };
     Ok(StorePaths { session_db, transcript_dir })
+}
+
+/// The data directory: `config.data_dir`, else `$XDG_DATA_HOME/rein` (only when absolute),
+/// else `$HOME/.local/share/rein` (whatever the two store paths are). Other files of the host
+/// go under it (the `rein` binary keeps MCP OAuth tokens in `<data>/mcp-tokens`).
+pub fn resolve_data_dir(
+    config: &PathConfig,
+    env: impl Fn(&str) -> Option<OsString>,
+) -> Result<PathBuf> {
+    let var = |name: &str| env(name).filter(|value| !value.is_empty()).map(PathBuf::from);
+    if let Some(dir) = &config.data_dir {
+        return Ok(dir.clone());
+    }
+    if let Some(xdg) = var("XDG_DATA_HOME").filter(|p| p.is_absolute()) {
+        return Ok(xdg.join("rein"));
+    }
+    let home = var("HOME").ok_or(StoreError::NoDataDir)?;
+    Ok(home.join(".local").join("share").join("rein"))
 }
 
 /// Creates the parent directory of a file path if it is missing (private, like every directory

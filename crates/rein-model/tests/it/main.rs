@@ -14,3 +14,4 @@ mod retry;
 mod server;
 mod shaping;
 mod split;
+mod transcription;

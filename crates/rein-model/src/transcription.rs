@@ -1,0 +1,148 @@
+//! `OpenAiTranscriber`: voice input over an OpenAI-compatible `POST {endpoint}/audio/transcriptions`
+//! (OpenAI, whisper.cpp's server, vLLM, LocalAI), GLEN's `transcription_model`: a multipart form
+//! with `model`, `response_format=json` and the recording as `file`, answered `{text}`. Errors
+//! say which endpoint failed and are scrubbed of the key.
+
+use std::time::Duration;
+
+use async_trait::async_trait;
+use rein_protocol::{Audio, Redactor, Transcriber, TranscriptionError};
+
+use crate::{ConfigError, ProviderKind, registry::ModelRegistry};
+
+/// How long one transcription may take.
+const TIMEOUT: Duration = Duration::from_secs(120);
+
+/// The largest answer read (a transcript is text; anything bigger is not one).
+const MAX_ANSWER_BYTES: usize = 1024 * 1024;
+
+/// A transcription model at an OpenAI-compatible endpoint.
+pub struct OpenAiTranscriber {
+    model: String,
+    endpoint: String,
+    api_key: Option<String>,
+    http: reqwest::Client,
+    redactor: Redactor,
+}
+
+impl std::fmt::Debug for OpenAiTranscriber {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("OpenAiTranscriber")
+            .field("model", &self.model)
+            .field("endpoint", &self.redactor.redact(&self.endpoint))
+            .field("api_key", &self.api_key.as_ref().map(|_| "<set>"))
+            .finish()
+    }
+}
+
+impl ModelRegistry {
+    /// The transcriber of `name` (GLEN's `transcription_model`): the entry of that name, or,
+    /// for a name without one, the first entry's endpoint and key (as [`ModelRegistry::select`]).
+    /// Only OpenAI-compatible endpoints transcribe.
+    pub fn transcriber(&self, name: &str) -> Result<OpenAiTranscriber, ConfigError> {
+        let model = self.select(name)?;
+        if model.kind != ProviderKind::OpenAi {
+            return Err(ConfigError::InvalidEndpoint {
+                model: name.to_owned(),
+                endpoint: model.redactor.redact(&model.endpoint).into_owned(),
+                reason:
+                    "transcription needs an OpenAI-compatible endpoint (`provider = \"openai\"`)"
+                        .to_owned(),
+            });
+        }
+        Ok(OpenAiTranscriber {
+            model: model.model.clone(),
+            endpoint: model.endpoint.clone(),
+            api_key: model.api_key.clone(),
+            http: model.http.clone(),
+            redactor: model.redactor.clone(),
+        })
+    }
+}
+
+/// A multipart boundary that does not occur in `bytes`.
+fn boundary_for(bytes: &[u8]) -> String {
+    let mut n: u64 = 0x005e_ed0f_7e1b;
+    loop {
+        let boundary = format!("rein-{n:016x}");
+        if !bytes.windows(boundary.len()).any(|w| w == boundary.as_bytes()) {
+            return boundary;
+        }
+        n = n.wrapping_mul(6_364_136_223_846_793_005).wrapping_add(1);
+    }
+}
+
+/// `file_name` as a quoted-string parameter (no quotes, no line breaks).
+fn safe_name(file_name: &str) -> String {
+    let name: String =
+        file_name.chars().filter(|c| !matches!(c, '"' | '\r' | '\n' | '\\')).take(100).collect();
+    if name.is_empty() { "speech.webm".to_owned() } else { name }
+}
+
+/// The form: `model`, `response_format`, `file`.
+fn form(model: &str, audio: &Audio) -> (String, Vec<u8>) {
+    let boundary = boundary_for(&audio.bytes);
+    let mut body = Vec::with_capacity(audio.bytes.len() + 512);
+    for (name, value) in [("model", model), ("response_format", "json")] {
+        body.extend_from_slice(
+            format!(
+                "--{boundary}\r\nContent-Disposition: form-data; name=\"{name}\"\r\n\r\n{value}\r\n"
+            )
+            .as_bytes(),
+        );
+    }
+    body.extend_from_slice(
+        format!(
+            "--{boundary}\r\nContent-Disposition: form-data; name=\"file\"; filename=\"{}\"\r\nContent-Type: {}\r\n\r\n",
+            safe_name(&audio.file_name),
+            audio.media_type.replace(['\r', '\n'], "")
+        )
+        .as_bytes(),
+    );
+    body.extend_from_slice(&audio.bytes);
+    body.extend_from_slice(format!("\r\n--{boundary}--\r\n").as_bytes());
+    (format!("multipart/form-data; boundary={boundary}"), body)
+}
+
+#[async_trait]
+impl Transcriber for OpenAiTranscriber {
+    fn model(&self) -> &str {
+        &self.model
+    }
+
+    async fn transcribe(&self, audio: Audio) -> Result<String, TranscriptionError> {
+        let url = format!("{}/audio/transcriptions", self.endpoint);
+        let fail = |what: String| {
+            let endpoint = self.redactor.redact(&url).into_owned();
+            TranscriptionError::new(
+                self.redactor.redact(&format!("{endpoint}: {what}")).into_owned(),
+            )
+        };
+        let (content_type, body) = form(&self.model, &audio);
+        let mut request = self
+            .http
+            .post(&url)
+            .timeout(TIMEOUT)
+            .header(reqwest::header::CONTENT_TYPE, content_type)
+            .body(body);
+        if let Some(key) = &self.api_key {
+            request = request.bearer_auth(key);
+        }
+        let response = request.send().await.map_err(|error| fail(error.to_string()))?;
+        let status = response.status();
+        let bytes = response.bytes().await.map_err(|error| fail(error.to_string()))?;
+        let text =
+            String::from_utf8_lossy(&bytes[..bytes.len().min(MAX_ANSWER_BYTES)]).into_owned();
+        if !status.is_success() {
+            let excerpt: String = text.chars().take(300).collect();
+            return Err(fail(format!("HTTP {status}: {excerpt}")));
+        }
+        let value: serde_json::Value = serde_json::from_str(&text)
+            .map_err(|error| fail(format!("the answer is not JSON ({error})")))?;
+        value
+            .get("text")
+            .and_then(serde_json::Value::as_str)
+            .map(str::to_owned)
+            .ok_or_else(|| fail("the answer has no `text`".to_owned()))
+    }
+}

@@ -1,0 +1,102 @@
+//! The handle's client tool API: the tools a client registers for its session, and the results
+//! it posts for their calls (see `client_tools.rs` for one call's protocol).
+
+use std::collections::HashSet;
+
+use rein_protocol::{JsonObject, ToolOutput, ToolSpec};
+use serde_json::Value;
+
+use crate::{
+    error::{Result, RuntimeError},
+    offer::Offer,
+};
+
+/// The most tools one client may register for a session.
+pub const MAX_CLIENT_TOOLS: usize = 64;
+
+/// Whether `name` is a function name every provider takes (`[A-Za-z0-9_-]{1,64}`).
+fn valid_name(name: &str) -> bool {
+    (1..=64).contains(&name.len())
+        && name.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'_' || b == b'-')
+}
+
+impl super::Runtime {
+    /// Replaces the client tools of session `id`. Refused (`hosted_client_tool_name_taken`) when
+    /// a name is one of the session's own tools (offered or not) or given twice; a bad name or
+    /// an input schema that is not an object schema is `validation_error`. The set lives in
+    /// this process's memory and reaches the session at its next turn.
+    pub async fn set_client_tools(&self, id: &str, tools: Vec<ToolSpec>) -> Result<Vec<ToolSpec>> {
+        let session = self.public_session(id)?;
+        let core = self.core();
+        if tools.len() > MAX_CLIENT_TOOLS {
+            return Err(RuntimeError::Invalid(format!(
+                "at most {MAX_CLIENT_TOOLS} client tools per session"
+            )));
+        }
+        let definition = core.definition(&session.agent_id).unwrap_or_default();
+        let offer = Offer::new(core, &definition, session.parent_id.is_some());
+        let taken: HashSet<String> = offer.tools().map(|tool| tool.spec().name).collect();
+        let mut seen = HashSet::new();
+        let mut specs = Vec::with_capacity(tools.len());
+        for tool in tools {
+            if !valid_name(&tool.name) {
+                return Err(RuntimeError::Invalid(format!(
+                    "a client tool name must be 1 to 64 letters, digits, `_` or `-`: {:?}",
+                    tool.name
+                )));
+            }
+            if taken.contains(&tool.name) || !seen.insert(tool.name.clone()) {
+                return Err(RuntimeError::ClientToolNameTaken(tool.name));
+            }
+            let schema_type = tool.input_schema.get("type").and_then(Value::as_str);
+            if schema_type.is_some_and(|t| t != "object") {
+                return Err(RuntimeError::Invalid(format!(
+                    "the inputSchema of client tool `{}` must be an object schema",
+                    tool.name
+                )));
+            }
+            let mut schema: JsonObject = tool.input_schema.clone();
+            schema.entry("type").or_insert_with(|| "object".into());
+            specs.push(ToolSpec::new(tool.name, tool.description, schema));
+        }
+        core.client_tools().set(id, specs.clone());
+        Ok(specs)
+    }
+
+    /// The client tools of session `id`.
+    pub async fn client_tools(&self, id: &str) -> Result<Vec<ToolSpec>> {
+        self.public_session(id)?;
+        Ok(self.core().client_tools().get(id))
+    }
+
+    /// The ids of the client tool calls of session `id` waiting for a result (a client that
+    /// replays the event stream runs only these).
+    pub async fn pending_client_tool_calls(&self, id: &str) -> Result<Vec<String>> {
+        self.public_session(id)?;
+        Ok(self.core().client_tools().pending(id))
+    }
+
+    /// Answers the waiting call `call_id` of a client tool in session `id`: `content` a string
+    /// (the result's text) or any JSON (a structured result); `is_error` marks a failure the
+    /// model reads. `hosted_client_tool_call_not_found` when no such call waits.
+    pub async fn answer_client_tool(
+        &self,
+        id: &str,
+        call_id: &str,
+        content: Value,
+        is_error: bool,
+    ) -> Result<()> {
+        self.public_session(id)?;
+        let output = match (content, is_error) {
+            (Value::String(text), false) => ToolOutput::text(text),
+            (Value::String(text), true) => ToolOutput::error(text),
+            (value, false) => ToolOutput::structured(value),
+            (value, true) => ToolOutput::error(value.to_string()),
+        };
+        if self.core().client_tools().answer(id, call_id, output) {
+            Ok(())
+        } else {
+            Err(RuntimeError::ClientToolCallNotFound(call_id.to_owned()))
+        }
+    }
+}
