@@ -1,10 +1,17 @@
-// rein web chat: sessions, streamed turns over SSE, approvals, tasks and export.
-// Plain ES module, no build step, nothing loaded from outside this server.
+// rein web chat: sessions, streamed turns over SSE, approvals, tasks, export, client tools and
+// view context. Plain ES module, no build step, nothing loaded from outside this server.
+//
+// One code for both chats: the page (`/`) mounts it on its own document; the widget
+// (`/widget.js`, on a host page of another origin) imports it as `app.js?embed` and mounts it
+// in a shadow root with the server's URL and a token.
 
-import { escapeHtml, renderMarkdown, scrubCredentials, scrubValue } from './markdown.js';
+import { escapeHtml, renderMarkdown } from './markdown.js';
 
-const API = '/agent/api/runtime';
-const $ = (id) => document.getElementById(id);
+// Where the chat is mounted (`mount` sets it): the element tree its ids are looked up in, the
+// server's origin ('' on the page), and the element that carries the page's `data-*` flags.
+const env = { root: document, base: '', flags: document.body, embedded: false };
+let API = '/agent/api/runtime';
+const $ = (id) => env.root.getElementById(id);
 const store = {
   get: (k, d) => {
     try {
@@ -143,6 +150,9 @@ async function loadCatalog() {
     const agent = selectedAgent();
     if (agent && !agent.runtimeConfigured && agent.runtimeSetupMessage) showBanner(agent.runtimeSetupMessage);
     showModelStatus(models.defaultModelStatus);
+    // Voice input only where the server has a transcription model (and the browser records).
+    state.transcriptionModel = models.transcriptionModel || null;
+    $('mic').hidden = !state.transcriptionModel || !window.MediaRecorder || !navigator.mediaDevices;
   } catch (error) {
     if (error.status !== 401) showBanner(`Could not load agents: ${error.message}`, 'error');
   }
@@ -173,7 +183,7 @@ function showModelStatus(status) {
   // The server's words, with their `commands` as code (rendered safely: text is escaped).
   banner.innerHTML = unreachable ? renderMarkdown(status.message || 'The model does not answer.') : '';
   banner.hidden = !unreachable;
-  document.body.dataset.modelState = (status && status.state) || 'unchecked';
+  env.flags.dataset.modelState = (status && status.state) || 'unchecked';
   if (status && status.state === 'checking' && state.modelCheckPolls < 20) {
     state.modelCheckPolls += 1;
     setTimeout(async () => {
@@ -187,7 +197,8 @@ function showModelStatus(status) {
 }
 
 // ---------------------------------------------------------------------------------------------
-// MCP servers: a notice while one is down (`GET /mcp/servers`, on load and every 15 s)
+// MCP servers: a notice while one is down or waits for authorization (`GET /mcp/servers`, on
+// load and every 15 s; every 3 s while one waits)
 
 const MCP_POLL_MS = 15000;
 
@@ -205,30 +216,68 @@ function mcpNotice() {
   return notice;
 }
 
-/** One line per failed server: "MCP server X is down: lastError". */
-function showMcpServers(servers) {
-  const down = (servers || []).filter((server) => server.status === 'failed');
-  const notice = mcpNotice();
-  notice.replaceChildren(
-    ...down.map((server) => {
-      const line = document.createElement('div');
-      line.className = 'mcp-down';
-      line.dataset.server = server.name;
-      line.textContent = `MCP server ${server.name} is down: ${scrubCredentials(server.lastError || 'no answer')}`;
-      return line;
-    }),
-  );
-  notice.hidden = down.length === 0;
-  document.body.dataset.mcpDown = down.map((server) => server.name).join(' ');
+/** The URL of a `needs_auth` server when it is one a link may open (http or https only: it
+ * comes from the server's authorization server). */
+function authorizationLink(server) {
+  try {
+    const url = new URL(server.authorizationUrl || '');
+    return url.protocol === 'https:' || url.protocol === 'http:' ? url.href : null;
+  } catch {
+    return null;
+  }
 }
 
+/** One line per failed server ("MCP server X is down: lastError") and per server waiting for a
+ * person to authorize it ("MCP server X needs authorization. Connect", the link opening its
+ * authorization URL in a new tab). */
+function showMcpServers(servers) {
+  const all = servers || [];
+  const down = all.filter((server) => server.status === 'failed');
+  const waiting = all.filter((server) => server.status === 'needs_auth');
+  const notice = mcpNotice();
+  const lines = down.map((server) => {
+    const line = document.createElement('div');
+    line.className = 'mcp-down';
+    line.dataset.server = server.name;
+    line.textContent = `MCP server ${server.name} is down: ${server.lastError || 'no answer'}`;
+    return line;
+  });
+  for (const server of waiting) {
+    const line = document.createElement('div');
+    line.className = 'mcp-needs-auth';
+    line.dataset.server = server.name;
+    line.append(`MCP server ${server.name} needs authorization. `);
+    const href = authorizationLink(server);
+    if (href) {
+      const link = document.createElement('a');
+      link.className = 'mcp-connect';
+      link.href = href;
+      link.target = '_blank';
+      link.rel = 'noopener noreferrer';
+      link.textContent = 'Connect';
+      line.append(link);
+    }
+    lines.push(line);
+  }
+  notice.replaceChildren(...lines);
+  notice.hidden = lines.length === 0;
+  env.flags.dataset.mcpDown = down.map((server) => server.name).join(' ');
+  env.flags.dataset.mcpNeedsAuth = waiting.map((server) => server.name).join(' ');
+  return waiting.length > 0;
+}
+
+/** While a server waits for authorization, the list is read every 3 s (the notice goes soon
+ * after the person authorized in the other tab). */
+const MCP_AUTH_POLL_MS = 3000;
+
 async function pollMcpServers() {
+  let waiting = false;
   try {
-    showMcpServers((await api('GET', '/mcp/servers')).servers);
+    waiting = showMcpServers((await api('GET', '/mcp/servers')).servers);
   } catch {
     /* the notice keeps its last state */
   }
-  setTimeout(pollMcpServers, MCP_POLL_MS);
+  setTimeout(pollMcpServers, waiting ? MCP_AUTH_POLL_MS : MCP_POLL_MS);
 }
 
 async function loadSessions() {
@@ -346,6 +395,7 @@ async function openSession(sessionId) {
   }
   state.session = session;
   applySession(session);
+  await syncClientTools();
   openStream(sessionId);
   refreshTasks();
 }
@@ -410,7 +460,7 @@ function openStream(sessionId) {
   const types = [
     'turn_started', 'request_started', 'text_delta', 'reasoning_delta', 'reasoning', 'message',
     'tool_proposal', 'approval_requested', 'tool_started', 'tool_result', 'notice', 'checkpoint',
-    'task_update', 'turn_end', 'error', 'model_retry',
+    'task_update', 'turn_end', 'error', 'model_retry', 'client_tool_call',
   ];
   for (const type of types) {
     source.addEventListener(type, (e) => {
@@ -423,7 +473,7 @@ function openStream(sessionId) {
     });
   }
   source.addEventListener('ready', () => {
-    if (state.source === source) document.body.dataset.stream = 'open';
+    if (state.source === source) env.flags.dataset.stream = 'open';
   });
 }
 
@@ -681,6 +731,9 @@ function handleEvent(event, eventId) {
     case 'error':
       addNotice(currentTurn(), `Error: ${event.message}`);
       break;
+    case 'client_tool_call':
+      runClientTool(event);
+      break;
     default:
       break;
   }
@@ -766,7 +819,7 @@ async function send(text) {
   try {
     if (!state.sessionId) await createSession();
     const body = { content: text };
-    const viewContextId = sessionStorage.getItem('rein.view-context-id');
+    const viewContextId = sessionStorage.getItem(VIEW_CONTEXT_KEY);
     if (viewContextId) body.viewContextId = viewContextId;
     const run = await api('POST', `/sessions/${encodeURIComponent(state.sessionId)}/messages`, body);
     // The stream normally renders the turn; give it a moment to catch up, then fall back to
@@ -991,45 +1044,164 @@ function download(name, type, text) {
   setTimeout(() => URL.revokeObjectURL(url), 1000);
 }
 
+/** Downloads the server's export of the session (credentials scrubbed there, by the one export). */
 async function exportSession(kind) {
   if (!state.sessionId) return;
-  let session;
+  const format = kind === 'json' ? 'json' : 'markdown';
+  const headers = {};
+  if (state.token) headers.Authorization = `Bearer ${state.token}`;
+  const path = `/sessions/${encodeURIComponent(state.sessionId)}/export?format=${format}`;
   try {
-    session = await api('GET', `/sessions/${encodeURIComponent(state.sessionId)}`);
+    const response = await fetch(API + path, { headers });
+    if (!response.ok) throw new Error(`Could not export (HTTP ${response.status}).`);
+    const text = await response.text();
+    const base = `rein-${state.sessionId.replace(/[^A-Za-z0-9_-]+/g, '-')}`;
+    if (kind === 'json') download(`${base}.json`, 'application/json', text);
+    else download(`${base}.md`, 'text/markdown', text);
   } catch (error) {
     showBanner(error.message, 'error');
-    return;
-  }
-  const clean = scrubValue(session);
-  const base = `rein-${state.sessionId.replace(/[^A-Za-z0-9_-]+/g, '-')}`;
-  if (kind === 'json') {
-    download(`${base}.json`, 'application/json', JSON.stringify(clean, null, 2) + '\n');
-  } else {
-    download(`${base}.md`, 'text/markdown', sessionMarkdown(clean));
   }
 }
 
-/** The session as a Markdown report (input already scrubbed; scrubbed again line by line). */
-export function sessionMarkdown(session) {
-  const lines = [`# Chat ${session.sessionId}`, ''];
-  lines.push(`- Agent: ${session.agentName}`);
-  if (session.runtimeModel) lines.push(`- Model: ${session.runtimeModel}`);
-  lines.push(`- Created: ${session.createdAt}`, '');
-  for (const m of session.messages || []) {
-    const text = contentText(m.content);
-    if (m.role === 'system') continue;
-    if (m.role === 'user') lines.push('## User', '', text, '');
-    if (m.role === 'assistant') {
-      lines.push('## Assistant', '');
-      if (m.reasoning_content) lines.push('<details><summary>Reasoning</summary>', '', m.reasoning_content, '', '</details>', '');
-      if (text) lines.push(text, '');
-      for (const call of m.tool_calls || []) {
-        lines.push(`**Tool call** \`${callName(call)}\` (${call.id})`, '', '```json', callArguments(call), '```', '');
-      }
-    }
-    if (m.role === 'tool') lines.push(`**Tool result** (${m.tool_call_id}${m.is_error ? ', error' : ''})`, '', '```', text, '```', '');
+// ---------------------------------------------------------------------------------------------
+// Voice input: record with the microphone, the server's transcription model writes it out,
+// the text lands in the composer for the person to send.
+
+async function toggleRecording() {
+  const mic = $('mic');
+  if (state.recorder) {
+    state.recorder.stop();
+    return;
   }
-  return scrubCredentials(lines.join('\n'));
+  let stream;
+  try {
+    stream = await navigator.mediaDevices.getUserMedia({ audio: true });
+  } catch (error) {
+    showBanner(`No microphone: ${error.message}`, 'error');
+    return;
+  }
+  const recorder = new MediaRecorder(stream);
+  const chunks = [];
+  recorder.addEventListener('dataavailable', (e) => {
+    if (e.data && e.data.size > 0) chunks.push(e.data);
+  });
+  recorder.addEventListener('stop', async () => {
+    for (const track of stream.getTracks()) track.stop();
+    state.recorder = null;
+    mic.setAttribute('aria-pressed', 'false');
+    mic.classList.remove('recording');
+    const type = (recorder.mimeType || 'audio/webm').split(';')[0];
+    await transcribe(new Blob(chunks, { type }));
+  });
+  state.recorder = recorder;
+  recorder.start();
+  mic.setAttribute('aria-pressed', 'true');
+  mic.classList.add('recording');
+  setStatus('Recording… (click Mic again to stop)');
+}
+
+async function transcribe(blob) {
+  setStatus('Transcribing…');
+  const form = new FormData();
+  const extension = blob.type.includes('ogg') ? 'ogg' : blob.type.includes('wav') ? 'wav' : 'webm';
+  form.append('file', blob, `speech.${extension}`);
+  const headers = {};
+  if (state.token) headers.Authorization = `Bearer ${state.token}`;
+  try {
+    const response = await fetch(`${API}/transcriptions`, { method: 'POST', headers, body: form });
+    const data = await response.json().catch(() => null);
+    if (!response.ok) throw new Error((data && data.error && data.error.message) || `HTTP ${response.status}`);
+    const input = $('composer-input');
+    input.value = input.value.trim() ? `${input.value.trim()} ${data.text}` : data.text;
+    autosize();
+    input.focus();
+    setStatus('');
+  } catch (error) {
+    setStatus('');
+    showBanner(`Could not transcribe: ${error.message}`, 'error');
+  }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Client tools (the page's own tools, run here) and view context
+
+const clientTools = new Map(); // name -> { spec, run }
+
+/** Offers the model a tool this page runs: `run(args)` answers with a string or any JSON. */
+export async function registerTool(spec, run) {
+  if (!spec || typeof spec.name !== 'string' || typeof run !== 'function') {
+    throw new TypeError('registerTool({name, description, inputSchema}, async (args) => result)');
+  }
+  const entry = { name: spec.name, description: spec.description || '' };
+  if (spec.inputSchema) entry.inputSchema = spec.inputSchema;
+  clientTools.set(spec.name, { spec: entry, run });
+  await syncClientTools();
+}
+
+/** Sends this page's tools to the open session (the server keeps them for its turns). */
+async function syncClientTools() {
+  if (!state.sessionId || clientTools.size === 0) return;
+  const tools = [...clientTools.values()].map((t) => t.spec);
+  try {
+    await api('PUT', `/sessions/${encodeURIComponent(state.sessionId)}/client-tools`, { tools });
+  } catch (error) {
+    showBanner(`Could not offer this page's tools: ${error.message}`, 'error');
+  }
+}
+
+/** Runs a call of one of this page's tools and posts its result; a replayed call that no longer
+ *  waits (answered, timed out, stopped) is not run again. */
+async function runClientTool(event) {
+  const sessionId = state.sessionId;
+  if (!sessionId || !event.callId) return;
+  const base = `/sessions/${encodeURIComponent(sessionId)}/client-tools`;
+  try {
+    const set = await api('GET', base);
+    if (!(set.pending || []).includes(event.callId)) return;
+  } catch {
+    return;
+  }
+  const tool = clientTools.get(event.name);
+  let content;
+  let isError = false;
+  if (!tool) {
+    content = `This page has no tool named ${event.name}.`;
+    isError = true;
+  } else {
+    try {
+      const result = await tool.run(event.arguments || {});
+      content = result === undefined || result === null ? 'Done.' : result;
+    } catch (error) {
+      content = String((error && error.message) || error);
+      isError = true;
+    }
+  }
+  try {
+    await api('POST', `${base}/${encodeURIComponent(event.callId)}/result`, { content, isError });
+  } catch {
+    /* the call ended meanwhile (a stop or the timeout): nothing waits for this result */
+  }
+}
+
+const VIEW_CONTEXT_KEY = 'rein.view-context-id';
+
+/** Publishes what the person is looking at; the next message is linked to it. */
+export async function setViewContext(context) {
+  let id = sessionStorage.getItem(VIEW_CONTEXT_KEY);
+  if (!id) {
+    const random = crypto.getRandomValues(new Uint32Array(2));
+    id = `page-${random[0].toString(36)}${random[1].toString(36)}`;
+  }
+  const body = {
+    route: (context && context.route) || location.pathname || '/',
+    pageType: (context && context.pageType) || 'page',
+  };
+  for (const key of ['title', 'summary', 'selection', 'entities', 'metadata']) {
+    if (context && context[key] !== undefined) body[key] = context[key];
+  }
+  const stored = await api('PUT', `/view-contexts/${encodeURIComponent(id)}`, body);
+  sessionStorage.setItem(VIEW_CONTEXT_KEY, id);
+  return stored;
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -1065,6 +1237,7 @@ function wire() {
     }
   });
   $('stop').addEventListener('click', stop);
+  $('mic').addEventListener('click', toggleRecording);
   $('new-session').addEventListener('click', newChat);
   $('delete-session').addEventListener('click', deleteSession);
   $('export-md').addEventListener('click', () => exportSession('md'));
@@ -1115,9 +1288,26 @@ async function start() {
   const active = store.get('rein.activeSession', null);
   if (active && state.sessions.some((s) => s.sessionId === active)) await openSession(active);
   else newChat();
-  document.body.dataset.ready = 'true';
+  env.flags.dataset.ready = 'true';
 }
 
-window.rein = { renderMarkdown, scrubCredentials, scrubValue, sessionMarkdown, state };
-wire();
-start();
+/** Mounts the chat: on the page's own document by default; the widget passes its shadow root,
+ *  the server's origin, its token and the element for the `data-*` flags. */
+export function mount({ root = document, base = '', token = null, flags = document.body, embedded = false } = {}) {
+  Object.assign(env, { root, base, flags, embedded });
+  API = `${base}/agent/api/runtime`;
+  if (token) state.token = token;
+  wire();
+  start();
+  return { registerTool, setViewContext, renderMarkdown, state, open: openSession };
+}
+
+/** The event handling alone, rendering into `root` without starting the chat (no session, no
+ *  stream): what the unit tests under `node --test` drive (`tests/browser/events.test.mjs`). */
+export function eventRenderer(root) {
+  Object.assign(env, { root, flags: root.body || root });
+  return { handle: handleEvent, state, showMcpServers };
+}
+
+// The page mounts itself; the widget imports `app.js?embed` and mounts where it wants.
+if (!new URL(import.meta.url).searchParams.has('embed')) window.rein = mount();

@@ -1,4 +1,4 @@
-// Model text to safe HTML, and the credential scrub used before anything is exported.
+// Model text to safe HTML. (Exports are the server's: `GET /sessions/{id}/export` scrubs them.)
 //
 // Safety rule: every character of model text is HTML-escaped first; only then are a few
 // Markdown constructs turned into tags this file writes itself. No attribute ever carries
@@ -63,15 +63,37 @@ export function renderMarkdown(source) {
     }
     const listKind = listMarker(line);
     if (listKind) {
+      // Items at this line's indent; a line indented past it (or a blank line before one)
+      // belongs to the item above, rendered as blocks: nested lists and fenced code in items.
+      const base = indentOf(line);
       const items = [];
-      while (i < lines.length && listMarker(lines[i]) === listKind) {
-        let item = lines[i].replace(/^\s*(?:[-*+]|\d{1,9}[.)])\s+/, '');
+      while (i < lines.length && listMarker(lines[i]) === listKind && indentOf(lines[i]) === base) {
+        const marker = lines[i].match(/^\s*(?:[-*+]|\d{1,9}[.)])\s+/)[0].length;
+        const body = [lines[i].slice(marker)];
+        let loose = false;
         i += 1;
-        while (i < lines.length && /^\s{2,}\S/.test(lines[i]) && !listMarker(lines[i])) {
-          item += '\n' + lines[i].trim();
+        while (i < lines.length) {
+          if (/^\s*$/.test(lines[i])) {
+            let next = i + 1;
+            while (next < lines.length && /^\s*$/.test(lines[next])) next += 1;
+            if (next >= lines.length || indentOf(lines[next]) <= base) break;
+            loose = true;
+            body.push('');
+            i += 1;
+            continue;
+          }
+          if (indentOf(lines[i]) <= base) break;
+          body.push(lines[i].replace(new RegExp(`^ {0,${marker}}`), ''));
           i += 1;
         }
-        items.push(`<li>${inline(item).replace(/\n/g, '<br>')}</li>`);
+        let html = renderMarkdown(body.join('\n'));
+        // A tight item's first paragraph is its text, not a <p>.
+        if (!loose) html = html.replace(/^<p>([\s\S]*?)<\/p>\n?/, '$1');
+        items.push(`<li>${html}</li>`);
+        // Blank lines between two items of this list keep it one list.
+        let next = i;
+        while (next < lines.length && /^\s*$/.test(lines[next])) next += 1;
+        if (next < lines.length && listMarker(lines[next]) === listKind && indentOf(lines[next]) === base) i = next;
       }
       out.push(listKind === 'ol' ? `<ol>${items.join('')}</ol>` : `<ul>${items.join('')}</ul>`);
       continue;
@@ -106,6 +128,12 @@ export function renderMarkdown(source) {
   return out.join('\n');
 }
 
+/** The width of a line's leading white space (a tab counts as four). */
+function indentOf(line) {
+  const lead = line.match(/^[ \t]*/)[0];
+  return lead.replace(/\t/g, '    ').length;
+}
+
 function listMarker(line) {
   if (/^\s{0,3}[-*+]\s+\S/.test(line)) return 'ul';
   if (/^\s{0,3}\d{1,9}[.)]\s+\S/.test(line)) return 'ol';
@@ -116,7 +144,7 @@ function isTableStart(lines, i) {
   return (
     i + 1 < lines.length &&
     lines[i].includes('|') &&
-    /^\s*\|?\s*:?-{3,}:?\s*(\|\s*:?-{3,}:?\s*)*\|?\s*$/.test(lines[i + 1])
+    /^\s*\|?\s*:?-+:?\s*(\|\s*:?-+:?\s*)*\|?\s*$/.test(lines[i + 1])
   );
 }
 
@@ -155,53 +183,4 @@ function inline(raw) {
     .replace(/~~(?=\S)([^~\n]*?\S)~~/g, '<del>$1</del>');
   text = text.replace(/\u0000L(\d+)\u0000/g, (_, n) => links[Number(n)]);
   return text.replace(/\u0000(\d+)\u0000/g, (_, n) => codes[Number(n)]);
-}
-
-// ---------------------------------------------------------------------------------------------
-// Credential scrub, applied to every string of an export.
-
-const SECRET_KEY = /(api[_-]?key|apikey|secret|password|passwd|token|authorization|auth[_-]?header|credential|private[_-]?key|access[_-]?key|cookie)/i;
-
-const SECRET_PATTERNS = [
-  [/\b(Bearer|Basic|Token)\s+[A-Za-z0-9._~+/=-]{8,}/gi, '$1 [REDACTED]'],
-  [/\bsk-(?:proj-|ant-|live-|test-)?[A-Za-z0-9_-]{8,}/g, 'sk-[REDACTED]'],
-  [/\b(?:ghp|gho|ghu|ghs|ghr|github_pat)_[A-Za-z0-9_]{16,}/g, '[REDACTED]'],
-  [/\bxox[abprs]-[A-Za-z0-9-]{10,}/g, '[REDACTED]'],
-  [/\bAKIA[0-9A-Z]{16}\b/g, '[REDACTED]'],
-  [/\bAIza[0-9A-Za-z_-]{30,}/g, '[REDACTED]'],
-  [/\b(hf|pk|rk)_[A-Za-z0-9]{20,}/g, '[REDACTED]'],
-  [/-----BEGIN [A-Z ]*PRIVATE KEY-----[\s\S]*?-----END [A-Z ]*PRIVATE KEY-----/g, '[REDACTED PRIVATE KEY]'],
-  [
-    /((?:api[_-]?key|apikey|secret|password|passwd|access[_-]?token|auth[_-]?token|token)\s*["']?\s*[:=]\s*["']?)([^\s"',;&]{4,})/gi,
-    '$1[REDACTED]',
-  ],
-  [/([?&](?:api[_-]?key|key|token|access_token|auth)=)[^&\s#]+/gi, '$1[REDACTED]'],
-];
-
-/** Replaces API keys, bearer tokens, `sk-...` keys and similar secrets in text. */
-export function scrubCredentials(text) {
-  let out = String(text);
-  for (const [pattern, replacement] of SECRET_PATTERNS) out = out.replace(pattern, replacement);
-  return out;
-}
-
-/** Scrubs every string in a JSON value; values under secret-looking keys are dropped entirely. */
-export function scrubValue(value, key = '') {
-  if (typeof value === 'string') {
-    return key && SECRET_KEY.test(key) && value.length > 0 ? '[REDACTED]' : scrubCredentials(value);
-  }
-  if (Array.isArray(value)) return value.map((v) => scrubValue(v));
-  if (value && typeof value === 'object') {
-    const out = {};
-    for (const [k, v] of Object.entries(value)) {
-      out[k] = typeof v === 'string' || v === null || typeof v !== 'object' ? scrubLeaf(k, v) : scrubValue(v, k);
-    }
-    return out;
-  }
-  return value;
-}
-
-function scrubLeaf(key, value) {
-  if (typeof value === 'string') return scrubValue(value, key);
-  return value;
 }

@@ -69,13 +69,18 @@ pub struct McpServer {
     /// Its name in the host's config.
     pub name: String,
     /// `connecting` (the first attempt has not ended), `connected`, `failed` (retried with
-    /// backoff) or `disabled` (`"disabled": true`, never started).
-    #[schemars(extend("enum" = ["connecting", "connected", "failed", "disabled"]))]
+    /// backoff), `disabled` (`"disabled": true`, never started) or `needs_auth` (it asks for
+    /// OAuth: a person opens `authorizationUrl`).
+    #[schemars(extend("enum" = ["connecting", "connected", "failed", "disabled", "needs_auth"]))]
     pub status: String,
     /// The names its tools are offered under (`server__tool` where servers share a name).
     pub tools: Vec<String>,
     /// Why it failed (secrets scrubbed), else `null`.
     pub last_error: Option<String>,
+    /// With `needs_auth` only: the URL to open in a browser to let rein reach the server (the
+    /// authorization server sends the browser back to `GET /mcp/oauth/callback`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub authorization_url: Option<String>,
 }
 
 /// `GET /mcp/servers`.
@@ -108,6 +113,17 @@ pub struct ModelList {
     pub default_model: Option<String>,
     /// Whether the default model's endpoint could be reached when the host checked it.
     pub default_model_status: ModelStatus,
+    /// The model voice input is transcribed with (`POST /transcriptions`); `null` when none is
+    /// configured, and the chat shows no microphone.
+    pub transcription_model: Option<String>,
+}
+
+/// `POST /transcriptions`: what was said.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct TranscriptionResult {
+    /// The text, for the composer.
+    pub text: String,
 }
 
 /// What the host found when it checked whether a model's endpoint can be reached (`rein serve`
@@ -531,6 +547,79 @@ pub struct ApprovalList {
     pub session_id: String,
     /// Its approvals, oldest first.
     pub approvals: Vec<Approval>,
+}
+
+/// One tool a client registers for its session and runs itself (`PUT /sessions/{id}/client-tools`).
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct ClientToolInput {
+    /// The name the model calls it by: 1 to 64 letters, digits, `_` or `-`, not a tool of
+    /// the session's own.
+    #[schemars(length(min = 1, max = 64), regex(pattern = r"^[A-Za-z0-9_-]+$"))]
+    pub name: String,
+    /// What it does, for the model.
+    #[serde(default)]
+    pub description: String,
+    /// The JSON Schema (an object schema) of its arguments; `{type: object}` when absent.
+    #[serde(default)]
+    pub input_schema: JsonObject,
+}
+
+/// `PUT /sessions/{id}/client-tools`: the client's tools (replaces the set; `[]` clears it).
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct ClientToolSetInput {
+    /// The tools, at most 64.
+    #[schemars(length(max = 64))]
+    pub tools: Vec<ClientToolInput>,
+}
+
+/// A tool the client registered.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct ClientTool {
+    /// Its name.
+    pub name: String,
+    /// What it does.
+    pub description: String,
+    /// The JSON Schema of its arguments.
+    pub input_schema: JsonObject,
+}
+
+/// The client tools of a session.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct ClientToolSet {
+    /// The session.
+    pub session_id: String,
+    /// Its client's tools, as registered.
+    pub tools: Vec<ClientTool>,
+    /// The `callId`s of the calls waiting for the client's result (a client replaying the
+    /// event stream runs only these).
+    pub pending: Vec<String>,
+}
+
+/// `POST /sessions/{id}/client-tools/{callId}/result`: what the client's tool returned.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct ClientToolResultInput {
+    /// The result: a string (its text) or any JSON value (a structured result).
+    pub content: serde_json::Value,
+    /// The tool failed; the model reads `content` as the error.
+    #[serde(default)]
+    pub is_error: bool,
+}
+
+/// A client tool call's result, taken.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct ClientToolAnswered {
+    /// The session.
+    pub session_id: String,
+    /// The call answered.
+    pub call_id: String,
+    /// Always true: the waiting call took the result.
+    pub accepted: bool,
 }
 
 /// `PUT /view-contexts/{id}`: what the user is looking at.

@@ -1,4 +1,5 @@
-//! The web chat: static files embedded in the binary and served at `/` and `/assets/*`.
+//! The web chat: static files embedded in the binary and served at `/`, `/assets/*` and
+//! `/widget.js` (the same chat for a host page of another origin, see `assets/widget.js`).
 
 use axum::{
     extract::Path,
@@ -37,6 +38,11 @@ const ASSETS: &[Asset] = &[
         body: include_bytes!("../assets/chat.css"),
     },
     Asset {
+        name: "widget.js",
+        content_type: "text/javascript; charset=utf-8",
+        body: include_bytes!("../assets/widget.js"),
+    },
+    Asset {
         name: "icon.svg",
         content_type: "image/svg+xml",
         body: include_bytes!("../assets/icon.svg"),
@@ -63,6 +69,14 @@ fn serve(asset: &Asset) -> Response {
 /// `GET /`: the chat page.
 pub(crate) async fn index() -> Response {
     serve(&ASSETS[0])
+}
+
+/// `GET /widget.js`: the embeddable chat, for a host page's `<script>` tag.
+pub(crate) async fn widget() -> Response {
+    match ASSETS.iter().find(|asset| asset.name == "widget.js") {
+        Some(asset) => serve(asset),
+        None => ApiError::not_found("asset_not_found", "Asset", "widget.js").into_response(),
+    }
 }
 
 /// `GET /assets/{name}`.

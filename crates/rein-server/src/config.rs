@@ -61,6 +61,64 @@ pub struct ServerConfig {
     /// The host's check of the default model, shown by `GET /models` (`defaultModelStatus`)
     /// and the chat's banner. The host keeps a clone and fills it in when its check ends.
     pub model_check: ModelCheck,
+    /// Speech to text for the chat's microphone (GLEN's `transcription_model`): `POST
+    /// /transcriptions` forwards a recording to it. Without one that route is `503` and the
+    /// chat shows no microphone.
+    pub transcription: Transcription,
+    /// The largest recording `POST /transcriptions` accepts, in bytes (`413` above it; 10 MiB).
+    pub max_audio_bytes: usize,
+    /// Where `GET /mcp/oauth/callback` hands the browser's redirect after a person authorized
+    /// an MCP server (the host's MCP client waits for it). Without one that route answers 404.
+    pub mcp_oauth: McpOAuthCallback,
+}
+
+/// The host's receiver of MCP OAuth redirects: given the redirect's path and query, it hands
+/// them to the authorization waiting for their `state` and returns the server's name, or says
+/// why it could not. Clones share it; two are equal when they are the same one.
+#[derive(Clone, Default)]
+#[allow(clippy::type_complexity)] // One closure type, named once here.
+pub struct McpOAuthCallback(pub Option<Arc<dyn Fn(&str) -> Result<String, String> + Send + Sync>>);
+
+impl std::fmt::Debug for McpOAuthCallback {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(if self.0.is_some() {
+            "McpOAuthCallback(..)"
+        } else {
+            "McpOAuthCallback(None)"
+        })
+    }
+}
+
+impl PartialEq for McpOAuthCallback {
+    fn eq(&self, other: &Self) -> bool {
+        match (&self.0, &other.0) {
+            (Some(a), Some(b)) => Arc::ptr_eq(a, b),
+            (None, None) => true,
+            _ => false,
+        }
+    }
+}
+
+/// The host's transcriber, if any (clones share it; two are equal when they are the same one).
+#[derive(Clone, Default)]
+pub struct Transcription(pub Option<Arc<dyn rein_protocol::Transcriber>>);
+
+impl std::fmt::Debug for Transcription {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_tuple("Transcription")
+            .field(&self.0.as_ref().map(|t| t.model().to_owned()))
+            .finish()
+    }
+}
+
+impl PartialEq for Transcription {
+    fn eq(&self, other: &Self) -> bool {
+        match (&self.0, &other.0) {
+            (Some(a), Some(b)) => Arc::ptr_eq(a, b),
+            (None, None) => true,
+            _ => false,
+        }
+    }
 }
 
 /// Where the host's check of a model's endpoint stands: filled in by the host (the `rein`
@@ -135,6 +193,9 @@ impl Default for ServerConfig {
             header_read_timeout: Some(Duration::from_secs(10)),
             max_connections_per_client: Some(64),
             model_check: ModelCheck::default(),
+            transcription: Transcription::default(),
+            max_audio_bytes: 10 * 1024 * 1024,
+            mcp_oauth: McpOAuthCallback::default(),
         }
     }
 }
@@ -162,6 +223,21 @@ impl ServerConfig {
     /// mode.
     pub fn client_auto_approve_allowed(&self) -> bool {
         self.client_may_auto_approve.unwrap_or(self.tokens.is_empty())
+    }
+
+    /// Sets the receiver of MCP OAuth redirects (`GET /mcp/oauth/callback`).
+    pub fn with_mcp_oauth_callback(
+        mut self,
+        complete: impl Fn(&str) -> Result<String, String> + Send + Sync + 'static,
+    ) -> Self {
+        self.mcp_oauth = McpOAuthCallback(Some(Arc::new(complete)));
+        self
+    }
+
+    /// Sets the transcriber of voice input.
+    pub fn with_transcriber(mut self, transcriber: Arc<dyn rein_protocol::Transcriber>) -> Self {
+        self.transcription = Transcription(Some(transcriber));
+        self
     }
 
     /// Allows a browser origin.

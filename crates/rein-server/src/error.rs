@@ -148,6 +148,20 @@ impl From<RuntimeError> for ApiError {
             RuntimeError::Invalid(message) => {
                 (StatusCode::UNPROCESSABLE_ENTITY, message.clone(), None)
             }
+            RuntimeError::ClientToolNameTaken(name) => (
+                StatusCode::UNPROCESSABLE_ENTITY,
+                format!(
+                    "The client tool name '{name}' is taken by a tool of the session (or given twice); choose another."
+                ),
+                Some(serde_json::json!({ "name": name })),
+            ),
+            RuntimeError::ClientToolCallNotFound(id) => (
+                StatusCode::NOT_FOUND,
+                format!(
+                    "No client tool call '{id}' is waiting for a result (answered, timed out, stopped, or never made)."
+                ),
+                None,
+            ),
             RuntimeError::PolicyDenied(message) => (StatusCode::FORBIDDEN, message.clone(), None),
             RuntimeError::NotConfigured(message) => {
                 (StatusCode::SERVICE_UNAVAILABLE, message.clone(), None)

@@ -29,6 +29,7 @@ mod config;
 mod edge;
 mod error;
 mod listener;
+mod multipart;
 mod openapi;
 mod owned;
 mod routes;
@@ -41,13 +42,15 @@ use rein_runtime::Runtime;
 pub use crate::{
     api::{
         Agent, AgentList, AgentTool, Approval, ApprovalDecision, ApprovalList, ApprovalRule,
-        ApprovalRuleList, ApprovalScope, AuditEntry, AuditLog, CreateSession, DeletedSession,
-        ErrorBody, ErrorDetail, Interrupted, JsonObject, McpServer, McpServerList, ModelEntry,
-        ModelList, ModelState, ModelStatus, PendingCheckpoint, RevokedApprovalRule, RunResponse,
-        SendMessage, Session, SessionEvent, SessionList, SessionSettings, SessionSummary, Task,
-        TaskList, ToolResultEntry, TurnUnfinished, ViewContext, ViewContextInput,
+        ApprovalRuleList, ApprovalScope, AuditEntry, AuditLog, ClientTool, ClientToolAnswered,
+        ClientToolInput, ClientToolResultInput, ClientToolSet, ClientToolSetInput, CreateSession,
+        DeletedSession, ErrorBody, ErrorDetail, Interrupted, JsonObject, McpServer, McpServerList,
+        ModelEntry, ModelList, ModelState, ModelStatus, PendingCheckpoint, RevokedApprovalRule,
+        RunResponse, SendMessage, Session, SessionEvent, SessionList, SessionSettings,
+        SessionSummary, Task, TaskList, ToolResultEntry, TranscriptionResult, TurnUnfinished,
+        ViewContext, ViewContextInput,
     },
-    config::{ModelCheck, ServerConfig},
+    config::{McpOAuthCallback, ModelCheck, ServerConfig, Transcription},
     error::ApiError,
 };
 

@@ -12,10 +12,11 @@ use schemars::{JsonSchema, SchemaGenerator, generate::SchemaSettings};
 use serde_json::{Map, Value, json};
 
 use crate::api::{
-    AgentList, Approval, ApprovalDecision, ApprovalList, ApprovalRuleList, AuditLog, CreateSession,
+    AgentList, Approval, ApprovalDecision, ApprovalList, ApprovalRuleList, AuditLog,
+    ClientToolAnswered, ClientToolResultInput, ClientToolSet, ClientToolSetInput, CreateSession,
     DeletedSession, ErrorBody, Interrupted, McpServerList, ModelList, RevokedApprovalRule,
-    RunResponse, SendMessage, Session, SessionList, SessionSettings, Task, TaskList, ViewContext,
-    ViewContextInput,
+    RunResponse, SendMessage, Session, SessionList, SessionSettings, Task, TaskList,
+    TranscriptionResult, ViewContext, ViewContextInput,
 };
 
 /// Where the document keeps its schemas; every generated `$ref` points here.
@@ -155,8 +156,24 @@ fn build() -> Value {
         "/agent/api/runtime/models": { "get": operation(&doc, "listModels", "The configured models, the default one, and the host's check of its endpoint (`defaultModelStatus`).", None, None,
             ("200", doc.ok::<ModelList>("The models.")), &[]) },
         "/agent/api/runtime/mcp/servers": { "get": operation(&doc, "listMcpServers",
-            "The host's MCP servers: each one's state (`connecting`, `connected`, `failed`, `disabled`), the names its tools are offered under, and its last error.",
+            "The host's MCP servers: each one's state (`connecting`, `connected`, `failed`, `disabled`, `needs_auth` with its `authorizationUrl`), the names its tools are offered under, and its last error.",
             None, None, ("200", doc.ok::<McpServerList>("The servers, in config order.")), &[]) },
+        "/agent/api/runtime/mcp/oauth/callback": { "get": {
+            "operationId": "mcpOAuthCallback",
+            "summary": "Where the authorization server sends the browser back after a person authorized rein for an MCP server (no token needed: the `state` parameter names the waiting authorization). Answers a small HTML page.",
+            "security": [],
+            "parameters": [
+                { "name": "state", "in": "query", "required": true, "description": "The `state` of the authorization URL.", "schema": { "type": "string" } },
+                { "name": "code", "in": "query", "required": false, "description": "The authorization code.", "schema": { "type": "string" } },
+                { "name": "iss", "in": "query", "required": false, "description": "The authorization server's issuer (RFC 9207).", "schema": { "type": "string" } },
+                { "name": "error", "in": "query", "required": false, "description": "The authorization server's error, when the person refused.", "schema": { "type": "string" } }
+            ],
+            "responses": {
+                "200": { "description": "The authorization was handed to the waiting server connection.", "content": { "text/html": { "schema": { "type": "string" } } } },
+                "400": { "description": "No authorization waits for this `state` (expired, or already used), or the authorization server sent an error.", "content": { "text/html": { "schema": { "type": "string" } } } },
+                "404": { "description": "This host does not authorize MCP servers through its own address.", "content": { "text/html": { "schema": { "type": "string" } } } }
+            }
+        }},
         "/agent/api/runtime/sessions": {
             "post": operation(&doc, "createSession", "Creates a session owned by the caller.", None, Some((doc.request::<CreateSession>(), true)),
                 ("201", doc.ok::<Session>("The new session.")),
@@ -220,6 +237,57 @@ fn build() -> Value {
                 "400": doc.error("`Last-Event-ID` is not an event id."),
                 "401": doc.error("Missing or unknown bearer token."),
                 "404": doc.error("No such session for this caller.")
+            }
+        }},
+        "/agent/api/runtime/sessions/{id}/export": { "get": {
+            "operationId": "exportSession",
+            "summary": "The session's conversation as a file to download, credentials scrubbed (`sk-…` keys, `Bearer …` tokens, `api_key=…`, JWTs, …): `format=markdown` (the default; `# title`, `## User`/`## Assistant` sections, tool calls and results in fences, system messages left out) or `format=json` (the messages in the OpenAI Chat Completions shape). The same export as `rein chat`'s `/export`.",
+            "parameters": [
+                { "name": "id", "in": "path", "required": true, "description": "The session id.", "schema": { "type": "string", "minLength": 1 } },
+                { "name": "format", "in": "query", "required": false, "schema": { "type": "string", "enum": ["markdown", "md", "json"] } }
+            ],
+            "responses": {
+                "200": { "description": "The export, with `Content-Disposition: attachment`.", "content": {
+                    "text/markdown": { "schema": { "type": "string" } },
+                    "application/json": { "schema": { "type": "array", "items": { "type": "object" } } } } },
+                "401": doc.error("Missing or unknown bearer token (only when tokens are configured)."),
+                "403": doc.error("A `Host` this server does not answer to (`host_not_allowed`, local mode)."),
+                "404": doc.error("No such session for this caller (`hosted_session_not_found`)."),
+                "422": doc.error("`format` is neither `markdown` nor `json` (`validation_error`).")
+            }
+        }},
+        "/agent/api/runtime/sessions/{id}/client-tools": {
+            "put": operation(&doc, "putClientTools",
+                "Replaces the tools the client runs itself (glen's local tools): the model may call them from the next turn, without approval; a call streams as `client_tool_call` and waits for its result. Kept in the server's memory: register them again after a restart.",
+                session_id(), Some((doc.request::<ClientToolSetInput>(), true)), ("200", doc.ok::<ClientToolSet>("The client tools.")),
+                &[NOT_FOUND_SESSION, ("422", "A name is a tool of the session's own or given twice (`hosted_client_tool_name_taken`), a bad name or schema, or the body does not fit (`validation_error`).")]),
+            "get": operation(&doc, "getClientTools", "The tools the client registered for the session.",
+                session_id(), None, ("200", doc.ok::<ClientToolSet>("The client tools.")), &[NOT_FOUND_SESSION]),
+        },
+        "/agent/api/runtime/sessions/{id}/client-tools/{call_id}/result": { "post": operation(&doc, "postClientToolResult",
+            "Answers a waiting `client_tool_call`: `content` (a string, or any JSON) is the result the model reads, `isError` marks a failure.",
+            Some(json!([
+                { "name": "id", "in": "path", "required": true, "description": "The session id.", "schema": { "type": "string", "minLength": 1 } },
+                { "name": "call_id", "in": "path", "required": true, "description": "The `callId` of the `client_tool_call` event.", "schema": { "type": "string", "minLength": 1 } }
+            ])),
+            Some((doc.request::<ClientToolResultInput>(), true)), ("200", doc.ok::<ClientToolAnswered>("The call took the result.")),
+            &[("404", "No such session for this caller, or no call of that id waits (`hosted_client_tool_call_not_found`: answered, timed out, stopped).")]) },
+        "/agent/api/runtime/transcriptions": { "post": {
+            "operationId": "transcribe",
+            "summary": "Voice input: a recording to text by the host's transcription model (GLEN's `transcription_model`, an OpenAI-compatible `/v1/audio/transcriptions`). The text is for the composer; nothing is sent to a session.",
+            "requestBody": { "required": true, "content": { "multipart/form-data": { "schema": {
+                "type": "object", "required": ["file"],
+                "properties": { "file": { "type": "string", "contentMediaType": "audio/*", "description": "The recording (`audio/webm`, `audio/wav`, …), at most `max_audio_bytes` (10 MiB)." } } } } } },
+            "responses": {
+                "200": doc.ok::<TranscriptionResult>("What was said."),
+                "400": doc.error("The body is not a well-formed multipart form."),
+                "401": doc.error("Missing or unknown bearer token (only when tokens are configured)."),
+                "403": doc.error("A `Host` this server does not answer to (`host_not_allowed`, local mode), or a state-changing request from another origin (`origin_not_allowed`)."),
+                "413": doc.error("The recording is larger than the server accepts (`payload_too_large`)."),
+                "415": doc.error("Not `multipart/form-data`, or the `file` part is not audio (`unsupported_media_type`)."),
+                "422": doc.error("No `file` part, or an empty one (`validation_error`)."),
+                "502": doc.error("The transcription model failed (`hosted_transcription_failed`)."),
+                "503": doc.error("No transcription model is configured (`hosted_transcription_not_configured`).")
             }
         }},
         "/agent/api/runtime/tasks/{id}": { "get": operation(&doc, "getTask", "One task.", Some(id_param("The task id.")), None,

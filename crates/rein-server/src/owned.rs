@@ -21,7 +21,8 @@ use rein_runtime::{
 
 use crate::{
     api::{
-        Approval, ApprovalRule, ApprovalScope, AuditEntry, CreateSession, DeletedSession,
+        Approval, ApprovalRule, ApprovalScope, AuditEntry, ClientToolAnswered,
+        ClientToolResultInput, ClientToolSet, ClientToolSetInput, CreateSession, DeletedSession,
         Interrupted, RevokedApprovalRule, RunResponse, SendMessage, Session, SessionEvent,
         SessionList, SessionSettings, Task, ViewContext, ViewContextInput,
     },
@@ -200,6 +201,21 @@ impl<'a> Owned<'a> {
         let id = &self.resolve(id)?;
         let view = self.runtime.session(id).await?;
         self.full_session(view).await
+    }
+
+    /// The caller's session `id` exported (`json`: the messages as JSON, else Markdown),
+    /// credentials scrubbed by rein-runtime's one export.
+    pub(crate) async fn export(&self, id: &str, json: bool) -> Result<String> {
+        let stored = &self.resolve(id)?;
+        let view = self.runtime.session(stored).await?;
+        let messages = wire::shown(view.messages);
+        let redactor = rein_protocol::Redactor::default();
+        Ok(if json {
+            rein_runtime::export_json(&messages, &redactor)
+        } else {
+            let title = view.title.unwrap_or_else(|| format!("rein session {id}"));
+            rein_runtime::export_markdown(&title, &messages, &redactor)
+        })
     }
 
     /// Changes a session's settings.
@@ -396,6 +412,52 @@ impl<'a> Owned<'a> {
             serde_json::to_value(context).map_err(|e| RuntimeError::Internal(e.to_string()))?;
         let stored = self.runtime.put_view_context(&self.owner.scope(id), payload).await?;
         Ok(wire::view_context(self.owner, stored))
+    }
+
+    /// Replaces the client tools of the caller's session `id`.
+    pub(crate) async fn set_client_tools(
+        &self,
+        id: &str,
+        input: ClientToolSetInput,
+    ) -> Result<ClientToolSet> {
+        let stored = &self.resolve(id)?;
+        let specs = input
+            .tools
+            .into_iter()
+            .map(|tool| {
+                rein_protocol::ToolSpec::new(tool.name, tool.description, tool.input_schema)
+            })
+            .collect();
+        let specs = self.runtime.set_client_tools(stored, specs).await.map_err(self.wire())?;
+        let pending = self.runtime.pending_client_tool_calls(stored).await.map_err(self.wire())?;
+        Ok(wire::client_tools(id, &specs, pending))
+    }
+
+    /// The client tools of the caller's session `id`.
+    pub(crate) async fn client_tools(&self, id: &str) -> Result<ClientToolSet> {
+        let stored = &self.resolve(id)?;
+        let specs = self.runtime.client_tools(stored).await.map_err(self.wire())?;
+        let pending = self.runtime.pending_client_tool_calls(stored).await.map_err(self.wire())?;
+        Ok(wire::client_tools(id, &specs, pending))
+    }
+
+    /// Answers the waiting client tool call `call_id` of the caller's session `id`.
+    pub(crate) async fn answer_client_tool(
+        &self,
+        id: &str,
+        call_id: &str,
+        result: ClientToolResultInput,
+    ) -> Result<ClientToolAnswered> {
+        let stored = &self.resolve(id)?;
+        self.runtime
+            .answer_client_tool(stored, call_id, result.content, result.is_error)
+            .await
+            .map_err(self.wire())?;
+        Ok(ClientToolAnswered {
+            session_id: id.to_owned(),
+            call_id: call_id.to_owned(),
+            accepted: true,
+        })
     }
 
     /// The caller's view context `id`.

@@ -73,6 +73,7 @@ pub(crate) fn router(
         .route("/agents", get(agents))
         .route("/models", get(models))
         .route("/mcp/servers", get(mcp_servers))
+        .route("/mcp/oauth/callback", get(mcp_oauth_callback))
         .route("/sessions", post(create_session).get(list_sessions))
         .route("/sessions/{id}", get(get_session).patch(update_session).delete(delete_session))
         .route("/sessions/{id}/messages", post(send_message))
@@ -82,6 +83,9 @@ pub(crate) fn router(
         .route("/sessions/{id}/tasks", get(session_tasks))
         .route("/sessions/{id}/approvals", get(session_approvals))
         .route("/sessions/{id}/events", get(events))
+        .route("/sessions/{id}/export", get(export_session))
+        .route("/sessions/{id}/client-tools", put(put_client_tools).get(get_client_tools))
+        .route("/sessions/{id}/client-tools/{call_id}/result", post(client_tool_result))
         .route("/tasks/{id}", get(get_task))
         .route("/tasks/{id}/cancel", post(cancel_task))
         .route("/approvals/{id}", get(get_approval))
@@ -90,10 +94,15 @@ pub(crate) fn router(
         .route("/approval-rules", get(approval_rules))
         .route("/approval-rules/{id}", axum::routing::delete(revoke_approval_rule))
         .route("/sessions/{id}/audit", get(session_audit))
-        .route("/view-contexts/{id}", put(put_view_context).get(get_view_context));
+        .route("/view-contexts/{id}", put(put_view_context).get(get_view_context))
+        .route(
+            "/transcriptions",
+            post(transcribe).layer(DefaultBodyLimit::max(config.max_audio_bytes)),
+        );
     let mut app = Router::new()
         .route("/", get(assets::index))
         .route("/assets/{name}", get(assets::asset))
+        .route("/widget.js", get(assets::widget))
         .route("/agent/api/openapi.json", get(openapi_document))
         .route("/agent/api/health", get(health))
         .nest("/agent/api/runtime", runtime)
@@ -181,6 +190,19 @@ impl<S: Send + Sync> FromRequestParts<S> for Id {
     }
 }
 
+/// The `{id}` and `{call_id}` segments of a client tool call's route.
+struct CallPath(String, String);
+
+impl<S: Send + Sync> FromRequestParts<S> for CallPath {
+    type Rejection = ApiError;
+
+    async fn from_request_parts(parts: &mut Parts, state: &S) -> Result<Self, ApiError> {
+        let Path((id, call_id)) =
+            Path::<(String, String)>::from_request_parts(parts, state).await?;
+        Ok(CallPath(id, call_id))
+    }
+}
+
 /// A JSON body: syntax errors are 400 `invalid_json`, a body that does not fit the schema
 /// (unknown or missing fields, wrong types) is 422 `validation_error`, an oversize body is 413.
 /// An empty body reads as `{}` for routes whose fields are all optional.
@@ -256,7 +278,7 @@ async fn agents(State(s): State<AppState>, Caller(_): Caller) -> ApiResult<Agent
 }
 
 async fn models(State(s): State<AppState>, Caller(_): Caller) -> ApiResult<crate::api::ModelList> {
-    Ok(Json(wire::models(&s.runtime, &s.config.model_check)))
+    Ok(Json(wire::models(&s.runtime, &s.config.model_check, &s.config.transcription)))
 }
 
 async fn mcp_servers(
@@ -264,6 +286,69 @@ async fn mcp_servers(
     Caller(_): Caller,
 ) -> ApiResult<crate::api::McpServerList> {
     Ok(Json(wire::mcp_servers(&s.runtime)))
+}
+
+/// The browser's redirect after a person authorized an MCP server: handed to the host's MCP
+/// client (matched by its `state`, which is the credential here: no token is asked for, the
+/// browser comes from the authorization server). Answers a small page either way.
+async fn mcp_oauth_callback(State(s): State<AppState>, request: Request) -> Response {
+    let Some(complete) = &s.config.mcp_oauth.0 else {
+        return oauth_page(
+            StatusCode::NOT_FOUND,
+            "Not connected",
+            "This rein does not authorize MCP servers through its own address.",
+        );
+    };
+    // The whole path (this handler sees it without the `/agent/api/runtime` it is nested
+    // under): the host rebuilds the redirect URI from it.
+    let uri = request.uri();
+    let target =
+        format!("/agent/api/runtime{}", uri.path_and_query().map_or("", |target| target.as_str()));
+    let error = query_value(uri.query().unwrap_or(""), "error");
+    let outcome = complete(&target);
+    match (outcome, error) {
+        (Ok(server), None) => oauth_page(
+            StatusCode::OK,
+            "Connected",
+            &format!(
+                "rein is authorized to reach the MCP server \u{201c}{server}\u{201d}. You can close this tab."
+            ),
+        ),
+        (Ok(server), Some(error)) => oauth_page(
+            StatusCode::BAD_REQUEST,
+            "Not connected",
+            &format!(
+                "The authorization server refused access to \u{201c}{server}\u{201d}: {error}."
+            ),
+        ),
+        (Err(why), _) => oauth_page(
+            StatusCode::BAD_REQUEST,
+            "Not connected",
+            &format!(
+                "This authorization could not be used: {why}. Open the chat and use Connect again."
+            ),
+        ),
+    }
+}
+
+/// A small HTML page with a title and one sentence (escaped).
+fn oauth_page(status: StatusCode, title: &str, text: &str) -> Response {
+    let escape = |text: &str| {
+        text.replace('&', "&amp;").replace('<', "&lt;").replace('>', "&gt;").replace('"', "&quot;")
+    };
+    let body = format!(
+        "<!doctype html><html lang=\"en\"><head><meta charset=\"utf-8\"><title>rein: {title}</title></head>\
+         <body style=\"font-family: system-ui, sans-serif; margin: 3rem auto; max-width: 36rem\">\
+         <h1>{title}</h1><p>{text}</p></body></html>",
+        title = escape(title),
+        text = escape(text),
+    );
+    let mut response = (status, body).into_response();
+    response
+        .headers_mut()
+        .insert(header::CONTENT_TYPE, HeaderValue::from_static("text/html; charset=utf-8"));
+    response.headers_mut().insert(header::CACHE_CONTROL, HeaderValue::from_static("no-store"));
+    response
 }
 
 /// `422 validation_error` unless `id` is one a client may choose (`rein_runtime::check_client_id`).
@@ -531,6 +616,141 @@ async fn session_audit(
 ) -> ApiResult<crate::api::AuditLog> {
     let entries = s.owned(&owner).audit(&id).await?;
     Ok(Json(crate::api::AuditLog { session_id: id, entries }))
+}
+
+/// `GET /sessions/{id}/export?format=markdown|json`: a file to download.
+async fn export_session(
+    State(s): State<AppState>,
+    Caller(owner): Caller,
+    Id(id): Id,
+    RawQuery(query): RawQuery,
+) -> Result<Response, ApiError> {
+    let format = query_value(query.as_deref().unwrap_or_default(), "format");
+    let json = match format.as_deref() {
+        None | Some("markdown" | "md") => false,
+        Some("json") => true,
+        Some(other) => {
+            return Err(ApiError::validation(format!(
+                "`format` is `markdown` or `json`, not '{other}'."
+            ))
+            .with_details(field("format")));
+        }
+    };
+    let text = s.owned(&owner).export(&id, json).await?;
+    let (media, extension) =
+        if json { ("application/json", "json") } else { ("text/markdown; charset=utf-8", "md") };
+    let base: String = id
+        .chars()
+        .map(|c| if c.is_ascii_alphanumeric() || c == '_' || c == '-' { c } else { '-' })
+        .collect();
+    let disposition = format!("attachment; filename=\"rein-{base}.{extension}\"");
+    let mut response = text.into_response();
+    let headers = response.headers_mut();
+    headers.insert(header::CONTENT_TYPE, HeaderValue::from_static(media));
+    if let Ok(value) = HeaderValue::from_str(&disposition) {
+        headers.insert(header::CONTENT_DISPOSITION, value);
+    }
+    headers.insert(header::CACHE_CONTROL, HeaderValue::from_static("no-store"));
+    Ok(response)
+}
+
+/// `POST /transcriptions`: a recording (multipart, field `file`) to text, by the host's
+/// transcriber.
+async fn transcribe(
+    State(s): State<AppState>,
+    Caller(_): Caller,
+    request: Request,
+) -> ApiResult<crate::api::TranscriptionResult> {
+    let Some(transcriber) = s.config.transcription.0.clone() else {
+        return Err(ApiError::new(
+            StatusCode::SERVICE_UNAVAILABLE,
+            "hosted_transcription_not_configured",
+            "This server has no transcription model (`transcription_model`).",
+        ));
+    };
+    let unsupported = |message: &str| {
+        ApiError::new(
+            StatusCode::UNSUPPORTED_MEDIA_TYPE,
+            "unsupported_media_type",
+            message.to_owned(),
+        )
+    };
+    let content_type = request
+        .headers()
+        .get(header::CONTENT_TYPE)
+        .and_then(|value| value.to_str().ok())
+        .unwrap_or_default()
+        .to_owned();
+    let Some(boundary) = crate::multipart::boundary(&content_type) else {
+        return Err(unsupported("Send the recording as `multipart/form-data` with a `file` part."));
+    };
+    let bytes = Bytes::from_request(request, &s).await.map_err(|rejection| {
+        if rejection.status() == StatusCode::PAYLOAD_TOO_LARGE {
+            ApiError::new(
+                StatusCode::PAYLOAD_TOO_LARGE,
+                "payload_too_large",
+                format!(
+                    "The recording is larger than {} bytes, the most this server accepts.",
+                    s.config.max_audio_bytes
+                ),
+            )
+        } else {
+            ApiError::bad_request(rejection.body_text())
+        }
+    })?;
+    let parts = crate::multipart::parts(&bytes, &boundary)
+        .ok_or_else(|| ApiError::bad_request("The body is not a well-formed multipart form."))?;
+    let Some(file) = parts.iter().find(|part| part.name.as_deref() == Some("file")) else {
+        return Err(
+            ApiError::validation("The form has no `file` part.").with_details(field("file"))
+        );
+    };
+    let media = file.content_type.as_deref().unwrap_or_default();
+    let media_type = media.split(';').next().unwrap_or_default().trim().to_ascii_lowercase();
+    if !(media_type.starts_with("audio/") || media_type == "video/webm") {
+        return Err(unsupported(
+            "The `file` part must be audio (`audio/webm`, `audio/wav`, `audio/ogg`, `audio/mpeg`, …).",
+        ));
+    }
+    if file.body.is_empty() {
+        return Err(ApiError::validation("The recording is empty.").with_details(field("file")));
+    }
+    let file_name = file.file_name.clone().unwrap_or_else(|| "speech.webm".to_owned());
+    let audio = rein_protocol::Audio::new(file.body.to_vec(), media_type, file_name);
+    match transcriber.transcribe(audio).await {
+        Ok(text) => Ok(Json(crate::api::TranscriptionResult { text: text.trim().to_owned() })),
+        Err(error) => Err(ApiError::new(
+            StatusCode::BAD_GATEWAY,
+            "hosted_transcription_failed",
+            format!("The transcription model failed: {error}"),
+        )),
+    }
+}
+
+async fn put_client_tools(
+    State(s): State<AppState>,
+    Caller(owner): Caller,
+    Id(id): Id,
+    Body(tools): Body<crate::api::ClientToolSetInput>,
+) -> ApiResult<crate::api::ClientToolSet> {
+    Ok(Json(s.owned(&owner).set_client_tools(&id, tools).await?))
+}
+
+async fn get_client_tools(
+    State(s): State<AppState>,
+    Caller(owner): Caller,
+    Id(id): Id,
+) -> ApiResult<crate::api::ClientToolSet> {
+    Ok(Json(s.owned(&owner).client_tools(&id).await?))
+}
+
+async fn client_tool_result(
+    State(s): State<AppState>,
+    Caller(owner): Caller,
+    CallPath(id, call_id): CallPath,
+    Body(result): Body<crate::api::ClientToolResultInput>,
+) -> ApiResult<crate::api::ClientToolAnswered> {
+    Ok(Json(s.owned(&owner).answer_client_tool(&id, &call_id, result).await?))
 }
 
 async fn put_view_context(

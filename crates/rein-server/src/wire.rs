@@ -52,13 +52,18 @@ pub(crate) fn mcp_servers(runtime: &Runtime) -> McpServerList {
             status: server.state.as_str().to_owned(),
             tools: server.tools,
             last_error: server.last_error,
+            authorization_url: server.authorization_url,
         })
         .collect();
     McpServerList { servers }
 }
 
 /// The configured models, and the host's check of the default one.
-pub(crate) fn models(runtime: &Runtime, check: &ModelCheck) -> ModelList {
+pub(crate) fn models(
+    runtime: &Runtime,
+    check: &ModelCheck,
+    transcription: &crate::config::Transcription,
+) -> ModelList {
     let listing = runtime.models();
     ModelList {
         models: listing
@@ -72,6 +77,7 @@ pub(crate) fn models(runtime: &Runtime, check: &ModelCheck) -> ModelList {
             .collect(),
         default_model: listing.default_model,
         default_model_status: check.status(),
+        transcription_model: transcription.0.as_ref().map(|t| t.model().to_owned()),
     }
 }
 
@@ -289,4 +295,24 @@ pub(crate) fn now() -> String {
 /// which only goes back to the provider.
 pub(crate) fn shown(messages: Vec<Message>) -> Vec<Message> {
     messages.into_iter().map(|message| message.with_provider_data(None)).collect()
+}
+
+/// A session's client tools on the wire (`id` as the caller knows it).
+pub(crate) fn client_tools(
+    id: &str,
+    specs: &[rein_protocol::ToolSpec],
+    pending: Vec<String>,
+) -> crate::api::ClientToolSet {
+    crate::api::ClientToolSet {
+        session_id: id.to_owned(),
+        pending,
+        tools: specs
+            .iter()
+            .map(|spec| crate::api::ClientTool {
+                name: spec.name.clone(),
+                description: spec.description.clone(),
+                input_schema: spec.input_schema.clone(),
+            })
+            .collect(),
+    }
 }

@@ -79,6 +79,7 @@ await check('page loads offline', async () => {
   assert((await page.title()) === 'rein', 'title is rein');
   const models = await page.locator('#model-select option').count();
   assert(models >= 1, 'the model selector lists models');
+  assert(await page.locator('#mic').isHidden(), 'no microphone without a transcription model');
 });
 
 await check('send and see streamed text', async () => {
@@ -159,7 +160,7 @@ await check('export Markdown and JSON with credentials scrubbed', async () => {
     const text = readFileSync(path, 'utf8');
     assert(!text.includes('sk-live1234567890abcdefXYZ'), `${name} export leaks the sk- key`);
     assert(!text.includes('abcdefghijklmnop1234'), `${name} export leaks the bearer token`);
-    assert(text.includes('[REDACTED]'), `${name} export marks what it removed`);
+    assert(text.includes('[redacted]'), `${name} export marks what it removed`);
     assert(text.includes('hello'), `${name} export holds the conversation`);
     if (name === 'json') JSON.parse(text);
   }

@@ -37,7 +37,11 @@ async fn schemathesis_finds_no_server_error() -> anyhow::Result<()> {
     let st = tokio::task::spawn_blocking(ensure_schemathesis).await??;
     let dir = tempfile::tempdir()?;
     let runtime = crate::scripted::runtime(dir.path(), crate::scripted::ByPrompt::new([]));
-    let config = ServerConfig::default().with_addr(([127, 0, 0, 1], 0).into());
+    // With a (scripted) transcriber, so voice input is fuzzed too (without one it is a 503 by
+    // design).
+    let transcriber = std::sync::Arc::new(crate::transcription::ScriptedTranscriber::default());
+    let config =
+        ServerConfig::default().with_addr(([127, 0, 0, 1], 0).into()).with_transcriber(transcriber);
     let (addr_tx, addr_rx) = tokio::sync::oneshot::channel();
     let (stop_tx, stop_rx) = tokio::sync::oneshot::channel::<()>();
     let server = tokio::spawn(rein_server::serve_until(

@@ -6,7 +6,9 @@
 mod approvals;
 mod behind;
 mod browser;
+mod client_tools;
 mod documented;
+mod export;
 mod fuzz_api;
 mod hosted;
 mod openapi;
@@ -14,6 +16,7 @@ mod routes;
 mod scripted;
 mod security;
 mod stream;
+mod transcription;
 
 use axum::{
     Router,

@@ -693,18 +693,21 @@ async fn mcp_servers_report_the_hosts_live_set() {
             state: ToolServerState::Connected,
             tools: vec!["geo__echo".into()],
             last_error: None,
+            authorization_url: None,
         },
         ToolServerStatus {
             name: "down".into(),
             state: ToolServerState::Failed,
             tools: vec![],
             last_error: Some("could not connect: connection refused".into()),
+            authorization_url: None,
         },
         ToolServerStatus {
             name: "off".into(),
             state: ToolServerState::Disabled,
             tools: vec![],
             last_error: None,
+            authorization_url: None,
         },
     ];
     live.replace(vec![Capability::new(Arc::new(echo))], servers);
@@ -726,4 +729,97 @@ async fn mcp_servers_report_the_hosts_live_set() {
         .filter_map(|tool| tool["name"].as_str())
         .collect();
     assert!(names.contains(&"geo__echo") && names.contains(&"weather"), "{names:?}");
+}
+
+/// A server waiting for a person to authorize it is `needs_auth` with its authorization URL;
+/// the authorization server's redirect to `GET /mcp/oauth/callback` (no token: the `state` is
+/// what names the authorization) is handed to the host, and the page says connected, or why
+/// not.
+#[tokio::test]
+async fn a_server_that_needs_auth_shows_its_url_and_the_callback_completes_it() {
+    use std::sync::{Arc, Mutex};
+
+    use axum::body::Body;
+    use http_body_util::BodyExt as _;
+    use rein_runtime::{
+        LiveCapabilities, Runtime, RuntimeParts, StaticModels, ToolServerState, ToolServerStatus,
+    };
+    use rein_store::{JsonlTranscriptStore, SqliteConfig, SqliteSessionStore, TranscriptConfig};
+    use tower::ServiceExt as _;
+
+    let dir = tempfile::tempdir().unwrap();
+    let store = SqliteSessionStore::open(&SqliteConfig::at(dir.path().join("s.sqlite3"))).unwrap();
+    let transcripts =
+        JsonlTranscriptStore::open(&TranscriptConfig::at(dir.path().join("transcripts"))).unwrap();
+    let models = StaticModels::new().with("scripted", Arc::new(ByPrompt::new([])));
+    let live = LiveCapabilities::new();
+    let parts = RuntimeParts::new(Arc::new(store), Arc::new(transcripts), Arc::new(models))
+        .capabilities(crate::scripted::capabilities().with_live(live.clone()));
+    let url = "https://as.example/authorize?client_id=c&state=s1&code_challenge=x";
+    live.replace(
+        Vec::new(),
+        vec![ToolServerStatus {
+            name: "gh".into(),
+            state: ToolServerState::NeedsAuth,
+            tools: vec![],
+            last_error: None,
+            authorization_url: Some(url.into()),
+        }],
+    );
+    // The host's side: one authorization waits for `state=s1` (as `rein_mcp`'s
+    // `CallbackAuthorizer::complete` matches it).
+    let received: Arc<Mutex<Vec<String>>> = Arc::default();
+    let config = ServerConfig::default().with_mcp_oauth_callback({
+        let received = received.clone();
+        move |redirect: &str| {
+            if !redirect.contains("state=s1") {
+                return Err("no authorization waits for this `state`".to_owned());
+            }
+            let mut received = received.lock().unwrap();
+            if !received.is_empty() {
+                return Err("no authorization waits for this `state`".to_owned());
+            }
+            received.push(redirect.to_owned());
+            Ok("gh".to_owned())
+        }
+    });
+    let app = rein_server::router(&config, Runtime::new(parts).unwrap());
+
+    let (status, body) = call(&app, "GET", &format!("{RT}/mcp/servers"), None).await;
+    assert_eq!(status, StatusCode::OK);
+    assert_eq!(
+        body,
+        json!({"servers": [{"name": "gh", "status": "needs_auth", "tools": [], "lastError": null,
+            "authorizationUrl": url}]})
+    );
+
+    let page = |app: &axum::Router, target: String| {
+        let app = app.clone();
+        async move {
+            let request = axum::http::Request::get(&target).body(Body::empty()).unwrap();
+            let response = app.oneshot(request).await.unwrap();
+            let status = response.status();
+            let kind = response.headers()[axum::http::header::CONTENT_TYPE].clone();
+            let bytes = response.into_body().collect().await.unwrap().to_bytes();
+            assert!(kind.to_str().unwrap().starts_with("text/html"), "{kind:?}");
+            (status, String::from_utf8(bytes.to_vec()).unwrap())
+        }
+    };
+    let callback =
+        format!("{RT}/mcp/oauth/callback?code=abc&state=s1&iss=https%3A%2F%2Fas.example");
+    let (status, text) = page(&app, callback.clone()).await;
+    assert_eq!(status, StatusCode::OK, "{text}");
+    assert!(text.contains("Connected") && text.contains("gh"), "{text}");
+    assert_eq!(*received.lock().unwrap(), std::slice::from_ref(&callback));
+    // Used once: the same redirect again, or one for no waiting authorization, is an error page.
+    for target in [callback, format!("{RT}/mcp/oauth/callback?code=abc&state=%3Cb%3Eother")] {
+        let (status, text) = page(&app, target).await;
+        assert_eq!(status, StatusCode::BAD_REQUEST, "{text}");
+        assert!(text.contains("Not connected") && !text.contains("<b>other"), "{text}");
+    }
+
+    // A host without an OAuth callback has no such page.
+    let (app, _runtime, _dir) = crate::scripted::app(&ServerConfig::default(), ByPrompt::new([]));
+    let (status, text) = page(&app, format!("{RT}/mcp/oauth/callback?code=a&state=b")).await;
+    assert_eq!(status, StatusCode::NOT_FOUND, "{text}");
 }
