@@ -71,11 +71,24 @@ pub(crate) async fn new_session(
 }
 
 impl CommonArgs {
-    /// Loads the config and builds the runtime.
+    /// Loads the config and builds the runtime for a terminal (an MCP server's OAuth URL is
+    /// printed, the redirect comes back to a loopback port).
     pub(crate) async fn wire(&self) -> anyhow::Result<(config::Config, wire::Wired)> {
+        self.wire_with(|_| Ok(wire::McpHost::Terminal)).await
+    }
+
+    /// Loads the config and builds the runtime, with `mcp_host` (from the config) saying how a
+    /// person authorizes an MCP server.
+    pub(crate) async fn wire_with(
+        &self,
+        mcp_host: impl FnOnce(&config::Config) -> anyhow::Result<wire::McpHost>,
+    ) -> anyhow::Result<(config::Config, wire::Wired)> {
         let config = load_config(self)?;
-        let overrides =
-            wire::Overrides { model: self.model.clone(), data_dir: self.data_dir.clone() };
+        let overrides = wire::Overrides {
+            model: self.model.clone(),
+            data_dir: self.data_dir.clone(),
+            mcp_host: mcp_host(&config)?,
+        };
         let wired = wire::wire(&config, &overrides).await?;
         for (server, error) in &wired.unreachable {
             eprintln!(

@@ -128,6 +128,10 @@ pub(crate) struct Config {
     /// The system prompt of the default agent.
     #[serde(default)]
     pub(crate) system_prompt: Option<String>,
+    /// GLEN's voice input: the model (by an `llm_models` entry's `value`, else sent to the
+    /// first entry's endpoint) the web chat's microphone is transcribed with.
+    #[serde(default)]
+    pub(crate) transcription_model: Option<String>,
     /// Whether API clients may set a session's system prompt (true without `server.tokens`,
     /// false with them).
     #[serde(default)]
@@ -291,6 +295,10 @@ pub(crate) struct ServerSection {
     /// default when absent.
     #[serde(default)]
     pub(crate) max_connections_per_client: Option<usize>,
+    /// Seconds a call of a client's tool (a page's own tool) waits for the page's result
+    /// before the model reads that the page did not answer; the runtime's default when absent.
+    #[serde(default)]
+    pub(crate) client_tool_timeout_seconds: Option<u64>,
 }
 
 /// `server.durability`: when a transcript's events are fsynced.
@@ -369,6 +377,7 @@ pub(crate) const KNOWN_KEYS: &[&str] = &[
     "max_calls_per_turn",
     "tool_memo",
     "system_prompt",
+    "transcription_model",
     "allow_client_system_prompt",
     "client_may_auto_approve",
     "mcpServers",
@@ -403,10 +412,7 @@ const GLEN_UI_KEYS: &[&str] = &[
 ];
 
 /// Keys of a GLEN app config rein accepts and ignores, with a warning that says why.
-const IGNORED_KEYS: &[(&str, &str)] = &[(
-    "transcription_model",
-    "rein has no transcription (GLEN's voice input); the key is ignored",
-)];
+const IGNORED_KEYS: &[(&str, &str)] = &[];
 
 /// The built-in local tool sets.
 pub(crate) const TOOL_SETS: &[&str] = &["clock", "read_tool_result"];
@@ -517,6 +523,19 @@ fn check_document(document: &Value, file: Option<&Path>) -> Vec<Problem> {
                 format!("`{url}` is not an http(s) URL"),
                 false,
             ));
+        }
+        if let Some(Value::String(name)) = object.get("transcription_model") {
+            let entries = object.get("llm_models").and_then(Value::as_array);
+            let named = entries.is_some_and(|entries| {
+                entries.iter().any(|e| e.get("value").and_then(Value::as_str) == Some(name))
+            });
+            if !named {
+                problems.push(problem(
+                    "transcription_model".to_owned(),
+                    format!("no `llm_models` entry is named `{name}`: it is sent to the first entry's endpoint"),
+                    true,
+                ));
+            }
         }
         if let Some(models) = object.get("llm_models").and_then(Value::as_array) {
             for (index, entry) in models.iter().enumerate() {
@@ -883,6 +902,9 @@ impl Config {
                 "label": "Qwen2.5-Coder 0.5B (local llama.cpp)",
                 "endpoint": DEFAULT_LOCAL_ENDPOINT,
                 "context_window": 8192,
+                // A small model can write the same calls over and over until the context is
+                // full; a bounded reply keeps that short (the loop also stops it early).
+                "max_tokens": 2048,
             }],
         });
         let mut models: ModelsConfig = serde_json::from_value(document).unwrap_or_default();

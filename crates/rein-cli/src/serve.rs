@@ -23,14 +23,20 @@ pub(crate) struct ServeArgs {
 }
 
 pub(crate) async fn run(args: ServeArgs) -> anyhow::Result<ExitCode> {
-    let (config, wired) = args.common.wire().await?;
+    // The address is settled before the MCP servers start: an OAuth redirect URI names it.
+    let mut chosen = None;
+    let (config, wired) = args
+        .common
+        .wire_with(|config| {
+            let addr =
+                fixed_port(serve_addr(&args, config)?, !config.all_mcp_servers().is_empty())?;
+            chosen = Some(addr);
+            let redirect_uri = format!("{}{OAUTH_CALLBACK_PATH}", own_origin(addr));
+            Ok(crate::wire::McpHost::Web { redirect_uri })
+        })
+        .await?;
     // (`wire` has checked the tokens: 16 characters at least, principals that name a namespace.)
-    let addr = match args.addr {
-        Some(addr) => addr,
-        None => {
-            config.addr().parse().with_context(|| format!("server address `{}`", config.addr()))?
-        }
-    };
+    let addr = chosen.expect("`wire_with` calls its closure before it returns");
     if let Some(problem) = crate::config::unauthenticated_exposure(&config, addr) {
         if !args.insecure_no_auth {
             anyhow::bail!("{}", problem.message);
@@ -56,6 +62,13 @@ pub(crate) async fn run(args: ServeArgs) -> anyhow::Result<ExitCode> {
         server.max_connections_per_client = (limit > 0).then_some(limit);
     }
     server.insecure_no_auth = args.insecure_no_auth;
+    if let Some(authorizations) = &wired.mcp_authorizations {
+        let authorizations = Arc::clone(authorizations);
+        server = server.with_mcp_oauth_callback(move |redirect| authorizations.complete(redirect));
+    }
+    if let Some(transcriber) = &wired.transcriber {
+        server = server.with_transcriber(Arc::clone(transcriber));
+    }
     // Checked beside the server, which listens at once: the chat shows the outcome.
     let check = tokio::spawn(check_default_model(
         wired.default_model.clone(),
@@ -83,6 +96,39 @@ pub(crate) async fn run(args: ServeArgs) -> anyhow::Result<ExitCode> {
     check.abort();
     dispatcher.shutdown().await;
     Ok(ExitCode::SUCCESS)
+}
+
+/// Where an MCP server's authorization server sends the browser back (`GET /mcp/oauth/callback`).
+const OAUTH_CALLBACK_PATH: &str = "/agent/api/runtime/mcp/oauth/callback";
+
+/// The address to bind: `--addr`, else `server.addr` (`REIN_ADDR`), else 127.0.0.1:8080.
+fn serve_addr(args: &ServeArgs, config: &crate::config::Config) -> anyhow::Result<SocketAddr> {
+    match args.addr {
+        Some(addr) => Ok(addr),
+        None => {
+            config.addr().parse().with_context(|| format!("server address `{}`", config.addr()))
+        }
+    }
+}
+
+/// `addr`, except that port 0 with MCP servers configured is a free port chosen now (bound and
+/// let go): the OAuth redirect URI of the MCP servers names the port before the server binds.
+fn fixed_port(addr: SocketAddr, mcp_servers: bool) -> anyhow::Result<SocketAddr> {
+    if addr.port() != 0 || !mcp_servers {
+        return Ok(addr);
+    }
+    let probe = std::net::TcpListener::bind(addr).with_context(|| format!("binding {addr}"))?;
+    Ok(probe.local_addr()?)
+}
+
+/// rein's own origin as a browser on this machine reaches it: `http://ADDR`, with `localhost`
+/// for an address of every interface (`0.0.0.0`, `::`).
+fn own_origin(addr: SocketAddr) -> String {
+    if addr.ip().is_unspecified() {
+        format!("http://localhost:{}", addr.port())
+    } else {
+        format!("http://{addr}")
+    }
 }
 
 /// How long the check at start waits for the default model's endpoint to take a connection.

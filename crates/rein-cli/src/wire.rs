@@ -7,7 +7,10 @@ use std::{collections::HashSet, path::PathBuf, sync::Arc, time::Duration};
 
 use anyhow::Context as _;
 use rein_agent::FnTool;
-use rein_mcp::{ClientOptions, McpServerSet, ServerState, SharedToolName, Supervision};
+use rein_mcp::{
+    Authorizer, CallbackAuthorizer, ClientOptions, LoopbackAuthorizer, McpServerSet, ServerState,
+    SharedToolName, Supervision,
+};
 use rein_model::{ModelRegistry, ProviderModel, RegistryOptions};
 use rein_protocol::{Model, ToolOutput, ToolSpec};
 use rein_runtime::{
@@ -32,7 +35,29 @@ pub(crate) struct Overrides {
     pub(crate) model: Option<String>,
     /// `--data-dir DIR`.
     pub(crate) data_dir: Option<PathBuf>,
+    /// Who the person authorizing an MCP server's OAuth is (a terminal or the web chat).
+    pub(crate) mcp_host: McpHost,
 }
+
+/// How a person authorizes an MCP server that asks for OAuth.
+#[derive(Debug, Clone, Default)]
+pub(crate) enum McpHost {
+    /// `rein chat`, `rein run`: the URL is printed and the redirect comes back to a loopback
+    /// port (`rein_mcp::LoopbackAuthorizer`).
+    #[default]
+    Terminal,
+    /// `rein serve`: the URL is shown by `GET /mcp/servers` (`needs_auth`) and the web chat, and
+    /// the redirect comes back to `redirect_uri`, rein's own `/mcp/oauth/callback`.
+    Web {
+        /// The callback URL on rein's own address.
+        redirect_uri: String,
+    },
+}
+
+/// How long a connect of `rein serve` waits for a person to authorize (shown as `needs_auth`
+/// meanwhile); then the server is retried with its backoff and shows a new URL. Below the MCP
+/// client's own 300 s limit of a connect that authorizes, so that it ends with this reason.
+const WEB_AUTHORIZATION_WAIT: Duration = Duration::from_secs(280);
 
 /// What `wire` built.
 pub(crate) struct Wired {
@@ -47,6 +72,11 @@ pub(crate) struct Wired {
     /// MCP servers that could not be reached at start (name, error); they are retried in the
     /// background.
     pub(crate) unreachable: Vec<(String, String)>,
+    /// The voice input's transcriber (`transcription_model`), for the server.
+    pub(crate) transcriber: Option<Arc<dyn rein_protocol::Transcriber>>,
+    /// With [`McpHost::Web`]: the MCP authorizations waiting for a person, for the server's
+    /// `GET /mcp/oauth/callback`.
+    pub(crate) mcp_authorizations: Option<Arc<CallbackAuthorizer>>,
 }
 
 /// Builds the runtime from the config.
@@ -66,6 +96,13 @@ pub(crate) async fn wire(config: &Config, overrides: &Overrides) -> anyhow::Resu
         ModelRegistry::from_config(&models_config, &options).context("building the models")?;
     let default_model = registry.default_name().to_owned();
     let default_provider = registry.default_model();
+    let transcriber = match &config.transcription_model {
+        Some(name) if !name.trim().is_empty() => Some(Arc::new(
+            registry.transcriber(name).with_context(|| format!("transcription_model `{name}`"))?,
+        )
+            as Arc<dyn rein_protocol::Transcriber>),
+        _ => None,
+    };
     let mut models = StaticModels::new();
     for name in registry.names().map(str::to_owned).collect::<Vec<_>>() {
         let model = registry.select(&name).with_context(|| format!("model `{name}`"))?;
@@ -79,7 +116,14 @@ pub(crate) async fn wire(config: &Config, overrides: &Overrides) -> anyhow::Resu
             capabilities.add(Capability::new(Arc::new(clock_tool())));
         }
     }
-    let (live, unreachable) = start_mcp(config, &capabilities).await;
+    let path_config = path_config(config, overrides);
+    // MCP OAuth tokens: `<data dir>/mcp-tokens` (0700, one 0600 file per server); in memory
+    // when there is no data directory.
+    let token_dir = rein_store::resolve_data_dir(&path_config, |name| std::env::var_os(name))
+        .ok()
+        .map(|dir| dir.join("mcp-tokens"));
+    let (live, unreachable, mcp_authorizations) =
+        start_mcp(config, &capabilities, &overrides.mcp_host, token_dir).await;
     mark_background(config, &mut capabilities, &live);
     let capabilities = capabilities.with_live(live);
 
@@ -93,9 +137,11 @@ pub(crate) async fn wire(config: &Config, overrides: &Overrides) -> anyhow::Resu
     runtime_config.personas = personas;
     runtime_config.hooks = hooks(config)?;
     runtime_config.memo_tools = config.memo_tools();
+    if let Some(seconds) = config.server.client_tool_timeout_seconds {
+        runtime_config.limits.client_tool_timeout = std::time::Duration::from_secs(seconds);
+    }
 
-    let paths = StorePaths::from_env(&path_config(config, overrides))
-        .context("locating the data directory")?;
+    let paths = StorePaths::from_env(&path_config).context("locating the data directory")?;
     let store = SqliteSessionStore::open(&SqliteConfig {
         path: Some(paths.session_db.clone()),
         ..SqliteConfig::default()
@@ -115,7 +161,15 @@ pub(crate) async fn wire(config: &Config, overrides: &Overrides) -> anyhow::Resu
         .config(runtime_config)
         .capabilities(capabilities);
     let runtime = Runtime::new(parts).context("starting the runtime")?;
-    Ok(Wired { runtime, default_model, default_provider, paths, unreachable })
+    Ok(Wired {
+        runtime,
+        default_model,
+        default_provider,
+        paths,
+        unreachable,
+        transcriber,
+        mcp_authorizations,
+    })
 }
 
 /// What a person should do when `endpoint` cannot be reached: start `cargo xtask llama serve`
@@ -163,26 +217,85 @@ fn path_config(config: &Config, overrides: &Overrides) -> PathConfig {
 /// without, and joins when it answers.
 const MCP_FIRST_ATTEMPT_WAIT: Duration = Duration::from_secs(65);
 
+/// The MCP client's options for `host`: its OAuth authorizer (and, for the web, the
+/// authorizations it keeps waiting) and the token directory.
+async fn mcp_options(
+    host: &McpHost,
+    token_dir: Option<PathBuf>,
+) -> (ClientOptions, Option<Arc<CallbackAuthorizer>>) {
+    let mut options = ClientOptions { token_dir, ..ClientOptions::default() };
+    match host {
+        McpHost::Terminal => match LoopbackAuthorizer::bind().await {
+            Ok(authorizer) => options.authorizer = Some(Authorizer(Arc::new(authorizer))),
+            Err(error) => eprintln!(
+                "rein: warning: no loopback port for MCP OAuth redirects ({error}); a server that \
+                 asks for authorization fails with its 401"
+            ),
+        },
+        McpHost::Web { redirect_uri } => {
+            let authorizations =
+                Arc::new(CallbackAuthorizer::new(redirect_uri.clone(), WEB_AUTHORIZATION_WAIT));
+            options.authorizer = Some(Authorizer(authorizations.clone()));
+            return (options, Some(authorizations));
+        }
+    }
+    (options, None)
+}
+
+/// Waits until every server has had its first attempt, or waits for a person to authorize it
+/// (which does not hold up the start), or `within` has passed.
+async fn settle(set: &McpServerSet, authorizations: Option<&CallbackAuthorizer>, within: Duration) {
+    let Some(authorizations) = authorizations else {
+        set.settled(within).await;
+        return;
+    };
+    let mut set_changes = set.changes();
+    let mut auth_changes = authorizations.changes();
+    let wait = async {
+        loop {
+            let waiting = set.statuses().iter().any(|status| {
+                status.state == ServerState::Connecting
+                    && authorizations.pending_for(&status.name).is_none()
+            });
+            if !waiting {
+                return;
+            }
+            tokio::select! {
+                changed = set_changes.changed() => if changed.is_err() { return },
+                changed = auth_changes.changed() => if changed.is_err() { return },
+            }
+        }
+    };
+    let _ = tokio::time::timeout(within, wait).await;
+}
+
+/// What [`start_mcp`] returns: the live set, the servers not reachable at start, and the
+/// authorizations waiting for the web chat.
+type StartedMcp = (LiveCapabilities, Vec<(String, String)>, Option<Arc<CallbackAuthorizer>>);
+
 /// Starts the MCP servers under supervision (retries with backoff, pings, tool list changes;
 /// see `rein_mcp::McpServerSet`) and waits for their first attempts. Returns the live set that
-/// follows them (their tools and states, kept current by a task of its own) and the servers not
-/// reachable at start.
+/// follows them (their tools and states, kept current by a task of its own), the servers not
+/// reachable at start, and (for [`McpHost::Web`]) the authorizations waiting for a person.
 async fn start_mcp(
     config: &Config,
     fixed: &Capabilities,
-) -> (LiveCapabilities, Vec<(String, String)>) {
+    host: &McpHost,
+    token_dir: Option<PathBuf>,
+) -> StartedMcp {
     let live = LiveCapabilities::new();
     let servers = config.all_mcp_servers();
     if servers.is_empty() {
-        return (live, Vec::new());
+        return (live, Vec::new(), None);
     }
+    let (options, authorizations) = mcp_options(host, token_dir).await;
     let fixed_names: Vec<String> = fixed.iter().map(|cap| cap.spec().name.clone()).collect();
     let supervision = Supervision {
         reserved_names: crate::config::reserved_tool_names(fixed_names.iter().map(String::as_str)),
         ..Supervision::default()
     };
-    let set = McpServerSet::start(&servers, &ClientOptions::default(), &supervision);
-    set.settled(MCP_FIRST_ATTEMPT_WAIT).await;
+    let set = McpServerSet::start(&servers, &options, &supervision);
+    settle(&set, authorizations.as_deref(), MCP_FIRST_ATTEMPT_WAIT).await;
     let background: HashSet<String> = config
         .background_tools
         .iter()
@@ -190,34 +303,51 @@ async fn start_mcp(
         .cloned()
         .collect();
     let mut shared = Vec::new();
-    publish(&set, &live, &background, &mut shared);
-    let unreachable = set
-        .statuses()
-        .into_iter()
-        .filter(|status| matches!(status.state, ServerState::Failed | ServerState::Connecting))
-        .map(|status| {
+    publish(&set, authorizations.as_deref(), &live, &background, &mut shared);
+    let mut unreachable = Vec::new();
+    for status in set.statuses() {
+        if let Some(url) = authorizations.as_ref().and_then(|a| a.pending_for(&status.name)) {
+            eprintln!(
+                "rein: MCP server `{}` needs authorization: use Connect in the web chat, or open \
+                 {url}",
+                status.name
+            );
+        } else if matches!(status.state, ServerState::Failed | ServerState::Connecting) {
             let error = status.last_error.unwrap_or_else(|| "no answer yet".to_owned());
-            (status.name, error)
-        })
-        .collect();
+            unreachable.push((status.name, error));
+        }
+    }
     let follower = live.clone();
+    let watched = authorizations.clone();
     tokio::spawn(async move {
         let mut changes = set.changes();
+        let mut auth_changes = watched.as_ref().map(|a| a.changes());
         loop {
             changes.borrow_and_update();
-            publish(&set, &follower, &background, &mut shared);
-            if changes.changed().await.is_err() {
-                return;
+            if let Some(auth_changes) = &mut auth_changes {
+                auth_changes.borrow_and_update();
+            }
+            publish(&set, watched.as_deref(), &follower, &background, &mut shared);
+            let auth_changed = async {
+                match &mut auth_changes {
+                    Some(auth_changes) => auth_changes.changed().await,
+                    None => std::future::pending().await,
+                }
+            };
+            tokio::select! {
+                changed = changes.changed() => if changed.is_err() { return },
+                changed = auth_changed => if changed.is_err() { return },
             }
         }
     });
-    (live, unreachable)
+    (live, unreachable, authorizations)
 }
 
 /// Puts the servers' tools and states into the live set (a tool a `background_tools` key names
 /// may run as a task) and logs a tool name servers newly share.
 fn publish(
     set: &McpServerSet,
+    authorizations: Option<&CallbackAuthorizer>,
     live: &LiveCapabilities,
     background: &HashSet<String>,
     shared: &mut Vec<SharedToolName>,
@@ -231,7 +361,14 @@ fn publish(
             if in_background { capability.background() } else { capability }
         })
         .collect();
-    let servers = set.statuses().into_iter().map(server_status).collect();
+    let servers = set
+        .statuses()
+        .into_iter()
+        .map(|status| {
+            let url = authorizations.and_then(|a| a.pending_for(&status.name));
+            server_status(status, url)
+        })
+        .collect();
     live.replace(capabilities, servers);
     let now = set.shared_names();
     for name in now.iter().filter(|name| !shared.contains(name)) {
@@ -240,12 +377,18 @@ fn publish(
     *shared = now;
 }
 
-/// A server's state as the runtime reports it.
-fn server_status(status: rein_mcp::ServerStatus) -> ToolServerStatus {
+/// A server's state as the runtime reports it: `needs_auth` while an authorization of it waits
+/// for a person at `authorization_url` (whatever the supervisor's state: a connect, or a call
+/// asking for more scope, waits).
+fn server_status(
+    status: rein_mcp::ServerStatus,
+    authorization_url: Option<String>,
+) -> ToolServerStatus {
     let state = match status.state {
+        ServerState::Disabled => ToolServerState::Disabled,
+        _ if authorization_url.is_some() => ToolServerState::NeedsAuth,
         ServerState::Connecting => ToolServerState::Connecting,
         ServerState::Connected => ToolServerState::Connected,
-        ServerState::Disabled => ToolServerState::Disabled,
         _ => ToolServerState::Failed,
     };
     ToolServerStatus {
@@ -253,6 +396,7 @@ fn server_status(status: rein_mcp::ServerStatus) -> ToolServerStatus {
         state,
         tools: status.tools,
         last_error: status.last_error,
+        authorization_url,
     }
 }
 

@@ -221,6 +221,10 @@ fn code_defaults() -> BTreeMap<&'static str, String> {
     let default_model = registry.default_model();
     defaults.insert("max_retry_wait_seconds", code(default_model.max_retry_wait().as_secs()));
     defaults.insert("max_reply_bytes", code(default_model.max_reply_bytes()));
+    defaults.insert(
+        "transcription_model",
+        none_or(empty.transcription_model.is_none(), &empty.transcription_model),
+    );
     // The loop.
     defaults.insert("auto_approve", code(!policy.require_approval_for_side_effects));
     defaults.insert("max_steps", off_or(policy.max_steps));
@@ -253,6 +257,17 @@ fn code_defaults() -> BTreeMap<&'static str, String> {
         },
     );
     defaults.insert("mcpServers.NAME.disabled", code(server_entry.disabled));
+    let http_entry = McpServers::from_value(&json!({"s": {"url": "http://127.0.0.1:1/mcp"}}))
+        .expect("an MCP server entry")
+        .servers
+        .remove(0);
+    defaults.insert(
+        "mcpServers.NAME.oauth",
+        match &http_entry.transport {
+            rein_mcp::ServerTransport::Http(http) => none_or(http.oauth.is_none(), &http.oauth),
+            other => format!("not an HTTP server: {other:?}"),
+        },
+    );
     defaults.insert("tool_memo", {
         let on = config(json!({"tool_memo": true})).memo_tools();
         let off = config(json!({"tool_memo": false})).memo_tools();
@@ -378,6 +393,15 @@ fn code_defaults() -> BTreeMap<&'static str, String> {
             (None, None) => "none".to_owned(),
             (Some(limit), _) => code(limit),
         },
+    );
+    defaults.insert(
+        "server.client_tool_timeout_seconds",
+        code(
+            empty
+                .server
+                .client_tool_timeout_seconds
+                .unwrap_or(rein_runtime::Limits::default().client_tool_timeout.as_secs()),
+        ),
     );
     defaults.insert(
         "server.durability",

@@ -10,6 +10,7 @@ mod crash;
 mod faults;
 mod hooks;
 mod kill_restart;
+mod mcp_oauth;
 mod mcp_servers;
 mod model_check;
 mod recover;

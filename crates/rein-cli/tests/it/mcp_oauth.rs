@@ -1,0 +1,386 @@
+//! An MCP server behind OAuth in `rein serve`, end to end through the binary: the server answers
+//! 401 until it gets a token, so it is `needs_auth` in `GET /mcp/servers` with an authorization
+//! URL (without holding up the start); the authorization server's redirect to rein's own
+//! `GET /mcp/oauth/callback` completes it, the token is fetched and saved under
+//! `<data dir>/mcp-tokens` (0700 / 0600), and the server connects with its tools.
+//!
+//! `rein run` (as `rein chat`) prints the URL instead and takes the redirect on a loopback port.
+//!
+//! The MCP server and its authorization server are one small local HTTP server
+//! ([`OAuthServer`]): protected-resource and authorization-server metadata, dynamic
+//! registration, a token endpoint, and a Streamable HTTP endpoint of the 2025-11-25 era (it
+//! answers `server/discover` with -32601) with one tool.
+
+use std::{
+    io::{BufRead, BufReader, Write as _},
+    net::{TcpListener, TcpStream},
+    sync::{Arc, Mutex},
+    time::{Duration, Instant},
+};
+
+use serde_json::{Value, json};
+
+use crate::support::{http, serve, stop, write_json};
+
+const RT: &str = "/agent/api/runtime";
+
+/// The access token the authorization server issues and the MCP endpoint accepts.
+const ACCESS_TOKEN: &str = "access-token-7f3a9c";
+
+/// One request as the fake reads it.
+struct Request {
+    method: String,
+    target: String,
+    headers: Vec<(String, String)>,
+    body: Vec<u8>,
+}
+
+impl Request {
+    fn header(&self, name: &str) -> Option<&str> {
+        self.headers.iter().find(|(n, _)| n == name).map(|(_, v)| v.as_str())
+    }
+}
+
+fn read(reader: &mut impl BufRead) -> Option<Request> {
+    let mut line = String::new();
+    if reader.read_line(&mut line).ok()? == 0 {
+        return None;
+    }
+    let mut parts = line.split_whitespace();
+    let method = parts.next()?.to_owned();
+    let target = parts.next()?.to_owned();
+    let mut headers = Vec::new();
+    loop {
+        let mut header = String::new();
+        if reader.read_line(&mut header).ok()? == 0 {
+            return None;
+        }
+        let header = header.trim_end();
+        if header.is_empty() {
+            break;
+        }
+        if let Some((name, value)) = header.split_once(':') {
+            headers.push((name.trim().to_ascii_lowercase(), value.trim().to_owned()));
+        }
+    }
+    let mut request = Request { method, target, headers, body: Vec::new() };
+    let length = request.header("content-length").and_then(|v| v.parse().ok()).unwrap_or(0);
+    request.body = vec![0u8; length];
+    reader.read_exact(&mut request.body).ok()?;
+    Some(request)
+}
+
+fn write(stream: &mut TcpStream, status: &str, headers: &[(&str, String)], body: &str) -> bool {
+    let mut head = format!("HTTP/1.1 {status}\r\ncontent-length: {}\r\n", body.len());
+    for (name, value) in headers {
+        head.push_str(&format!("{name}: {value}\r\n"));
+    }
+    head.push_str("\r\n");
+    stream.write_all(head.as_bytes()).is_ok() && stream.write_all(body.as_bytes()).is_ok()
+}
+
+fn json_answer(stream: &mut TcpStream, status: &str, body: &Value) -> bool {
+    write(stream, status, &[("content-type", "application/json".to_owned())], &body.to_string())
+}
+
+/// Each request line with the `Authorization` header it carried.
+type Log = Mutex<Vec<(String, Option<String>)>>;
+
+/// The MCP server and its authorization server on one port; every request line is logged with
+/// the `Authorization` header it carried.
+struct OAuthServer {
+    port: u16,
+    log: Arc<Log>,
+}
+
+impl OAuthServer {
+    fn start() -> OAuthServer {
+        let listener = TcpListener::bind("127.0.0.1:0").expect("bind");
+        let port = listener.local_addr().expect("addr").port();
+        let log = Arc::new(Mutex::new(Vec::new()));
+        let shared = Arc::clone(&log);
+        std::thread::spawn(move || {
+            for stream in listener.incoming().flatten() {
+                let log = Arc::clone(&shared);
+                std::thread::spawn(move || connection(stream, port, &log));
+            }
+        });
+        OAuthServer { port, log }
+    }
+
+    fn url(&self) -> String {
+        format!("http://127.0.0.1:{}/mcp", self.port)
+    }
+
+    fn log(&self) -> Vec<(String, Option<String>)> {
+        self.log.lock().unwrap_or_else(std::sync::PoisonError::into_inner).clone()
+    }
+}
+
+fn connection(stream: TcpStream, port: u16, log: &Log) {
+    let mut reader = BufReader::new(stream.try_clone().expect("clone"));
+    let mut writer = stream;
+    let origin = format!("http://127.0.0.1:{port}");
+    while let Some(request) = read(&mut reader) {
+        let authorization = request.header("authorization").map(str::to_owned);
+        log.lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .push((format!("{} {}", request.method, request.target), authorization.clone()));
+        let path = request.target.split('?').next().unwrap_or_default().to_owned();
+        let ok = match (request.method.as_str(), path.as_str()) {
+            ("GET", path) if path.starts_with("/.well-known/oauth-protected-resource") => {
+                json_answer(
+                    &mut writer,
+                    "200 OK",
+                    &json!({
+                        "resource": format!("{origin}/mcp"),
+                        "authorization_servers": [origin],
+                        "scopes_supported": ["mcp"],
+                    }),
+                )
+            }
+            ("GET", path)
+                if path.starts_with("/.well-known/oauth-authorization-server")
+                    || path.starts_with("/.well-known/openid-configuration") =>
+            {
+                json_answer(
+                    &mut writer,
+                    "200 OK",
+                    &json!({
+                        "issuer": origin,
+                        "authorization_endpoint": format!("{origin}/authorize"),
+                        "token_endpoint": format!("{origin}/token"),
+                        "registration_endpoint": format!("{origin}/register"),
+                        "response_types_supported": ["code"],
+                        "grant_types_supported": ["authorization_code", "refresh_token"],
+                        "code_challenge_methods_supported": ["S256"],
+                        "token_endpoint_auth_methods_supported": ["none"],
+                        "scopes_supported": ["mcp"],
+                    }),
+                )
+            }
+            ("POST", "/register") => {
+                let asked: Value = serde_json::from_slice(&request.body).unwrap_or(Value::Null);
+                json_answer(
+                    &mut writer,
+                    "201 Created",
+                    &json!({
+                        "client_id": "rein-test-client",
+                        "redirect_uris": asked["redirect_uris"],
+                        "token_endpoint_auth_method": "none",
+                        "grant_types": ["authorization_code", "refresh_token"],
+                        "response_types": ["code"],
+                    }),
+                )
+            }
+            ("POST", "/token") => json_answer(
+                &mut writer,
+                "200 OK",
+                &json!({
+                    "access_token": ACCESS_TOKEN,
+                    "token_type": "Bearer",
+                    "expires_in": 3600,
+                    "refresh_token": "refresh-token-1",
+                    "scope": "mcp",
+                }),
+            ),
+            (_, "/mcp") if authorization.as_deref() != Some(&format!("Bearer {ACCESS_TOKEN}")) => {
+                let challenge = format!(
+                    "Bearer resource_metadata=\"{origin}/.well-known/oauth-protected-resource\""
+                );
+                write(&mut writer, "401 Unauthorized", &[("www-authenticate", challenge)], "")
+            }
+            ("POST", "/mcp") => mcp(&mut writer, &request.body),
+            ("GET", "/mcp") => write(&mut writer, "405 Method Not Allowed", &[], ""),
+            ("DELETE", "/mcp") => write(&mut writer, "200 OK", &[], ""),
+            _ => write(&mut writer, "404 Not Found", &[], ""),
+        };
+        if !ok {
+            return;
+        }
+    }
+}
+
+/// A stateless MCP server of the 2025-11-25 era with one tool.
+fn mcp(writer: &mut TcpStream, body: &[u8]) -> bool {
+    let message: Value = serde_json::from_slice(body).unwrap_or(Value::Null);
+    let Some(id) = message.get("id").cloned() else {
+        return write(writer, "202 Accepted", &[], "");
+    };
+    let answer = match message["method"].as_str().unwrap_or_default() {
+        "initialize" => json!({"jsonrpc": "2.0", "id": id, "result": {
+            "protocolVersion": "2025-11-25",
+            "capabilities": {"tools": {}},
+            "serverInfo": {"name": "oauth-test", "version": "1.0.0"},
+        }}),
+        "tools/list" => json!({"jsonrpc": "2.0", "id": id, "result": {"tools": [{
+            "name": "private_notes",
+            "description": "Notes only an authorized client may read.",
+            "inputSchema": {"type": "object", "properties": {}},
+        }]}}),
+        "ping" => json!({"jsonrpc": "2.0", "id": id, "result": {}}),
+        _ => json!({"jsonrpc": "2.0", "id": id,
+            "error": {"code": -32601, "message": "Method not found"}}),
+    };
+    json_answer(writer, "200 OK", &answer)
+}
+
+/// The value of `name` in a URL's query, `%XX` decoded.
+fn query(url: &str, name: &str) -> Option<String> {
+    let query = url.split_once('?')?.1;
+    let raw = query.split('&').find_map(|pair| pair.strip_prefix(name)?.strip_prefix('='))?;
+    let bytes = raw.as_bytes();
+    let mut out = Vec::new();
+    let mut i = 0;
+    while i < bytes.len() {
+        if bytes[i] == b'%' && i + 2 < bytes.len() {
+            let hex = std::str::from_utf8(&bytes[i + 1..i + 3]).ok()?;
+            out.push(u8::from_str_radix(hex, 16).ok()?);
+            i += 3;
+        } else {
+            out.push(bytes[i]);
+            i += 1;
+        }
+    }
+    String::from_utf8(out).ok()
+}
+
+fn server_status(host: &str, name: &str) -> Value {
+    let (status, body) = http(host, "GET", &format!("{RT}/mcp/servers"), None, None);
+    assert_eq!(status, 200, "{body}");
+    let servers: Value = serde_json::from_str(&body).expect("JSON");
+    let servers = servers["servers"].as_array().cloned().unwrap_or_default();
+    servers.into_iter().find(|s| s["name"] == name).unwrap_or_else(|| panic!("{name}: {body}"))
+}
+
+fn wait_for(host: &str, name: &str, within: Duration, done: impl Fn(&Value) -> bool) -> Value {
+    let started = Instant::now();
+    loop {
+        let status = server_status(host, name);
+        if done(&status) {
+            return status;
+        }
+        assert!(started.elapsed() < within, "server `{name}` never got there: {status}");
+        std::thread::sleep(Duration::from_millis(100));
+    }
+}
+
+#[test]
+fn a_server_behind_oauth_needs_auth_until_the_callback_then_connects_with_its_token() {
+    let fake = OAuthServer::start();
+    let dir = tempfile::tempdir().expect("temp dir");
+    let config = json!({
+        "llm_models": [{"value": "scripted", "endpoint": "http://127.0.0.1:9/v1", "stream": false}],
+        "llm_model": "scripted",
+        "mcpServers": {"secure": {"url": fake.url()}},
+    });
+    let config = write_json(dir.path(), "config.json", &config);
+    let data = dir.path().join("data");
+    let started = Instant::now();
+    let (served, host) = serve(&["--config", &config], &data);
+    // The start did not wait for a person.
+    assert!(started.elapsed() < Duration::from_secs(30), "{:?}", started.elapsed());
+
+    let waiting =
+        wait_for(&host, "secure", Duration::from_secs(20), |s| s["status"] == "needs_auth");
+    let url = waiting["authorizationUrl"].as_str().expect("an authorization URL").to_owned();
+    assert!(url.starts_with(&format!("http://127.0.0.1:{}/authorize?", fake.port)), "{url}");
+    let redirect = query(&url, "redirect_uri").expect("a redirect_uri");
+    assert_eq!(redirect, format!("http://{host}{RT}/mcp/oauth/callback"));
+    let state = query(&url, "state").expect("a state");
+    assert!(query(&url, "code_challenge").is_some(), "PKCE: {url}");
+
+    // The browser comes back from the authorization server with a code.
+    let back = format!("{RT}/mcp/oauth/callback?code=the-code&state={state}");
+    let (status, page) = http(&host, "GET", &back, None, None);
+    assert_eq!(status, 200, "{page}");
+    assert!(page.contains("Connected") && page.contains("secure"), "{page}");
+    let connected =
+        wait_for(&host, "secure", Duration::from_secs(20), |s| s["status"] == "connected");
+    assert_eq!(connected["tools"], json!(["private_notes"]));
+    assert!(connected.get("authorizationUrl").is_none(), "{connected}");
+    let listed = fake.log().into_iter().any(|(line, authorization)| {
+        line == "POST /mcp" && authorization.as_deref() == Some(&format!("Bearer {ACCESS_TOKEN}"))
+    });
+    assert!(listed, "the MCP requests carry the token: {:?}", fake.log());
+
+    // The same redirect again is refused: it was used.
+    let (status, page) = http(&host, "GET", &back, None, None);
+    assert_eq!(status, 400, "{page}");
+
+    // The tokens are in a private file of a private directory, never in the log.
+    let tokens = data.join("mcp-tokens");
+    let files: Vec<_> = std::fs::read_dir(&tokens).expect("mcp-tokens").flatten().collect();
+    assert_eq!(files.len(), 1, "{files:?}");
+    let saved = std::fs::read_to_string(files[0].path()).expect("the token file");
+    assert!(saved.contains(ACCESS_TOKEN), "the file holds the token");
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::PermissionsExt as _;
+        let mode = |path: &std::path::Path| {
+            std::fs::metadata(path).expect("metadata").permissions().mode() & 0o777
+        };
+        assert_eq!(mode(&tokens), 0o700);
+        assert_eq!(mode(&files[0].path()), 0o600);
+    }
+    let stderr = stop(served);
+    assert!(!stderr.contains(ACCESS_TOKEN) && !stderr.contains("refresh-token-1"), "{stderr}");
+    assert!(stderr.contains("needs authorization"), "{stderr}");
+}
+
+#[test]
+fn rein_run_prints_the_url_and_takes_the_redirect_on_a_loopback_port() {
+    use std::process::{Command, Stdio};
+
+    let fake = OAuthServer::start();
+    let dir = tempfile::tempdir().expect("temp dir");
+    let config = json!({
+        "llm_models": [{"value": "scripted", "endpoint": "http://127.0.0.1:9/v1", "stream": false}],
+        "llm_model": "scripted",
+        "mcpServers": {"secure": {"url": fake.url()}},
+    });
+    let config = write_json(dir.path(), "config.json", &config);
+    let data = dir.path().join("data");
+    let mut child = Command::new(env!("CARGO_BIN_EXE_rein"))
+        .args(["run", "--config", &config, "--data-dir", data.to_str().expect("utf-8"), "hi"])
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("spawn rein run");
+    let mut stderr = BufReader::new(child.stderr.take().expect("stderr"));
+    let mut printed = String::new();
+    let url = loop {
+        let mut line = String::new();
+        assert!(stderr.read_line(&mut line).expect("stderr") > 0, "no URL: {printed}");
+        printed.push_str(&line);
+        if let Some(url) = line.split_whitespace().find(|word| word.contains("/authorize?")) {
+            break url.to_owned();
+        }
+    };
+    assert!(printed.contains("MCP server `secure` needs authorization"), "{printed}");
+    let redirect = query(&url, "redirect_uri").expect("a redirect_uri");
+    let loopback = redirect
+        .strip_prefix("http://")
+        .and_then(|rest| rest.strip_suffix("/callback"))
+        .unwrap_or_else(|| panic!("a loopback redirect: {redirect}"));
+    assert!(loopback.starts_with("127.0.0.1:"), "{redirect}");
+    let state = query(&url, "state").expect("a state");
+    let (status, page) =
+        http(loopback, "GET", &format!("/callback?code=the-code&state={state}"), None, None);
+    assert_eq!(status, 200, "{page}");
+    // The turn then fails (no model answers), after the server connected with its token.
+    let finished = child.wait().expect("rein run ends");
+    let mut rest = String::new();
+    let _ = std::io::Read::read_to_string(&mut stderr, &mut rest);
+    assert!(!finished.success(), "{rest}");
+    assert!(!rest.contains("not reachable"), "{rest}");
+    assert!(!printed.contains(ACCESS_TOKEN) && !rest.contains(ACCESS_TOKEN), "{rest}");
+    let tokens: Vec<_> =
+        std::fs::read_dir(data.join("mcp-tokens")).expect("mcp-tokens").flatten().collect();
+    assert_eq!(tokens.len(), 1, "{tokens:?}");
+    let listed = fake.log().into_iter().any(|(line, authorization)| {
+        line == "POST /mcp" && authorization.as_deref() == Some(&format!("Bearer {ACCESS_TOKEN}"))
+    });
+    assert!(listed, "the MCP requests carry the token: {:?}", fake.log());
+}
