@@ -11,7 +11,10 @@
 //! | `2026-07-28` | 0.2.0-alpha.12 | `list --client --requirements 2026-07-28`, required and extension scenarios | 2026-07-28 (`--spec-version`) |
 //!
 //! A scenario passes when the runner exits 0 (every check a success, no warning, the client
-//! exited 0). The task prints a pass count per set and exits non-zero when any scenario failed.
+//! exited 0). A scenario that fails is run once more; one that passes only then is marked
+//! `PASS*` and named at the end (the suite's `sse-retry` times a reconnect and races on a busy
+//! machine). The task prints a pass count per set and exits non-zero when any scenario failed
+//! twice. CI runs it (`.ci/run`).
 //! Logs and the runner's checks are under `target/conformance/<set>/`.
 
 use std::{
@@ -69,6 +72,7 @@ pub(crate) fn run(args: &[String]) -> anyhow::Result<()> {
     let root = crate::project_root().join("target").join("conformance");
     let mut summary = Vec::new();
     let mut failures = Vec::new();
+    let mut retried = Vec::new();
     for set in SETS {
         if only_set.as_deref().is_some_and(|revision| revision != set.revision) {
             continue;
@@ -91,8 +95,20 @@ pub(crate) fn run(args: &[String]) -> anyhow::Result<()> {
         let mut passed = 0;
         for scenario in &scenarios {
             let started = Instant::now();
-            let outcome = run_scenario(&node, &runner, set, &client, scenario, &out_dir)?;
+            let mut outcome = run_scenario(&node, &runner, set, &client, scenario, &out_dir)?;
+            let mut second_try = false;
+            if !matches!(outcome, Outcome::Pass) {
+                // One more run, reported as such: a scenario that passes only then is named in
+                // the summary, never counted silently.
+                second_try = true;
+                outcome = run_scenario(&node, &runner, set, &client, scenario, &out_dir)?;
+            }
             let verdict = match outcome {
+                Outcome::Pass if second_try => {
+                    passed += 1;
+                    retried.push(format!("{} {scenario}", set.revision));
+                    "PASS*"
+                }
                 Outcome::Pass => {
                     passed += 1;
                     "PASS"
@@ -113,6 +129,9 @@ pub(crate) fn run(args: &[String]) -> anyhow::Result<()> {
     }
     anyhow::ensure!(!summary.is_empty(), "no requirement set matched");
     println!("conformance: {} (logs in {})", summary.join(", "), root.display());
+    if !retried.is_empty() {
+        println!("passed on a second run (PASS*): {}", retried.join(", "));
+    }
     anyhow::ensure!(failures.is_empty(), "failed scenarios: {}", failures.join(", "));
     Ok(())
 }

@@ -9,18 +9,22 @@
 //! The person in the browser is played by [`Headless`]: it opens the authorization URL without
 //! following the redirect and hands back the `Location` (the suite's authorization server
 //! approves at once). The context's `client_id` / `client_secret` become the server's `oauth`
-//! key, as a person would configure a pre-registered client.
+//! key, as a person would configure a pre-registered client; so do its `private_key_pem` (a
+//! key file, `private_key_jwt`) and its `idp_*` identity provider (cross-app access, with the
+//! ID token in a variable).
 
 use std::time::Duration;
 
 use rein_mcp::{
     AuthorizationPrompt, AuthorizeFlow, Authorizer, ClientOptions, ElicitFlow, ElicitationAnswer,
-    ElicitationRequest, Elicitor, HttpServer, McpToolSource, OAuthConfig, OAuthGrant,
+    ElicitationRequest, Elicitor, HttpServer, IdpConfig, McpToolSource, OAuthConfig, OAuthGrant,
 };
 use rein_protocol::{CancellationToken, JsonObject};
 
 /// Where the secret of a pre-registered client is passed (the `oauth.client_secret_env`).
 const SECRET_ENV: &str = "REIN_CONFORMANCE_CLIENT_SECRET";
+/// Where the person's enterprise ID token is passed (the `oauth.idp.id_token_env`).
+const ID_TOKEN_ENV: &str = "REIN_CONFORMANCE_ID_TOKEN";
 /// The client ID metadata document URL the suite expects.
 const CLIENT_METADATA_URL: &str = "https://conformance-test.local/client-metadata.json";
 
@@ -70,13 +74,19 @@ fn main() -> anyhow::Result<()> {
         .ok()
         .and_then(|text| serde_json::from_str(&text).ok())
         .unwrap_or_default();
-    // A secret is configured as the name of a variable: run again with it set.
-    if let Some(secret) = context["client_secret"].as_str()
+    // A secret (or an ID token) is configured as the name of a variable: run again with it set.
+    let secrets: Vec<(&str, &str)> =
+        [(SECRET_ENV, "client_secret"), (ID_TOKEN_ENV, "idp_id_token")]
+            .into_iter()
+            .filter_map(|(variable, key)| Some((variable, context[key].as_str()?)))
+            .collect();
+    if !secrets.is_empty()
         && std::env::var_os(SECRET_ENV).is_none()
+        && std::env::var_os(ID_TOKEN_ENV).is_none()
     {
         let status = std::process::Command::new(std::env::current_exe()?)
             .arg(&url)
-            .env(SECRET_ENV, secret)
+            .envs(secrets)
             .status()?;
         std::process::exit(status.code().unwrap_or(1));
     }
@@ -98,18 +108,55 @@ fn main() -> anyhow::Result<()> {
 async fn run(url: String, context: serde_json::Value) -> anyhow::Result<()> {
     let scenario = std::env::var("MCP_CONFORMANCE_SCENARIO").unwrap_or_default();
     eprintln!("scenario `{scenario}` against {url}");
+    // A private key is configured as a file: a temporary one for this run, removed after.
+    let key_file = match context["private_key_pem"].as_str() {
+        Some(pem) => {
+            let path = std::env::temp_dir()
+                .join(format!("rein-conformance-key-{}.pem", std::process::id()));
+            std::fs::write(&path, pem)?;
+            Some(path)
+        }
+        None => None,
+    };
+    let idp = context["idp_issuer"].as_str().map(|issuer| IdpConfig {
+        issuer: issuer.to_owned(),
+        token_endpoint: context["idp_token_endpoint"].as_str().unwrap_or_default().to_owned(),
+        client_id: context["idp_client_id"].as_str().unwrap_or_default().to_owned(),
+        client_secret_env: None,
+        id_token_env: ID_TOKEN_ENV.to_owned(),
+    });
     let oauth = OAuthConfig {
         client_id: context["client_id"].as_str().map(str::to_owned),
         client_secret_env: context["client_secret"].as_str().map(|_| SECRET_ENV.to_owned()),
         client_metadata_url: Some(CLIENT_METADATA_URL.into()),
-        // The client-credentials scenarios configure rein as a service would be.
+        // The client-credentials and cross-app scenarios configure rein as a service would be.
         grant: if scenario.starts_with("auth/client-credentials") {
             OAuthGrant::ClientCredentials
+        } else if idp.is_some() {
+            OAuthGrant::CrossAppAccess
         } else {
             OAuthGrant::AuthorizationCode
         },
+        private_key_file: key_file.clone(),
+        signing_algorithm: context["signing_algorithm"]
+            .as_str()
+            .map(|name| serde_json::from_value(name.into()))
+            .transpose()?,
+        idp,
         ..OAuthConfig::default()
     };
+    let outcome = connect_and_call(url, context, oauth).await;
+    if let Some(path) = key_file {
+        let _ = std::fs::remove_file(path);
+    }
+    outcome
+}
+
+async fn connect_and_call(
+    url: String,
+    context: serde_json::Value,
+    oauth: OAuthConfig,
+) -> anyhow::Result<()> {
     let options = ClientOptions {
         call_timeout: Duration::from_secs(20),
         authorizer: Some(Authorizer(std::sync::Arc::new(Headless))),

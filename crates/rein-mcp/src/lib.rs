@@ -22,6 +22,7 @@
 
 #![warn(missing_docs, unreachable_pub)]
 
+mod client_assertion;
 mod config;
 mod connect;
 mod elicit;
@@ -36,6 +37,7 @@ mod servers;
 mod source;
 
 pub use crate::{
+    client_assertion::SigningAlgorithm,
     config::{
         ClientOptions, DEFAULT_CALL_TIMEOUT, HttpServer, McpServerConfig, McpServers,
         ReconnectPolicy, ServerTransport, StdioServer,
@@ -45,8 +47,8 @@ pub use crate::{
     error::McpError,
     naming::{RENAME_SEPARATOR, SharedToolName},
     oauth::{
-        AuthorizationPrompt, AuthorizeFlow, Authorizer, CallbackAuthorizer, LoopbackAuthorizer,
-        MAX_AUTHORIZATIONS, OAuthConfig, OAuthGrant, TokenStore,
+        AuthorizationPrompt, AuthorizeFlow, Authorizer, CallbackAuthorizer, IdpConfig,
+        LoopbackAuthorizer, MAX_AUTHORIZATIONS, OAuthConfig, OAuthGrant, TokenStore,
     },
     result::{EMPTY_ERROR_TEXT, EMPTY_RESULT_TEXT, call_result_to_output, tool_to_spec},
     schema::openai_parameters,

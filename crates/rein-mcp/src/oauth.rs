@@ -7,7 +7,9 @@
 //! 1. **Discovery** from the challenge's `resource_metadata` (else the well-known
 //!    protected-resource URLs, then the older spec's authorization-server metadata on the
 //!    server's origin and its `/authorize` / `/token` / `/register` defaults), with the
-//!    `resource` and `issuer` checks rmcp makes.
+//!    `resource` and `issuer` checks rmcp makes, but for one the 2025-03-26 spec allows:
+//!    metadata on the server's origin may name an issuer elsewhere on that origin
+//!    (`legacy_issuer_accepted`).
 //! 2. **Registration**, in this order: the configured `client_id` (pre-registered, with the
 //!    secret read from `client_secret_env`), else the client ID metadata document
 //!    (`client_metadata_url`) when the authorization server supports it, else dynamic
@@ -17,6 +19,13 @@
 //! 4. **Authorization code with PKCE**: the [`Authorizer`] shows the URL to the person and
 //!    returns the redirect it came back with; the code is exchanged (the `iss` of the redirect
 //!    checked) and the tokens saved in the [`TokenStore`].
+//!
+//! Two grants need no person (`oauth.grant`): **client credentials** (SEP-1046), with the
+//! secret of `client_secret_env` (rmcp's request) or a `private_key_jwt` assertion signed with
+//! `private_key_file` (rein's own request, `src/client_assertion.rs`); and **cross-app access**
+//! (SEP-990), where the ID token of `oauth.idp` is exchanged at the identity provider for an
+//! identity assertion (RFC 8693) and that at the authorization server for the token (RFC 7523,
+//! rmcp's `enterprise` exchange). Their tokens go to the same store.
 //!
 //! A request is authorized at most [`MAX_AUTHORIZATIONS`] times (a server that keeps asking for
 //! more scope is refused after that). Tokens are refreshed by rmcp shortly before they expire.
@@ -28,10 +37,17 @@ use std::{
 };
 
 use rmcp::transport::auth::{
-    AuthError, AuthorizationManager, AuthorizationRequest, ClientCredentialsConfig,
-    CredentialStore, OAuthState, StoredCredentials,
+    AuthError, AuthorizationManager, AuthorizationMetadata, AuthorizationRequest,
+    AuthorizationSession, ClientCredentialsConfig, CredentialStore, InMemoryCredentialStore,
+    OAuthState, OAuthTokenResponse, StoredCredentials, default_oauth_http_client,
+    enterprise::{
+        EmaAuthorizationServer, EmaClientAssertion, EmaClientAssertionProvider,
+        EmaClientAuthentication, EmaExchangeRequest,
+    },
 };
 use serde::{Deserialize, Serialize};
+
+use crate::client_assertion::SigningAlgorithm;
 
 /// How many times one request may send the person to authorize (scope step-up included): with
 /// the first authorization of the connection, at most three in a row.
@@ -56,9 +72,47 @@ pub struct OAuthConfig {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub client_metadata_url: Option<String>,
     /// `client_credentials`: rein authenticates as itself (no person, no browser) with
-    /// `client_id` and the secret of `client_secret_env`; default `authorization_code`.
+    /// `client_id` and the secret of `client_secret_env` (or the key of `private_key_file`);
+    /// `cross_app_access`: rein trades the person's enterprise ID token (see `idp`) for an
+    /// access token, with no browser; default `authorization_code`.
     #[serde(default, skip_serializing_if = "OAuthGrant::is_default")]
     pub grant: OAuthGrant,
+    /// A PEM private key file (PKCS#8, or PKCS#1 for RSA, SEC1 for EC): with
+    /// `grant = "client_credentials"` (or `"cross_app_access"`, at the authorization server),
+    /// rein authenticates with a signed JWT assertion (`private_key_jwt`, RFC 7523) instead of
+    /// the secret of `client_secret_env`. The key stays in the file; it is read when a token is
+    /// needed.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub private_key_file: Option<PathBuf>,
+    /// The algorithm the assertion of `private_key_file` is signed with; default `RS256`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub signing_algorithm: Option<SigningAlgorithm>,
+    /// The enterprise identity provider of `grant = "cross_app_access"`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub idp: Option<IdpConfig>,
+}
+
+/// `oauth.idp`: the enterprise identity provider that vouches for the person in the cross-app
+/// access grant (SEP-990). rein sends it the person's ID token (RFC 8693 token exchange) for an
+/// identity assertion grant (ID-JAG) naming the MCP server's authorization server, and hands
+/// that to the authorization server (RFC 7523 JWT bearer grant) with its own `client_id` and
+/// `client_secret_env` for the access token.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct IdpConfig {
+    /// The identity provider's issuer identifier (the ID-JAG's `iss`).
+    pub issuer: String,
+    /// Its token endpoint, where the token exchange goes.
+    pub token_endpoint: String,
+    /// rein's client ID at the identity provider.
+    pub client_id: String,
+    /// The environment variable holding that client's secret; without it rein is a public
+    /// client there.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub client_secret_env: Option<String>,
+    /// The environment variable holding the person's ID token from the identity provider (the
+    /// single sign-on that is not rein's to run); read when a token is needed.
+    pub id_token_env: String,
 }
 
 /// How rein obtains a token: a person authorizes, or the client authenticates as itself.
@@ -69,8 +123,11 @@ pub enum OAuthGrant {
     /// The authorization-code flow with PKCE, through the [`Authorizer`].
     #[default]
     AuthorizationCode,
-    /// The client-credentials flow (SEP-1046), with a client secret.
+    /// The client-credentials flow (SEP-1046), with a client secret or a signed assertion.
     ClientCredentials,
+    /// Cross-app access (SEP-990, enterprise-managed authorization): the person's ID token
+    /// from `oauth.idp` is exchanged for an identity assertion, and that for the access token.
+    CrossAppAccess,
 }
 
 impl OAuthGrant {
@@ -432,6 +489,151 @@ fn fnv1a(bytes: &[u8]) -> u64 {
     })
 }
 
+/// The value of the environment variable `variable` (named by config key `key`).
+fn secret_from(variable: &str, key: &str) -> Result<String, String> {
+    std::env::var(variable).map_err(|_| format!("`{variable}` (`{key}`) is not set"))
+}
+
+fn unix_now() -> u64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|elapsed| elapsed.as_secs())
+        .unwrap_or(0)
+}
+
+/// `scheme://host[:port]` of a URL, lowercased (`None` when it has no host).
+fn origin_of(url: &str) -> Option<String> {
+    let (scheme, rest) = url.split_once("://")?;
+    let authority = rest.split(['/', '?', '#']).next().unwrap_or("");
+    let host = authority.rsplit_once('@').map_or(authority, |(_, host)| host);
+    (!host.is_empty()).then(|| format!("{scheme}://{host}").to_ascii_lowercase())
+}
+
+/// Whether an authorization server whose metadata, fetched at `expected_issuer`'s well-known
+/// URL, names `received_issuer` may still be used for the server at `server_url`.
+///
+/// RFC 8414 wants the two equal, and so does every spec since 2025-06-18. The 2025-03-26 spec
+/// has no protected-resource metadata: the authorization server is the MCP server's origin
+/// ("discard any existing path component"), its metadata at that origin's
+/// `/.well-known/oauth-authorization-server`, with no word on `issuer`. So this accepts the
+/// mismatch only when the metadata was fetched at the server's own origin and the issuer it
+/// names is on that same origin (`https://mcp.example/oauth` for `https://mcp.example/mcp`): the
+/// same party, so no mix-up. Another origin stays refused.
+fn legacy_issuer_accepted(server_url: &str, expected_issuer: &str, received_issuer: &str) -> bool {
+    let Some(origin) = origin_of(server_url) else {
+        return false;
+    };
+    expected_issuer.trim_end_matches('/').to_ascii_lowercase() == origin
+        && origin_of(received_issuer).as_deref() == Some(origin.as_str())
+}
+
+/// The authorization server metadata at the root well-known URL of `origin`, whose issuer
+/// [`legacy_issuer_accepted`] allowed (it must still name `issuer`).
+async fn origin_metadata(origin: &str, issuer: &str) -> Result<AuthorizationMetadata, String> {
+    let url = format!("{}/.well-known/oauth-authorization-server", origin.trim_end_matches('/'));
+    let fail = |error: &dyn std::fmt::Display| format!("{url}: {error}");
+    let http = reqwest::Client::builder()
+        .redirect(reqwest::redirect::Policy::none())
+        .timeout(std::time::Duration::from_secs(30))
+        .build()
+        .map_err(|error| fail(&error))?;
+    let response = http.get(&url).send().await.map_err(|error| fail(&error))?;
+    if !response.status().is_success() {
+        return Err(fail(&response.status()));
+    }
+    let body = response.bytes().await.map_err(|error| fail(&error))?;
+    let metadata: AuthorizationMetadata =
+        serde_json::from_slice(&body).map_err(|error| fail(&error))?;
+    if metadata.issuer.as_deref() != Some(issuer) {
+        return Err(fail(&"the metadata changed while it was read"));
+    }
+    Ok(metadata)
+}
+
+/// The PEM private key of `oauth.private_key_file`.
+fn read_key(path: &Path) -> Result<Vec<u8>, String> {
+    std::fs::read(path)
+        .map_err(|error| format!("`{}` (`oauth.private_key_file`): {error}", path.display()))
+}
+
+/// Signs a fresh assertion for each request of the cross-app access exchange that
+/// authenticates with `oauth.private_key_file`.
+struct KeyFileAssertions {
+    key: Vec<u8>,
+    algorithm: SigningAlgorithm,
+}
+
+#[async_trait::async_trait]
+impl EmaClientAssertionProvider for KeyFileAssertions {
+    async fn create_assertion(
+        &self,
+        server: &EmaAuthorizationServer,
+    ) -> Result<EmaClientAssertion, Box<dyn std::error::Error + Send + Sync>> {
+        let assertion = crate::client_assertion::sign(
+            &server.client_id,
+            &server.issuer,
+            &self.key,
+            self.algorithm,
+            unix_now(),
+        )?;
+        Ok(EmaClientAssertion::new(assertion))
+    }
+}
+
+/// Whether a token endpoint may be sent client credentials: HTTPS, or plain HTTP on loopback
+/// for a server on loopback (a local development setup, as rmcp allows).
+fn token_endpoint_allowed(server_url: &str, token_endpoint: &str) -> bool {
+    let loopback = |url: &str| {
+        let Some(origin) = origin_of(url) else {
+            return false;
+        };
+        let host = origin.split_once("://").map_or("", |(_, host)| host);
+        let host = match host.strip_prefix('[') {
+            Some(v6) => v6.split(']').next().unwrap_or(""),
+            None => host.split(':').next().unwrap_or(""),
+        };
+        host == "localhost" || host.parse::<std::net::IpAddr>().is_ok_and(|ip| ip.is_loopback())
+    };
+    token_endpoint.to_ascii_lowercase().starts_with("https://")
+        || (token_endpoint.to_ascii_lowercase().starts_with("http://")
+            && loopback(server_url)
+            && loopback(token_endpoint))
+}
+
+/// POSTs the form `pairs` to a token endpoint and returns its JSON answer; an OAuth error
+/// answer becomes its `error` code and description.
+async fn token_request(
+    endpoint: &str,
+    pairs: &[(&str, &str)],
+) -> Result<serde_json::Value, String> {
+    let fail = |error: &dyn std::fmt::Display| format!("token request to {endpoint}: {error}");
+    let http = reqwest::Client::builder()
+        .redirect(reqwest::redirect::Policy::none())
+        .timeout(std::time::Duration::from_secs(30))
+        .build()
+        .map_err(|error| fail(&error))?;
+    let response = http
+        .post(endpoint)
+        .header(http::header::CONTENT_TYPE, "application/x-www-form-urlencoded")
+        .header(http::header::ACCEPT, "application/json")
+        .body(crate::client_assertion::form_encode(pairs))
+        .send()
+        .await
+        .map_err(|error| fail(&error))?;
+    let status = response.status();
+    let body = response.bytes().await.map_err(|error| fail(&error))?;
+    let json: serde_json::Value = serde_json::from_slice(&body).unwrap_or_default();
+    if !status.is_success() {
+        let code = json["error"].as_str().unwrap_or("no OAuth error code");
+        let description = json["error_description"].as_str().unwrap_or("");
+        return Err(fail(&format!("{status}: {code} {description}").trim_end()));
+    }
+    if !json.is_object() {
+        return Err(fail(&"the answer is not a JSON object"));
+    }
+    Ok(json)
+}
+
 /// What the host gives every server's OAuth: its name, authorizer and token directory.
 pub(crate) struct OAuthHost<'a> {
     pub(crate) client_name: &'a str,
@@ -496,8 +698,8 @@ impl OAuthSession {
             && let Some(store) = &self.store
             && store.read().ok().flatten().is_some_and(|stored| stored.token_response.is_some())
         {
-            match self.manager_with_store().await {
-                Ok(mut loaded) => match loaded.initialize_from_store().await {
+            match self.manager_with_metadata(None).await {
+                Ok((mut loaded, _)) => match loaded.initialize_from_store().await {
                     Ok(true) => *manager = Some(loaded),
                     Ok(false) => {}
                     Err(error) => {
@@ -527,6 +729,33 @@ impl OAuthSession {
         Ok(manager)
     }
 
+    /// A manager with the authorization server's metadata discovered (from the challenge's
+    /// `resource_metadata` when there is one), accepting what the 2025-03-26 spec allows for
+    /// metadata on the server's own origin (see [`legacy_issuer_accepted`]).
+    async fn manager_with_metadata(
+        &self,
+        www_authenticate: Option<&str>,
+    ) -> Result<(AuthorizationManager, AuthorizationMetadata), String> {
+        let mut manager = self.manager_with_store().await.map_err(|error| error.to_string())?;
+        let metadata = match manager.resolve_metadata_from_challenge(www_authenticate).await {
+            Ok(resolution) => resolution.metadata,
+            Err(AuthError::AuthorizationServerMismatch { expected_issuer, received_issuer })
+                if legacy_issuer_accepted(&self.url, &expected_issuer, &received_issuer) =>
+            {
+                tracing::info!(
+                    server = %self.server,
+                    issuer = %received_issuer,
+                    "authorization server metadata on the server's origin names an issuer on \
+                     that origin (2025-03-26 discovery)"
+                );
+                origin_metadata(&expected_issuer, &received_issuer).await?
+            }
+            Err(error) => return Err(error.to_string()),
+        };
+        manager.set_metadata(metadata.clone());
+        Ok((manager, metadata))
+    }
+
     /// Runs one authorization for the challenge `www_authenticate` (the header of a 401 or of a
     /// 403 `insufficient_scope`) and returns the new access token. `None` when there is no
     /// authorizer (the server then stays failed with the 401) or the authorization failed.
@@ -537,8 +766,8 @@ impl OAuthSession {
         www_authenticate: &str,
         sent: Option<&str>,
     ) -> Option<String> {
-        let client_credentials = self.config.grant == OAuthGrant::ClientCredentials;
-        if !client_credentials && self.authorizer.is_none() {
+        let unattended = self.config.grant != OAuthGrant::AuthorizationCode;
+        if !unattended && self.authorizer.is_none() {
             return None;
         }
         let _one_at_a_time = self.authorizing.lock().await;
@@ -552,10 +781,11 @@ impl OAuthSession {
         {
             return Some(current);
         }
-        let run = match &self.authorizer {
-            _ if client_credentials => self.run_client_credentials().await,
-            Some(authorizer) => self.run_authorization(authorizer, www_authenticate).await,
-            None => return None,
+        let run = match (self.config.grant, &self.authorizer) {
+            (OAuthGrant::ClientCredentials, _) => self.run_client_credentials().await,
+            (OAuthGrant::CrossAppAccess, _) => self.run_cross_app_access(www_authenticate).await,
+            (_, Some(authorizer)) => self.run_authorization(authorizer, www_authenticate).await,
+            (_, None) => return None,
         };
         match run {
             Ok(token) => Some(token),
@@ -566,29 +796,205 @@ impl OAuthSession {
         }
     }
 
-    /// The client-credentials grant: no person involved.
+    /// The client-credentials grant: no person involved. The client authenticates with the
+    /// secret of `client_secret_env`, or with an assertion signed by `private_key_file`.
     async fn run_client_credentials(&self) -> Result<String, String> {
         let client_id = self.config.client_id.clone().ok_or_else(|| {
             "`oauth.grant = client_credentials` needs `oauth.client_id`".to_owned()
         })?;
-        let variable = self.config.client_secret_env.as_deref().ok_or_else(|| {
-            "`oauth.grant = client_credentials` needs `oauth.client_secret_env`".to_owned()
-        })?;
-        let client_secret = std::env::var(variable)
-            .map_err(|_| format!("`{variable}` (`oauth.client_secret_env`) is not set"))?;
-        let manager = self.manager_with_store().await.map_err(|error| error.to_string())?;
-        let mut state = OAuthState::Unauthorized(manager);
+        let variable = match (&self.config.private_key_file, &self.config.client_secret_env) {
+            (Some(_), Some(_)) => {
+                return Err("`oauth.private_key_file` and `oauth.client_secret_env` are both \
+                            set; give one"
+                    .to_owned());
+            }
+            (Some(path), None) => return self.run_client_credentials_jwt(client_id, path).await,
+            (None, Some(variable)) => variable,
+            (None, None) => {
+                return Err("`oauth.grant = client_credentials` needs `oauth.client_secret_env` \
+                            or `oauth.private_key_file`"
+                    .to_owned());
+            }
+        };
         let config = ClientCredentialsConfig::ClientSecret {
             client_id,
-            client_secret,
+            client_secret: secret_from(variable, "oauth.client_secret_env")?,
             scopes: self.config.scopes.clone(),
             // RFC 8707: the token is for this server.
             resource: Some(self.url.clone()),
         };
+        let manager = self.manager_with_store().await.map_err(|error| error.to_string())?;
+        let mut state = OAuthState::Unauthorized(manager);
         state.authenticate_client_credentials(config).await.map_err(|error| error.to_string())?;
         let manager = state
             .into_authorization_manager()
             .ok_or_else(|| "the client-credentials grant did not complete".to_owned())?;
+        let token = manager.get_access_token().await.map_err(|error| error.to_string())?;
+        *self.manager.lock().await = Some(manager);
+        Ok(token)
+    }
+
+    /// Cross-app access (SEP-990): the person's ID token from `oauth.idp` becomes an identity
+    /// assertion grant at the identity provider (RFC 8693), which the server's authorization
+    /// server trades for the access token (RFC 7523), authenticating rein's `client_id` with
+    /// the secret of `client_secret_env` (HTTP Basic) or an assertion signed with
+    /// `private_key_file`. No browser, no refresh token: when the token expires the exchange
+    /// runs again with the ID token then in the variable.
+    async fn run_cross_app_access(&self, www_authenticate: &str) -> Result<String, String> {
+        let idp = self
+            .config
+            .idp
+            .as_ref()
+            .ok_or_else(|| "`oauth.grant = cross_app_access` needs `oauth.idp`".to_owned())?;
+        let client_id =
+            self.config.client_id.clone().ok_or_else(|| {
+                "`oauth.grant = cross_app_access` needs `oauth.client_id`".to_owned()
+            })?;
+        let id_token = secret_from(&idp.id_token_env, "oauth.idp.id_token_env")?;
+        let challenge = Some(www_authenticate).filter(|header| !header.trim().is_empty());
+        let (manager, metadata) = self.manager_with_metadata(challenge).await?;
+        let issuer = metadata.issuer.clone().ok_or_else(|| {
+            "the authorization server's metadata has no `issuer` (the identity assertion's \
+             audience)"
+                .to_owned()
+        })?;
+        let client_auth = |variable: Option<&String>, key: &str| -> Result<_, String> {
+            Ok(match variable {
+                Some(variable) => EmaClientAuthentication::ClientSecretBasic(
+                    oauth2::ClientSecret::new(secret_from(variable, key)?),
+                ),
+                None => EmaClientAuthentication::None,
+            })
+        };
+        let idp_server =
+            EmaAuthorizationServer::new(&idp.issuer, &idp.token_endpoint, &idp.client_id)
+                .with_client_authentication(client_auth(
+                    idp.client_secret_env.as_ref(),
+                    "oauth.idp.client_secret_env",
+                )?);
+        let resource_auth = match &self.config.private_key_file {
+            Some(path) => EmaClientAuthentication::JwtAssertion(Arc::new(KeyFileAssertions {
+                key: read_key(path)?,
+                algorithm: self.config.signing_algorithm.unwrap_or_default(),
+            })),
+            None => client_auth(self.config.client_secret_env.as_ref(), "oauth.client_secret_env")?,
+        };
+        let resource_server =
+            EmaAuthorizationServer::new(&issuer, &metadata.token_endpoint, &client_id)
+                .with_client_authentication(resource_auth);
+        let http = default_oauth_http_client().map_err(|error| error.to_string())?;
+        let token = EmaExchangeRequest::new_with_id_token(
+            idp_server,
+            resource_server,
+            &self.url,
+            &id_token,
+        )
+        .with_scopes(self.config.scopes.iter().cloned())
+        .exchange(&http, &http)
+        .await
+        .map_err(|error| format!("cross-app access: {error}"))?;
+        let mut response = serde_json::json!({
+            "access_token": token.access_token.secret(),
+            "token_type": "Bearer",
+        });
+        if let Some(lifetime) = token.expires_in {
+            response["expires_in"] = lifetime.as_secs().into();
+        }
+        let mut scopes: Vec<String> = token.scopes.into_iter().collect();
+        scopes.sort_unstable();
+        if !scopes.is_empty() {
+            response["scope"] = scopes.join(" ").into();
+        }
+        self.install_token(manager, &client_id, response, Some(issuer)).await
+    }
+
+    /// The client-credentials grant with a `private_key_jwt` assertion signed by the key in
+    /// `path` (rein's own request: rmcp's is not `Send`, see Cargo.toml).
+    async fn run_client_credentials_jwt(
+        &self,
+        client_id: String,
+        path: &Path,
+    ) -> Result<String, String> {
+        let key = read_key(path)?;
+        let algorithm = self.config.signing_algorithm.unwrap_or_default();
+        let (manager, metadata) = self.manager_with_metadata(None).await?;
+        let advertised = |field: &str| -> Option<Vec<String>> {
+            let values = metadata.additional_fields.get(field)?.as_array()?;
+            Some(values.iter().filter_map(|v| v.as_str().map(str::to_owned)).collect())
+        };
+        if let Some(methods) = advertised("token_endpoint_auth_methods_supported")
+            && !methods.iter().any(|method| method == "private_key_jwt")
+        {
+            return Err(format!(
+                "the authorization server does not take `private_key_jwt` (only {methods:?})"
+            ));
+        }
+        if let Some(algorithms) = advertised("token_endpoint_auth_signing_alg_values_supported")
+            && !algorithms.iter().any(|name| name == algorithm.name())
+        {
+            return Err(format!(
+                "the authorization server does not take {} assertions (only {algorithms:?}): \
+                 set `oauth.signing_algorithm`",
+                algorithm.name()
+            ));
+        }
+        let issuer = metadata.issuer.clone().ok_or_else(|| {
+            "the authorization server's metadata has no `issuer` (the assertion's audience)"
+                .to_owned()
+        })?;
+        if !token_endpoint_allowed(&self.url, &metadata.token_endpoint) {
+            return Err(format!(
+                "the token endpoint `{}` is not HTTPS (nor loopback for a loopback server)",
+                metadata.token_endpoint
+            ));
+        }
+        let assertion =
+            crate::client_assertion::sign(&client_id, &issuer, &key, algorithm, unix_now())?;
+        let scope = self.config.scopes.join(" ");
+        // RFC 7523 section 3: the client is the assertion's `sub`, so no `client_id` here;
+        // RFC 8707: the token is for this server.
+        let mut form = vec![
+            ("grant_type", "client_credentials"),
+            ("client_assertion_type", crate::client_assertion::JWT_BEARER_ASSERTION),
+            ("client_assertion", assertion.as_str()),
+            ("resource", self.url.as_str()),
+        ];
+        if !scope.is_empty() {
+            form.push(("scope", scope.as_str()));
+        }
+        let response = token_request(&metadata.token_endpoint, &form).await?;
+        self.install_token(manager, &client_id, response, Some(issuer)).await
+    }
+
+    /// Keeps `response` (a token endpoint's JSON) as the credentials of `client_id` in the
+    /// server's store (or in memory), so that `manager` serves and refreshes it from there.
+    async fn install_token(
+        &self,
+        mut manager: AuthorizationManager,
+        client_id: &str,
+        response: serde_json::Value,
+        issuer: Option<String>,
+    ) -> Result<String, String> {
+        let scopes: Vec<String> = response["scope"]
+            .as_str()
+            .map(|scope| scope.split_whitespace().map(str::to_owned).collect())
+            .unwrap_or_else(|| self.config.scopes.clone());
+        let response: OAuthTokenResponse = serde_json::from_value(response)
+            .map_err(|error| format!("the token response is not valid: {error}"))?;
+        let credentials =
+            StoredCredentials::new(client_id.to_owned(), Some(response), scopes, Some(unix_now()))
+                .with_issuer(issuer);
+        let saved = match &self.store {
+            Some(store) => store.save(credentials).await,
+            None => {
+                let memory = InMemoryCredentialStore::new();
+                let saved = memory.save(credentials).await;
+                manager.set_credential_store(memory);
+                saved
+            }
+        };
+        saved.map_err(|error| error.to_string())?;
+        manager.configure_client_id(client_id).map_err(|error| error.to_string())?;
         let token = manager.get_access_token().await.map_err(|error| error.to_string())?;
         *self.manager.lock().await = Some(manager);
         Ok(token)
@@ -613,28 +1019,28 @@ impl OAuthSession {
                 unique.push(scope);
             }
         }
-        let manager = self.manager_with_store().await.map_err(|error| error.to_string())?;
-        let mut state = OAuthState::Unauthorized(manager);
+        let challenge = Some(www_authenticate).filter(|header| !header.trim().is_empty());
+        let (manager, _) = self.manager_with_metadata(challenge).await?;
         let mut request = AuthorizationRequest::new(authorizer.0.redirect_uri())
             .with_client_name(self.client_name.clone());
-        if !www_authenticate.trim().is_empty() {
-            request = request.with_challenge(www_authenticate);
-        }
         if !unique.is_empty() {
             request = request.with_scopes(unique);
         }
         if let Some(client_id) = &self.config.client_id {
             request = request.with_preregistered_client(client_id.clone());
             if let Some(variable) = &self.config.client_secret_env {
-                let secret = std::env::var(variable)
-                    .map_err(|_| format!("`{variable}` (`oauth.client_secret_env`) is not set"))?;
-                request = request.with_client_secret(secret);
+                request =
+                    request.with_client_secret(secret_from(variable, "oauth.client_secret_env")?);
             }
         }
         if let Some(url) = &self.config.client_metadata_url {
             request = request.with_client_metadata_url(url.clone());
         }
-        state.start_authorization(request).await.map_err(|error| error.to_string())?;
+        // What `OAuthState::start_authorization` does, on the metadata resolved above.
+        let session = AuthorizationSession::new(manager, request)
+            .await
+            .map_err(|(_, error)| error.to_string())?;
+        let mut state = OAuthState::Session(session);
         let url = state.get_authorization_url().await.map_err(|error| error.to_string())?;
         let prompt = AuthorizationPrompt { server: self.server.clone(), url };
         let redirect = authorizer.0.authorize(prompt).await?;
@@ -862,5 +1268,398 @@ mod tests {
             Some(OAuthConfig::default())
         );
         assert!(serde_json::from_value::<OAuthConfig>(serde_json::json!({"secret": "x"})).is_err());
+    }
+
+    #[test]
+    fn the_unattended_grants_take_a_key_file_or_an_identity_provider() {
+        let config: OAuthConfig = serde_json::from_value(serde_json::json!({
+            "client_id": "svc", "grant": "client_credentials",
+            "private_key_file": "/etc/rein/key.pem", "signing_algorithm": "ES256"
+        }))
+        .expect("valid");
+        assert_eq!(config.grant, OAuthGrant::ClientCredentials);
+        assert_eq!(config.private_key_file.as_deref(), Some(Path::new("/etc/rein/key.pem")));
+        assert_eq!(config.signing_algorithm, Some(SigningAlgorithm::ES256));
+        let config: OAuthConfig = serde_json::from_value(serde_json::json!({
+            "client_id": "rein", "client_secret_env": "AS_SECRET", "grant": "cross_app_access",
+            "idp": {
+                "issuer": "https://idp.example", "token_endpoint": "https://idp.example/token",
+                "client_id": "rein-at-idp", "id_token_env": "REIN_ID_TOKEN"
+            }
+        }))
+        .expect("valid");
+        assert_eq!(config.grant, OAuthGrant::CrossAppAccess);
+        let idp = config.idp.expect("an identity provider");
+        assert_eq!((idp.client_id.as_str(), idp.client_secret_env), ("rein-at-idp", None));
+        for wrong in [
+            serde_json::json!({"signing_algorithm": "HS256"}),
+            serde_json::json!({"idp": {"issuer": "https://idp.example"}}),
+            serde_json::json!({"idp": {
+                "issuer": "i", "token_endpoint": "t", "client_id": "c", "id_token_env": "E",
+                "id_token": "a token written into the config"
+            }}),
+        ] {
+            assert!(serde_json::from_value::<OAuthConfig>(wrong.clone()).is_err(), "{wrong}");
+        }
+    }
+
+    #[test]
+    fn the_older_spec_issuer_on_the_server_origin_is_accepted_and_no_other() {
+        let server = "http://localhost:4100/mcp";
+        // (metadata fetched for this issuer, the issuer it named, accepted?)
+        let cases = [
+            ("http://localhost:4100/", "http://localhost:4100/oauth", true),
+            ("http://localhost:4100", "http://LOCALHOST:4100/auth/v1", true),
+            // Another origin: a different party, a mix-up.
+            ("http://localhost:4100/", "https://as.example/oauth", false),
+            ("http://localhost:4100/", "http://localhost:4101/oauth", false),
+            ("http://localhost:4100/", "https://localhost:4100/oauth", false),
+            // Fetched at a path-inserted well-known URL (RFC 8414 proper): no leniency.
+            ("http://localhost:4100/mcp", "http://localhost:4100/oauth", false),
+            // Metadata of another origin than the server's.
+            ("https://as.example/", "https://as.example/oauth", false),
+            ("http://localhost:4100/", "not a url", false),
+        ];
+        for (expected, received, accepted) in cases {
+            assert_eq!(
+                legacy_issuer_accepted(server, expected, received),
+                accepted,
+                "{expected} -> {received}"
+            );
+        }
+        assert!(!legacy_issuer_accepted("not a url", "x", "y"));
+    }
+
+    #[test]
+    fn credentials_go_to_https_token_endpoints_or_loopback_ones() {
+        let loopback = "http://127.0.0.1:9000/mcp";
+        assert!(token_endpoint_allowed("https://mcp.example/mcp", "https://as.example/token"));
+        assert!(token_endpoint_allowed(loopback, "http://localhost:9001/token"));
+        assert!(token_endpoint_allowed("http://[::1]:9000/mcp", "http://[::1]:9001/token"));
+        assert!(!token_endpoint_allowed("https://mcp.example/mcp", "http://as.example/token"));
+        assert!(!token_endpoint_allowed(loopback, "http://as.example/token"));
+        assert!(!token_endpoint_allowed("http://mcp.example/mcp", "http://127.0.0.1/token"));
+    }
+
+    /// One request a [`FakeServer`] received.
+    #[derive(Debug, Clone)]
+    struct Seen {
+        method: String,
+        path: String,
+        head: String,
+        body: String,
+    }
+
+    /// A loopback HTTP server answering each request with `answer(request)` (status, JSON),
+    /// keeping every request it saw.
+    struct FakeServer {
+        origin: String,
+        seen: Arc<std::sync::Mutex<Vec<Seen>>>,
+    }
+
+    impl FakeServer {
+        async fn start(
+            answer: impl Fn(&str, &Seen) -> (u16, serde_json::Value) + Send + Sync + 'static,
+        ) -> Self {
+            use tokio::io::{AsyncReadExt as _, AsyncWriteExt as _};
+            let listener = tokio::net::TcpListener::bind(("127.0.0.1", 0)).await.expect("bind");
+            let origin =
+                format!("http://127.0.0.1:{}", listener.local_addr().expect("addr").port());
+            let seen = Arc::new(std::sync::Mutex::new(Vec::new()));
+            let (answer, log, base) = (Arc::new(answer), seen.clone(), origin.clone());
+            tokio::spawn(async move {
+                while let Ok((mut stream, _)) = listener.accept().await {
+                    let (answer, log, base) = (answer.clone(), log.clone(), base.clone());
+                    tokio::spawn(async move {
+                        let mut bytes = Vec::new();
+                        let mut buffer = [0; 4096];
+                        let request = loop {
+                            let Ok(read) = stream.read(&mut buffer).await else { return };
+                            if read == 0 {
+                                return;
+                            }
+                            bytes.extend_from_slice(&buffer[..read]);
+                            let text = String::from_utf8_lossy(&bytes).into_owned();
+                            let Some((head, body)) = text.split_once("\r\n\r\n") else {
+                                continue;
+                            };
+                            let length = head
+                                .lines()
+                                .filter_map(|line| line.split_once(':'))
+                                .find(|(name, _)| name.eq_ignore_ascii_case("content-length"))
+                                .and_then(|(_, value)| value.trim().parse::<usize>().ok())
+                                .unwrap_or(0);
+                            if body.len() >= length {
+                                let mut words = head.split_whitespace();
+                                break Seen {
+                                    method: words.next().unwrap_or("").to_owned(),
+                                    path: words.next().unwrap_or("").to_owned(),
+                                    head: head.to_ascii_lowercase(),
+                                    body: body.to_owned(),
+                                };
+                            }
+                        };
+                        let (status, json) = answer(&base, &request);
+                        log.lock().expect("log").push(request);
+                        let body = json.to_string();
+                        let reply = format!(
+                            "HTTP/1.1 {status} X\r\ncontent-type: application/json\r\n\
+                             content-length: {}\r\nconnection: close\r\n\r\n{body}",
+                            body.len()
+                        );
+                        let _ = stream.write_all(reply.as_bytes()).await;
+                    });
+                }
+            });
+            FakeServer { origin, seen }
+        }
+
+        fn seen(&self, path: &str) -> Vec<Seen> {
+            let seen = self.seen.lock().expect("log");
+            seen.iter().filter(|request| request.path == path).cloned().collect()
+        }
+    }
+
+    fn not_found() -> (u16, serde_json::Value) {
+        (404, serde_json::json!({"error": "not_found"}))
+    }
+
+    fn token(value: &str) -> (u16, serde_json::Value) {
+        (
+            200,
+            serde_json::json!({"access_token": value, "token_type": "Bearer", "expires_in": 3600}),
+        )
+    }
+
+    fn session(url: &str, config: OAuthConfig, authorizer: Option<&Authorizer>) -> OAuthSession {
+        let host = OAuthHost { client_name: "rein-test", authorizer, token_dir: None };
+        OAuthSession::new("s", url, Some(&config), host)
+    }
+
+    /// Approves at once: the redirect carries a code and the authorization URL's `state`.
+    struct Approve;
+
+    #[async_trait::async_trait]
+    impl AuthorizeFlow for Approve {
+        fn redirect_uri(&self) -> String {
+            "http://127.0.0.1:1/callback".into()
+        }
+
+        async fn authorize(&self, prompt: AuthorizationPrompt) -> Result<String, String> {
+            let state = query_param(&prompt.url, "state").ok_or("no state")?;
+            Ok(format!("http://127.0.0.1:1/callback?code=the-code&state={state}"))
+        }
+    }
+
+    /// The 2025-03-26 layout: no protected-resource metadata, the authorization server's
+    /// metadata at the server's origin naming an issuer on it, `oauth_issuer` (a path, or another
+    /// origin), and its endpoints under `/oauth`.
+    async fn older_spec_server(issuer_path: &'static str) -> FakeServer {
+        FakeServer::start(move |base, request| match request.path.as_str() {
+            "/.well-known/oauth-authorization-server" => (
+                200,
+                serde_json::json!({
+                    "issuer": format!("{base}{issuer_path}").replace("OTHER", "https://as.example"),
+                    "authorization_endpoint": format!("{base}/oauth/authorize"),
+                    "token_endpoint": format!("{base}/oauth/token"),
+                    "response_types_supported": ["code"],
+                    "code_challenge_methods_supported": ["S256"],
+                }),
+            ),
+            "/oauth/token" => token("older-spec-token"),
+            _ => not_found(),
+        })
+        .await
+    }
+
+    #[tokio::test]
+    async fn the_older_spec_metadata_on_the_server_origin_is_used() {
+        let server = older_spec_server("/oauth").await;
+        let authorizer = Authorizer(Arc::new(Approve));
+        let config = OAuthConfig { client_id: Some("pre".into()), ..OAuthConfig::default() };
+        let session = session(&format!("{}/mcp", server.origin), config, Some(&authorizer));
+        assert_eq!(session.authorize("Bearer", None).await.as_deref(), Some("older-spec-token"));
+        let exchange = server.seen("/oauth/token");
+        assert_eq!(exchange.len(), 1);
+        assert!(exchange[0].body.contains("code=the-code"), "{}", exchange[0].body);
+        assert_eq!(session.token().await.as_deref(), Some("older-spec-token"));
+    }
+
+    #[tokio::test]
+    async fn an_issuer_on_another_origin_is_still_refused() {
+        let server = older_spec_server("OTHER/oauth").await;
+        let authorizer = Authorizer(Arc::new(Approve));
+        let config = OAuthConfig { client_id: Some("pre".into()), ..OAuthConfig::default() };
+        let session = session(&format!("{}/mcp", server.origin), config, Some(&authorizer));
+        assert_eq!(session.authorize("Bearer", None).await, None);
+        assert!(server.seen("/oauth/token").is_empty());
+    }
+
+    /// A server with protected-resource metadata naming its own origin as the authorization
+    /// server, whose metadata adds `extra`; `/token` answers with `token_answer(request)`.
+    async fn resource_server(
+        extra: serde_json::Value,
+        token_answer: impl Fn(&Seen) -> (u16, serde_json::Value) + Send + Sync + 'static,
+    ) -> FakeServer {
+        FakeServer::start(move |base, request| match request.path.as_str() {
+            "/.well-known/oauth-protected-resource/mcp" => (
+                200,
+                serde_json::json!({"resource": format!("{base}/mcp"), "authorization_servers": [base]}),
+            ),
+            "/.well-known/oauth-authorization-server" => {
+                let mut metadata = serde_json::json!({
+                    "issuer": base,
+                    "authorization_endpoint": format!("{base}/authorize"),
+                    "token_endpoint": format!("{base}/token"),
+                });
+                for (key, value) in extra.as_object().into_iter().flatten() {
+                    metadata[key] = value.clone();
+                }
+                (200, metadata)
+            }
+            "/token" => token_answer(request),
+            _ => not_found(),
+        })
+        .await
+    }
+
+    fn form(body: &str) -> std::collections::BTreeMap<String, String> {
+        body.split('&')
+            .filter_map(|pair| pair.split_once('='))
+            .map(|(key, value)| {
+                (key.to_owned(), query_param(&format!("?v={value}"), "v").unwrap_or_default())
+            })
+            .collect()
+    }
+
+    #[tokio::test]
+    async fn client_credentials_with_a_key_file_send_a_signed_assertion() {
+        let extra = serde_json::json!({
+            "grant_types_supported": ["client_credentials"],
+            "token_endpoint_auth_methods_supported": ["private_key_jwt"],
+            "token_endpoint_auth_signing_alg_values_supported": ["ES256"],
+        });
+        let server = resource_server(extra, |_| token("cc-token")).await;
+        let dir = temp_dir("jwt-key");
+        std::fs::create_dir_all(&dir).expect("dir");
+        let key_file = dir.join("key.pem");
+        std::fs::write(&key_file, include_str!("../test_data/keys/es256-private.pem"))
+            .expect("key");
+        let config = OAuthConfig {
+            client_id: Some("svc".into()),
+            grant: OAuthGrant::ClientCredentials,
+            private_key_file: Some(key_file),
+            signing_algorithm: Some(SigningAlgorithm::ES256),
+            scopes: vec!["read".into(), "write".into()],
+            ..OAuthConfig::default()
+        };
+        let url = format!("{}/mcp", server.origin);
+        let session = session(&url, config.clone(), None);
+        assert_eq!(session.authorize("Bearer", None).await.as_deref(), Some("cc-token"));
+        let requests = server.seen("/token");
+        assert_eq!(requests[0].method, "POST");
+        let sent = form(&requests[0].body);
+        assert_eq!(sent["grant_type"], "client_credentials");
+        assert_eq!(sent["client_assertion_type"], crate::client_assertion::JWT_BEARER_ASSERTION);
+        assert_eq!(
+            (sent["resource"].as_str(), sent["scope"].as_str()),
+            (url.as_str(), "read write")
+        );
+        assert!(!sent.contains_key("client_id") && !sent.contains_key("client_secret"));
+        let public = include_str!("../test_data/keys/es256-public.pem");
+        let key = jsonwebtoken::DecodingKey::from_ec_pem(public.as_bytes()).expect("public key");
+        let mut validation = jsonwebtoken::Validation::new(jsonwebtoken::Algorithm::ES256);
+        validation.set_audience(&[server.origin.as_str()]);
+        let claims =
+            jsonwebtoken::decode::<serde_json::Value>(&sent["client_assertion"], &key, &validation)
+                .expect("an assertion signed by the key, for the authorization server")
+                .claims;
+        assert_eq!((claims["iss"].as_str(), claims["sub"].as_str()), (Some("svc"), Some("svc")));
+        // An algorithm the authorization server does not take is refused before any request.
+        let config = OAuthConfig { signing_algorithm: Some(SigningAlgorithm::RS256), ..config };
+        assert_eq!(session_with(&url, config).authorize("Bearer", None).await, None);
+        assert_eq!(server.seen("/token").len(), 1);
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+
+    fn session_with(url: &str, config: OAuthConfig) -> OAuthSession {
+        session(url, config, None)
+    }
+
+    #[tokio::test]
+    async fn cross_app_access_trades_the_id_token_for_an_assertion_then_a_token() {
+        // The identity provider: checks the exchange and issues an ID-JAG for the server's
+        // authorization server, signed with the test key.
+        let (as_issuer, resource) = (
+            Arc::new(std::sync::OnceLock::<String>::new()),
+            Arc::new(std::sync::OnceLock::<String>::new()),
+        );
+        let (audience, target) = (as_issuer.clone(), resource.clone());
+        let idp = FakeServer::start(move |base, request| {
+            let sent = form(&request.body);
+            if sent.get("subject_token") != std::env::var("PATH").ok().as_ref()
+                || sent["requested_token_type"] != "urn:ietf:params:oauth:token-type:id-jag"
+                || sent.get("audience") != audience.get()
+                || sent.get("resource") != target.get()
+            {
+                return (400, serde_json::json!({"error": "invalid_request"}));
+            }
+            let mut header = jsonwebtoken::Header::new(jsonwebtoken::Algorithm::ES256);
+            header.typ = Some("oauth-id-jag+jwt".into());
+            let now = unix_now();
+            let claims = serde_json::json!({
+                "iss": base, "sub": "person@example.com", "aud": sent["audience"],
+                "client_id": "rein", "resource": sent["resource"], "jti": "j-1",
+                "iat": now, "exp": now + 300,
+            });
+            let key = include_str!("../test_data/keys/es256-private.pem");
+            let key = jsonwebtoken::EncodingKey::from_ec_pem(key.as_bytes()).expect("key");
+            let jag = jsonwebtoken::encode(&header, &claims, &key).expect("signed");
+            (
+                200,
+                serde_json::json!({
+                    "access_token": jag,
+                    "issued_token_type": "urn:ietf:params:oauth:token-type:id-jag",
+                    "token_type": "N_A",
+                }),
+            )
+        })
+        .await;
+        let server = resource_server(serde_json::json!({}), |request| {
+            let sent = form(&request.body);
+            if !request.head.contains("authorization: basic ")
+                || sent["grant_type"] != "urn:ietf:params:oauth:grant-type:jwt-bearer"
+                || !sent.contains_key("assertion")
+            {
+                return (401, serde_json::json!({"error": "invalid_client"}));
+            }
+            token("xaa-token")
+        })
+        .await;
+        let url = format!("{}/mcp", server.origin);
+        as_issuer.set(server.origin.clone()).expect("once");
+        resource.set(url.clone()).expect("once");
+        // Tests cannot set variables (`unsafe` is forbidden): `PATH` stands in for the client
+        // secret and the ID token.
+        let (secret_env, token_env) = ("PATH", "PATH");
+        let config = OAuthConfig {
+            client_id: Some("rein".into()),
+            client_secret_env: Some(secret_env.into()),
+            grant: OAuthGrant::CrossAppAccess,
+            idp: Some(IdpConfig {
+                issuer: idp.origin.clone(),
+                token_endpoint: format!("{}/token", idp.origin),
+                client_id: "rein-at-idp".into(),
+                client_secret_env: None,
+                id_token_env: token_env.into(),
+            }),
+            ..OAuthConfig::default()
+        };
+        let session = session_with(&url, config);
+        assert_eq!(session.authorize("Bearer", None).await.as_deref(), Some("xaa-token"));
+        assert_eq!(idp.seen("/token").len(), 1);
+        let redeemed = form(&server.seen("/token")[0].body);
+        assert_eq!(redeemed["assertion"].split('.').count(), 3);
+        assert_eq!(session.token().await.as_deref(), Some("xaa-token"));
     }
 }
