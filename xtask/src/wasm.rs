@@ -1,8 +1,9 @@
 //! `cargo xtask wasm [--check]`: the `rein-harness` WebAssembly package, and the check that
 //! the pure crates and the loop keep building for `wasm32-unknown-unknown`.
 //!
-//! `--check` builds `rein-protocol`, `rein-recover`, `rein-context`, `rein-agent` and
-//! `rein-wasm` for wasm32 (debug), or says why it skipped when the target cannot be had.
+//! `--check` builds `rein-protocol`, `rein-recover`, `rein-context`, `rein-model` (without its
+//! native transport), `rein-agent` and `rein-wasm` for wasm32 (debug), or says why it skipped
+//! when the target cannot be had.
 //! Without it, the task builds `rein-wasm` in release, runs `wasm-bindgen --target web` into
 //! `target/wasm/pkg/`, adds `index.js`, `index.d.ts` (from `crates/rein-wasm/js/`) and a
 //! `package.json` named `rein-harness`, and prints the size of the `.wasm` and of it gzipped.
@@ -26,7 +27,7 @@ use anyhow::{Context as _, bail};
 const TARGET: &str = "wasm32-unknown-unknown";
 /// The crates whose wasm32 build is checked (the architecture doc's claim).
 pub(crate) const CHECKED: &[&str] =
-    &["rein-protocol", "rein-recover", "rein-context", "rein-agent", "rein-wasm"];
+    &["rein-protocol", "rein-recover", "rein-context", "rein-model", "rein-agent", "rein-wasm"];
 
 pub(crate) fn run(args: &[String]) -> anyhow::Result<()> {
     match args.first().map(String::as_str) {

@@ -16,11 +16,18 @@
 //! short check at start, returns). [`ModelRegistry`] builds the models from GLEN's `llm_models` config
 //! ([`ModelsConfig`]).
 //!
+//! Requests go out through an [`HttpTransport`], the one seam between shaping and the wire:
+//! natively it is reqwest with tokio's timers (what [`ModelRegistry::from_config`] uses); for
+//! `wasm32-unknown-unknown`, where this crate builds without reqwest or tokio, the host brings
+//! its own ([`ModelRegistry::from_config_with_transport`]; `rein-wasm` passes the JavaScript
+//! host's `fetch` and timers), and everything above stays the same: shaping, the timeout and
+//! retry rules, streaming, the reply cap and redaction.
+//!
 //! Native tool calls come back as [`rein_protocol::RawToolCall`]s with their argument text
 //! exactly as received: repairing it is `rein-recover`'s job, in the loop.
 //!
 //! This crate must never let a reqwest type out of its API, depend on another rein crate than
-//! `rein-protocol`, or panic on anything a server sends.
+//! `rein-protocol`, know JavaScript, or panic on anything a server sends.
 
 #![warn(missing_docs, unreachable_pub)]
 
@@ -29,11 +36,14 @@ mod config;
 mod error;
 pub mod fuzz;
 mod gemini;
+#[cfg(not(target_arch = "wasm32"))]
+mod native;
 mod openai;
 mod provider;
 mod registry;
 mod sse;
 mod transcription;
+mod transport;
 mod wire;
 
 pub use crate::{
@@ -46,6 +56,7 @@ pub use crate::{
     provider::ProviderModel,
     registry::{ModelRegistry, RegistryOptions, default_client_name},
     transcription::OpenAiTranscriber,
+    transport::{BodyStream, HttpRequest, HttpResponse, HttpTransport, TransportError},
 };
 
 /// The `anthropic-version` header value sent to Anthropic.

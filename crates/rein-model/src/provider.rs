@@ -7,11 +7,14 @@
 //! delta and the assembled reply have the configured secrets (only) taken out. Provider data
 //! is left as it is: it must go back to the provider byte for byte.
 
+use std::future::Future;
+use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::time::{Duration, SystemTime};
+use std::time::Duration;
 
 use async_trait::async_trait;
 use futures::StreamExt as _;
+use futures::future::{Either, select};
 use rein_protocol::{
     DeltaSink, Model, ModelError, ModelErrorKind, ModelInfo, ModelReply, ModelRequest, Redactor,
     ReplyDelta, StopReason,
@@ -23,6 +26,7 @@ use crate::error::{
     retry_plan, retry_reason,
 };
 use crate::sse::SseDecoder;
+use crate::transport::{BodyStream, HttpRequest, HttpTransport, TransportError};
 use crate::wire::{Assembler, Prepared, Target};
 use crate::{anthropic, gemini, openai};
 
@@ -44,7 +48,8 @@ pub struct ProviderModel {
     pub(crate) api_key: Option<String>,
     pub(crate) client_header: Option<String>,
     pub(crate) shaping: Shaping,
-    pub(crate) http: reqwest::Client,
+    /// Sends the requests and keeps the time (reqwest and tokio natively).
+    pub(crate) transport: Arc<dyn HttpTransport>,
     /// What an [`EndpointError`] tells a person to do when the endpoint cannot be reached.
     pub(crate) unreachable_hint: String,
     /// Knows the key (and the endpoint's user-info password), and scrubs what leaves.
@@ -152,9 +157,9 @@ impl ProviderModel {
         timeout: Duration,
         sink: DeltaSink<'_>,
     ) -> Result<ModelReply, AttemptError> {
-        match tokio::time::timeout(timeout, self.send(prepared, sink)).await {
-            Ok(result) => result.map_err(AttemptError::from),
-            Err(_) => Err(AttemptError {
+        match within(self.transport.as_ref(), timeout, self.send(prepared, sink)).await {
+            Some(result) => result.map_err(AttemptError::from),
+            None => Err(AttemptError {
                 error: EndpointError::TimedOut {
                     endpoint: self.endpoint.clone(),
                     seconds: (timeout.as_secs_f64().round() as u64).max(1),
@@ -171,46 +176,32 @@ impl ProviderModel {
         prepared: &Prepared,
         sink: DeltaSink<'_>,
     ) -> Result<ModelReply, ModelError> {
-        let mut builder = self
-            .http
-            .post(&prepared.url)
-            .header(reqwest::header::CONTENT_TYPE, "application/json")
-            .body(prepared.body.clone());
-        if prepared.stream {
-            builder = builder.header(reqwest::header::ACCEPT, "text/event-stream");
-        }
-        for (name, value) in &prepared.headers {
-            builder = builder.header(*name, value);
-        }
-        if let Some(client) = &self.client_header {
-            builder = builder.header("x-client", client);
-        }
-        let response = builder.send().await.map_err(|error| self.network_error(error))?;
-        let status = response.status().as_u16();
-        let header = |name: &str| {
-            response.headers().get(name).and_then(|value| value.to_str().ok()).map(str::to_owned)
-        };
+        let response = self
+            .transport
+            .post(self.http_request(prepared))
+            .await
+            .map_err(|error| self.network_error(error))?;
+        let status = response.status;
         let cap = self.shaping.max_reply_bytes;
         if !(200..300).contains(&status) {
             let retry_after = parse_retry_after(
-                header("retry-after-ms").as_deref(),
-                header("retry-after").as_deref(),
-                SystemTime::now(),
+                response.header("retry-after-ms"),
+                response.header("retry-after"),
+                self.transport.now(),
             );
             let (body, _) =
-                read_capped(response, cap.min(ERROR_BODY_BYTES)).await.unwrap_or_default();
+                read_capped(response.body, cap.min(ERROR_BODY_BYTES)).await.unwrap_or_default();
             return Err(from_status(status, &body, retry_after));
         }
         let is_event_stream =
-            header("content-type").is_some_and(|kind| kind.contains("text/event-stream"));
+            response.header("content-type").is_some_and(|kind| kind.contains("text/event-stream"));
         if !(prepared.stream && is_event_stream) {
             // Also a server that ignores `stream: true` and answers with plain JSON.
-            let announced_over =
-                response.content_length().is_some_and(|length| length > cap as u64);
+            let announced_over = response.content_length.is_some_and(|length| length > cap as u64);
             let (body, over) = if announced_over {
                 (Vec::new(), true)
             } else {
-                read_capped(response, cap).await.map_err(|error| self.network_error(error))?
+                read_capped(response.body, cap).await.map_err(|error| self.network_error(error))?
             };
             if over {
                 // Cut JSON cannot be read: the reply is cut with nothing in it.
@@ -223,7 +214,7 @@ impl ProviderModel {
         let mut assembler = self.assembler();
         let mut decoder = SseDecoder::new();
         let mut events = Vec::new();
-        let mut body = response.bytes_stream();
+        let mut body = response.body;
         let mut done = false;
         let mut received = 0usize;
         let mut over = false;
@@ -267,11 +258,10 @@ const ERROR_BODY_BYTES: usize = 64 * 1024;
 /// Reads a body up to `cap` bytes: what was read, and whether the body went on past it (what
 /// came past is not kept).
 async fn read_capped(
-    response: reqwest::Response,
+    mut pieces: BodyStream,
     cap: usize,
-) -> Result<(Vec<u8>, bool), reqwest::Error> {
+) -> Result<(Vec<u8>, bool), TransportError> {
     let mut body = Vec::new();
-    let mut pieces = response.bytes_stream();
     while let Some(piece) = pieces.next().await {
         let piece = piece?;
         let room = cap - body.len();
@@ -293,24 +283,44 @@ pub(crate) fn new_assembler(kind: ProviderKind) -> Box<dyn Assembler> {
     }
 }
 
+/// `work`, or `None` when `limit` passed first (on the transport's clock).
+async fn within<T>(
+    transport: &dyn HttpTransport,
+    limit: Duration,
+    work: impl Future<Output = T>,
+) -> Option<T> {
+    match select(std::pin::pin!(work), transport.sleep(limit)).await {
+        Either::Left((value, _)) => Some(value),
+        Either::Right(((), _)) => None,
+    }
+}
+
 impl ProviderModel {
+    /// The request as the transport sends it: the provider's headers between Content-Type
+    /// (and Accept for a stream) and X-Client.
+    fn http_request(&self, prepared: &Prepared) -> HttpRequest {
+        let mut headers = vec![("content-type".to_owned(), "application/json".to_owned())];
+        if prepared.stream {
+            headers.push(("accept".to_owned(), "text/event-stream".to_owned()));
+        }
+        for (name, value) in &prepared.headers {
+            headers.push(((*name).to_owned(), value.clone()));
+        }
+        if let Some(client) = &self.client_header {
+            headers.push(("x-client".to_owned(), client.clone()));
+        }
+        HttpRequest { url: prepared.url.clone(), headers, body: prepared.body.clone() }
+    }
+
     /// A transport failure: retryable, except a request that could not even be built. A
     /// connection that could not be made is an [`EndpointError::Unreachable`] naming the
     /// endpoint and what to do, not the socket's own words alone.
-    fn network_error(&self, error: reqwest::Error) -> ModelError {
-        if error.is_connect() {
-            return self.unreachable(innermost_cause(&error)).into();
+    fn network_error(&self, error: TransportError) -> ModelError {
+        match error {
+            TransportError::Connect(reason) => self.unreachable(reason).into(),
+            TransportError::Request(message) => ModelError::new(ModelErrorKind::Other, message),
+            TransportError::Network(message) => ModelError::new(ModelErrorKind::Retryable, message),
         }
-        let mut message = error.to_string();
-        let mut source = std::error::Error::source(&error);
-        while let Some(cause) = source {
-            message.push_str(": ");
-            message.push_str(&cause.to_string());
-            source = cause.source();
-        }
-        let kind =
-            if error.is_builder() { ModelErrorKind::Other } else { ModelErrorKind::Retryable };
-        ModelError::new(kind, message)
     }
 
     fn unreachable(&self, reason: String) -> EndpointError {
@@ -325,7 +335,9 @@ impl ProviderModel {
     /// included): a TCP connection to its host and port, closed at once, so no request
     /// reaches the server. Meant for a short check at start (`rein serve` gives it 2 seconds);
     /// a server that takes the connection may still refuse requests (a wrong path or key).
-    /// The error's text has the endpoint's password scrubbed.
+    /// The error's text has the endpoint's password scrubbed. (Not in WebAssembly, which has
+    /// no sockets.)
+    #[cfg(not(target_arch = "wasm32"))]
     pub async fn check_endpoint(&self, timeout: Duration) -> Result<(), EndpointError> {
         let scrub = |error: EndpointError| match error {
             EndpointError::Unreachable { endpoint, reason, hint } => EndpointError::Unreachable {
@@ -359,16 +371,8 @@ impl ProviderModel {
     }
 }
 
-/// The last error in a chain (for a connection: the operating system's words).
-fn innermost_cause(error: &(dyn std::error::Error + 'static)) -> String {
-    let mut last = error;
-    while let Some(cause) = last.source() {
-        last = cause;
-    }
-    last.to_string()
-}
-
 /// The host and port an http(s) URL connects to (80 or 443 when it names none).
+#[cfg(not(target_arch = "wasm32"))]
 fn host_and_port(endpoint: &str) -> Option<(String, u16)> {
     let (default_port, rest) = if let Some(rest) = endpoint.strip_prefix("https://") {
         (443, rest)
@@ -472,7 +476,7 @@ impl ProviderModel {
                 reason: retry_reason(&error),
             });
             if !delay.is_zero() {
-                tokio::time::sleep(delay).await;
+                self.transport.sleep(delay).await;
             }
             timeout = if timed_out {
                 self.shaping.timeout

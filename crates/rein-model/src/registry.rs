@@ -9,6 +9,7 @@ use crate::config::{
 };
 use crate::error::{ConfigError, GENERAL_UNREACHABLE_HINT};
 use crate::provider::ProviderModel;
+use crate::transport::HttpTransport;
 
 /// What the host application sets when it builds a registry.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -55,7 +56,7 @@ pub fn default_client_name() -> String {
     format!("rein/{}", env!("CARGO_PKG_VERSION"))
 }
 
-/// The configured models, by name, sharing one HTTP connection pool.
+/// The configured models, by name, sharing one transport (natively: one HTTP connection pool).
 #[derive(Debug, Clone)]
 pub struct ModelRegistry {
     models: Vec<Arc<ProviderModel>>,
@@ -63,12 +64,15 @@ pub struct ModelRegistry {
     config: ModelsConfig,
     client_name: String,
     default_name: String,
-    http: reqwest::Client,
+    transport: Arc<dyn HttpTransport>,
     options: RegistryOptions,
 }
 
 impl ModelRegistry {
-    /// Builds the registry, reading keys from the process environment.
+    /// Builds the registry, reading keys from the process environment. (Native only, as is
+    /// [`ModelRegistry::from_config_with_env`]: in WebAssembly the host brings the transport,
+    /// see [`ModelRegistry::from_config_with_transport`].)
+    #[cfg(not(target_arch = "wasm32"))]
     pub fn from_config(
         config: &ModelsConfig,
         options: &RegistryOptions,
@@ -81,6 +85,7 @@ impl ModelRegistry {
     /// A model's key is its `api_key`; else the variable named by `api_key_env`; else, only for
     /// a model at its provider's public endpoint, `OPENAI_API_KEY` / `ANTHROPIC_API_KEY` /
     /// `GEMINI_API_KEY`, so a key is never sent to a host it was not meant for.
+    #[cfg(not(target_arch = "wasm32"))]
     pub fn from_config_with_env(
         config: &ModelsConfig,
         options: &RegistryOptions,
@@ -89,9 +94,22 @@ impl ModelRegistry {
         if config.llm_models.is_empty() {
             return Err(ConfigError::NoModels);
         }
-        let http = reqwest::Client::builder()
-            .build()
-            .map_err(|error| ConfigError::HttpClient(error.to_string()))?;
+        let transport = crate::native::ReqwestTransport::new().map_err(ConfigError::HttpClient)?;
+        Self::from_config_with_transport(config, options, env, Arc::new(transport))
+    }
+
+    /// Builds the registry with `env` as the environment and `transport` sending the requests
+    /// and keeping the time (in WebAssembly, the host's `fetch` and timers). Keys are found as
+    /// [`ModelRegistry::from_config_with_env`] says.
+    pub fn from_config_with_transport(
+        config: &ModelsConfig,
+        options: &RegistryOptions,
+        env: impl Fn(&str) -> Option<String>,
+        transport: Arc<dyn HttpTransport>,
+    ) -> Result<Self, ConfigError> {
+        if config.llm_models.is_empty() {
+            return Err(ConfigError::NoModels);
+        }
         let client_name = options
             .client_name
             .clone()
@@ -119,7 +137,7 @@ impl ModelRegistry {
             entries,
             config: config.clone(),
             client_name,
-            http,
+            transport,
             options: options.clone(),
         };
         registry.models = registry
@@ -164,7 +182,7 @@ impl ModelRegistry {
             api_key: entry.api_key.clone(),
             client_header: host_is_trusted(&host, &hosts).then(|| self.client_name.clone()),
             shaping: Shaping::resolve(&entry.settings, &self.config.settings),
-            http: self.http.clone(),
+            transport: Arc::clone(&self.transport),
             unreachable_hint: self.options.unreachable_hint(&endpoint),
             redactor,
         })

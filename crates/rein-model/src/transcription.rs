@@ -3,11 +3,15 @@
 //! with `model`, `response_format=json` and the recording as `file`, answered `{text}`. Errors
 //! say which endpoint failed and are scrubbed of the key.
 
+use std::sync::Arc;
 use std::time::Duration;
 
 use async_trait::async_trait;
+use futures::StreamExt as _;
+use futures::future::{Either, select};
 use rein_protocol::{Audio, Redactor, Transcriber, TranscriptionError};
 
+use crate::transport::{HttpRequest, HttpTransport, TransportError};
 use crate::{ConfigError, ProviderKind, registry::ModelRegistry};
 
 /// How long one transcription may take.
@@ -21,7 +25,7 @@ pub struct OpenAiTranscriber {
     model: String,
     endpoint: String,
     api_key: Option<String>,
-    http: reqwest::Client,
+    transport: Arc<dyn HttpTransport>,
     redactor: Redactor,
 }
 
@@ -54,7 +58,7 @@ impl ModelRegistry {
             model: model.model.clone(),
             endpoint: model.endpoint.clone(),
             api_key: model.api_key.clone(),
-            http: model.http.clone(),
+            transport: Arc::clone(&model.transport),
             redactor: model.redactor.clone(),
         })
     }
@@ -119,21 +123,33 @@ impl Transcriber for OpenAiTranscriber {
             )
         };
         let (content_type, body) = form(&self.model, &audio);
-        let mut request = self
-            .http
-            .post(&url)
-            .timeout(TIMEOUT)
-            .header(reqwest::header::CONTENT_TYPE, content_type)
-            .body(body);
+        let mut headers = vec![("content-type".to_owned(), content_type)];
         if let Some(key) = &self.api_key {
-            request = request.bearer_auth(key);
+            headers.push(("authorization".to_owned(), format!("Bearer {key}")));
         }
-        let response = request.send().await.map_err(|error| fail(error.to_string()))?;
-        let status = response.status();
-        let bytes = response.bytes().await.map_err(|error| fail(error.to_string()))?;
-        let text =
-            String::from_utf8_lossy(&bytes[..bytes.len().min(MAX_ANSWER_BYTES)]).into_owned();
-        if !status.is_success() {
+        let request = HttpRequest { url: url.clone(), headers, body };
+        let exchange = async {
+            let response = self.transport.post(request).await?;
+            let mut bytes = Vec::new();
+            let mut pieces = response.body;
+            while let Some(piece) = pieces.next().await {
+                bytes.extend_from_slice(&piece?);
+                if bytes.len() > MAX_ANSWER_BYTES {
+                    bytes.truncate(MAX_ANSWER_BYTES);
+                    break;
+                }
+            }
+            Ok::<_, TransportError>((response.status, bytes))
+        };
+        let (status, bytes) =
+            match select(std::pin::pin!(exchange), self.transport.sleep(TIMEOUT)).await {
+                Either::Left((answer, _)) => answer.map_err(|error| fail(error.to_string()))?,
+                Either::Right(_) => {
+                    return Err(fail(format!("no answer within {} s", TIMEOUT.as_secs())));
+                }
+            };
+        let text = String::from_utf8_lossy(&bytes).into_owned();
+        if !(200..300).contains(&status) {
             let excerpt: String = text.chars().take(300).collect();
             return Err(fail(format!("HTTP {status}: {excerpt}")));
         }

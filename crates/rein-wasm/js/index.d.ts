@@ -34,10 +34,16 @@ export interface ToolClient {
 
 export interface ModelEntry {
     value: string;
-    endpoint: string;
+    /** The base URL (`…/v1`); the config's `endpoint`, else the provider's public one. */
+    endpoint?: string;
+    /** The wire protocol (default `openai`: OpenAI-compatible Chat Completions). */
+    provider?: 'openai' | 'anthropic' | 'gemini';
     api_key?: string;
     label?: string;
+    /** The model string sent, when it differs from `value`. */
     model?: string;
+    context_window?: number;
+    max_output_tokens?: number;
     [setting: string]: unknown;
 }
 
@@ -55,6 +61,15 @@ export interface AgentConfig {
     reasoning_toggle?: boolean;
     reasoning_default?: boolean;
     llm_timeout_seconds?: number;
+    /** Stream replies (default on); a server that answers plain JSON is read as well. */
+    stream?: boolean;
+    /** The longest `Retry-After` of a 429 or 503 waited for (default 60). */
+    max_retry_wait_seconds?: number;
+    max_reply_bytes?: number;
+    thinking_budget_tokens?: number;
+    /** The endpoint and key of every model that names none. */
+    endpoint?: string;
+    api_key?: string;
     client_header_hosts?: string[];
     [key: string]: unknown;
 }

@@ -32,7 +32,7 @@ export class ToolRegistry {
     }
 }
 
-/** The tool-use loop against an OpenAI-compatible endpoint, with glen's config and callbacks. */
+/** The tool-use loop against rein-model's providers (OpenAI-compatible by default), with glen's config and callbacks. */
 export class Agent {
     constructor(config, toolRegistry, { clientName } = {}) {
         this.config = config ?? {};

@@ -16,7 +16,6 @@ use wasm_bindgen::prelude::*;
 use crate::callbacks::{Callbacks, ProposalApprover};
 use crate::config;
 use crate::js::{Held, from_js, js_error, set};
-use crate::model::FetchModel;
 use crate::registry::RegistryCore;
 
 struct State {
@@ -162,8 +161,7 @@ fn prepare(
         return Err("a turn is already running; abort() it or wait for it".to_owned());
     }
     let value = state.model.clone().ok_or("llm_models names no model")?;
-    let settings = config::resolve(&state.config, &value, &state.client_name)?;
-    let model = Arc::new(FetchModel::new(settings));
+    let model = config::model(&state.config, &value, &state.client_name)?;
     let tools = Arc::new(registry.build()?);
     let mut agent_config = AgentConfig::default();
     if let Some(n) = config::count(&state.config, "max_tool_calls") {

@@ -1,34 +1,24 @@
-//! glen's config object: the models of `llm_models`, the selected `llm_model`, and the
-//! shaping keys read per model first and then globally.
+//! glen's config object as rein-model's `ModelsConfig`: the models of `llm_models`, the
+//! selected `llm_model`, and the selected model built by rein-model over the host's `fetch`.
+//!
+//! The mapping: each `llm_models` entry is a rein-model `ModelEntry` and the config's top level
+//! its global settings, so every shaping key (`temperature`, `top_p`, `seed`, `max_tokens`,
+//! `reasoning_toggle`, `reasoning_default`, `prompt_cache`, `llm_timeout_seconds`, `stream`,
+//! `max_retry_wait_seconds`, `max_reply_bytes`, `thinking_budget_tokens`, and the global
+//! `client_header_hosts`) is read per model first and then globally, by rein-model's rules.
+//! On top of that, glen lets an entry be named by `value` and sent as `model`, and lets
+//! `endpoint` and `api_key` be set once for all models; those are folded into the entry.
 
+use std::sync::Arc;
+
+use rein_model::{ModelRegistry, ModelsConfig, ProviderModel, RegistryOptions};
 use serde_json::{Map, Value};
 
-/// glen's default request timeout (`llm_timeout_seconds`).
-const DEFAULT_TIMEOUT_SECONDS: f64 = 600.0;
-/// Hosts the X-Client header goes to when `client_header_hosts` is not set (glen#254).
-const DEFAULT_CLIENT_HEADER_HOSTS: &[&str] = &["nrp-nautilus.io"];
+use crate::fetch::FetchTransport;
 
-/// One model's settings, resolved (model over global).
-#[derive(Debug, Clone, PartialEq)]
-pub(crate) struct ModelSettings {
-    pub(crate) value: String,
-    pub(crate) label: Option<String>,
-    pub(crate) endpoint: String,
-    pub(crate) wire_model: String,
-    pub(crate) api_key: Option<String>,
-    pub(crate) temperature: Option<f64>,
-    pub(crate) top_p: Option<f64>,
-    pub(crate) seed: Option<i64>,
-    pub(crate) max_tokens: Option<u64>,
-    pub(crate) prompt_cache: bool,
-    /// `Some` when the deployment opts the model in to `enable_thinking`; the value is its
-    /// default (`reasoning_default`).
-    pub(crate) reasoning: Option<bool>,
-    pub(crate) timeout_ms: f64,
-    pub(crate) context_window: Option<u64>,
-    /// The X-Client header, when the endpoint's host is trusted with it.
-    pub(crate) client_header: Option<String>,
-}
+/// What a failed `fetch` tells a person to do (in a browser it is most often CORS).
+const UNREACHABLE_HINT: &str = "Check that the model server at that address is running and, \
+    from a web page, that it allows the page's origin (CORS).";
 
 /// The config's model entries.
 pub(crate) fn models(config: &Value) -> Vec<&Map<String, Value>> {
@@ -53,65 +43,51 @@ fn value_of(model: &Map<String, Value>) -> Option<&str> {
     model.get("value").or_else(|| model.get("model")).and_then(Value::as_str)
 }
 
-/// The settings of the model with this value.
-pub(crate) fn resolve(
-    config: &Value,
-    value: &str,
-    client_name: &str,
-) -> Result<ModelSettings, String> {
+/// The rein-model config of the model with this value: that entry alone (named by what is
+/// sent, `model` else `value`; `endpoint` and `api_key` from the top level when it has none;
+/// without an endpoint, its provider's public one) under the config's global settings.
+fn models_config(config: &Value, value: &str) -> Result<ModelsConfig, String> {
     let model = models(config)
         .into_iter()
         .find(|model| value_of(model) == Some(value))
         .ok_or_else(|| format!("no model `{value}` in llm_models"))?;
-    let global = config.as_object();
-    let key = |name: &str| -> Option<&Value> {
-        model.get(name).or_else(|| global.and_then(|g| g.get(name))).filter(|v| !v.is_null())
-    };
-    let endpoint = key("endpoint")
-        .and_then(Value::as_str)
-        .ok_or_else(|| format!("model `{value}` has no endpoint"))?
-        .trim_end_matches('/')
-        .to_owned();
-    let toggle = key("reasoning_toggle").and_then(Value::as_bool).unwrap_or(false);
-    let reasoning_default = key("reasoning_default").and_then(Value::as_bool);
-    let hosts: Vec<String> = match key("client_header_hosts").and_then(Value::as_array) {
-        Some(hosts) => hosts.iter().filter_map(Value::as_str).map(str::to_owned).collect(),
-        None => DEFAULT_CLIENT_HEADER_HOSTS.iter().map(|h| (*h).to_owned()).collect(),
-    };
-    let trusted = host_of(&endpoint)
-        .is_some_and(|host| hosts.iter().any(|h| host == h || host.ends_with(&format!(".{h}"))));
-    Ok(ModelSettings {
-        value: value.to_owned(),
-        label: model.get("label").and_then(Value::as_str).map(str::to_owned),
-        wire_model: model.get("model").and_then(Value::as_str).unwrap_or(value).to_owned(),
-        api_key: key("api_key")
-            .and_then(Value::as_str)
-            .filter(|k| !k.is_empty())
-            .map(str::to_owned),
-        endpoint,
-        // glen: temperature 0 unless set, so answers do not hang on each endpoint's default.
-        temperature: Some(key("temperature").and_then(Value::as_f64).unwrap_or(0.0)),
-        top_p: key("top_p").and_then(Value::as_f64),
-        seed: key("seed").and_then(Value::as_i64),
-        max_tokens: key("max_tokens").and_then(Value::as_u64),
-        prompt_cache: key("prompt_cache").and_then(Value::as_bool).unwrap_or(false),
-        reasoning: (toggle || reasoning_default.is_some())
-            .then(|| reasoning_default.unwrap_or(false)),
-        timeout_ms: key("llm_timeout_seconds")
-            .and_then(Value::as_f64)
-            .unwrap_or(DEFAULT_TIMEOUT_SECONDS)
-            * 1000.0,
-        context_window: key("context_window").and_then(Value::as_u64),
-        client_header: trusted.then(|| client_name.to_owned()),
-    })
+    let mut entry = model.clone();
+    let wire = model.get("model").and_then(Value::as_str).unwrap_or(value).to_owned();
+    entry.insert("value".into(), wire.into());
+    let mut global = config.as_object().cloned().unwrap_or_default();
+    for key in ["endpoint", "api_key"] {
+        let absent = entry.get(key).is_none_or(Value::is_null);
+        if let Some(shared) = global.remove(key).filter(|_| absent) {
+            entry.insert(key.into(), shared);
+        }
+    }
+    global.insert("llm_models".into(), Value::Array(vec![Value::Object(entry)]));
+    global.remove("llm_model");
+    serde_json::from_value(Value::Object(global))
+        .map_err(|error| format!("invalid model settings for `{value}`: {error}"))
 }
 
-/// The host of a URL (`https://a.b:8080/v1` -> `a.b`).
-fn host_of(url: &str) -> Option<&str> {
-    let rest = url.split_once("://").map_or(url, |(_, rest)| rest);
-    let authority = rest.split(['/', '?', '#']).next()?;
-    let host = authority.rsplit_once('@').map_or(authority, |(_, host)| host);
-    Some(host.split(':').next().unwrap_or(host)).filter(|h| !h.is_empty())
+/// The model with this value, built by rein-model over the host's `fetch`.
+pub(crate) fn model(
+    config: &Value,
+    value: &str,
+    client_name: &str,
+) -> Result<Arc<ProviderModel>, String> {
+    let models = models_config(config, value)?;
+    let endpoint = models.llm_models.first().and_then(|entry| entry.endpoint.clone());
+    let mut options = RegistryOptions::default().with_client_name(client_name);
+    if let Some(endpoint) = endpoint {
+        options = options.with_unreachable_hint(endpoint, UNREACHABLE_HINT);
+    }
+    // No environment in a page: a key is in the config or there is none.
+    let registry = ModelRegistry::from_config_with_transport(
+        &models,
+        &options,
+        |_| None,
+        Arc::new(FetchTransport),
+    )
+    .map_err(|error| error.to_string())?;
+    Ok(registry.default_model())
 }
 
 /// An integer setting of the config (`max_tool_calls`, ...).

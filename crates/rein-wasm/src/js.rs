@@ -1,5 +1,5 @@
-//! The JavaScript side: values held for Rust by handle, JSON both ways, work run on the JS
-//! event loop, and `fetch` with an abort.
+//! The JavaScript side: values held for Rust by handle, JSON both ways, and work run on the JS
+//! event loop.
 //!
 //! rein's ports are `Send + Sync` and JavaScript values are not, so Rust structs hold a
 //! [`Held`] (an index into a table of this thread's values) and JavaScript work runs in
@@ -10,7 +10,6 @@ use std::cell::RefCell;
 use std::future::Future;
 
 use futures::channel::oneshot;
-use futures::future::{Either, select};
 use js_sys::{Function, JSON, Object, Promise, Reflect};
 use wasm_bindgen::prelude::*;
 use wasm_bindgen_futures::JsFuture;
@@ -115,95 +114,4 @@ pub(crate) fn method(object: &JsValue, name: &str) -> Option<Function> {
 /// Sets `object[key] = value` (on an object made here, so it cannot fail).
 pub(crate) fn set(object: &Object, key: &str, value: &JsValue) {
     let _ = Reflect::set(object, &key.into(), value);
-}
-
-#[wasm_bindgen]
-extern "C" {
-    #[wasm_bindgen(js_name = fetch, catch)]
-    fn fetch_with(url: &str, init: &JsValue) -> Result<Promise, JsValue>;
-
-    #[derive(Clone)]
-    type AbortController;
-    #[wasm_bindgen(constructor)]
-    fn new() -> AbortController;
-    #[wasm_bindgen(method, getter)]
-    fn signal(this: &AbortController) -> JsValue;
-    #[wasm_bindgen(method)]
-    fn abort(this: &AbortController);
-
-    type FetchResponse;
-    #[wasm_bindgen(method, getter)]
-    fn status(this: &FetchResponse) -> u16;
-    #[wasm_bindgen(method, catch)]
-    fn text(this: &FetchResponse) -> Result<Promise, JsValue>;
-
-    #[wasm_bindgen(js_name = setTimeout)]
-    fn set_timeout(callback: &JsValue, ms: f64) -> JsValue;
-    #[wasm_bindgen(js_name = clearTimeout)]
-    fn clear_timeout(id: &JsValue);
-}
-
-/// How a `fetch` went wrong.
-#[derive(Debug)]
-pub(crate) enum FetchError {
-    /// No answer within the timeout.
-    Timeout,
-    /// The request was cancelled by the caller.
-    Cancelled,
-    /// The network failed (or CORS refused the request, which looks the same).
-    Network(String),
-}
-
-/// POSTs `body` and reads the whole answer, aborting the request when `cancel` fires (or its
-/// sender is dropped) or `timeout_ms` passes.
-pub(crate) async fn post(
-    url: &str,
-    headers: &[(String, String)],
-    body: &str,
-    timeout_ms: f64,
-    cancel: oneshot::Receiver<()>,
-) -> Result<(u16, String), FetchError> {
-    let controller = AbortController::new();
-    let init = Object::new();
-    set(&init, "method", &"POST".into());
-    let header_object = Object::new();
-    for (name, value) in headers {
-        set(&header_object, name, &value.into());
-    }
-    set(&init, "headers", &header_object);
-    set(&init, "body", &body.into());
-    set(&init, "signal", &controller.signal());
-
-    let timed_out = std::rc::Rc::new(std::cell::Cell::new(false));
-    let timer = {
-        let timed_out = timed_out.clone();
-        let controller = controller.clone();
-        let callback = Closure::once_into_js(move || {
-            timed_out.set(true);
-            controller.abort();
-        });
-        set_timeout(&callback, timeout_ms)
-    };
-    let work = async {
-        let response: FetchResponse =
-            JsFuture::from(fetch_with(url, &init)?).await?.unchecked_into();
-        let status = response.status();
-        let text = JsFuture::from(response.text()?).await?;
-        Ok::<_, JsValue>((status, text.as_string().unwrap_or_default()))
-    };
-    let result = match select(Box::pin(work), cancel).await {
-        Either::Left((result, _)) => result.map_err(|error| {
-            if timed_out.get() {
-                FetchError::Timeout
-            } else {
-                FetchError::Network(error_text(&error))
-            }
-        }),
-        Either::Right(_) => {
-            controller.abort();
-            Err(FetchError::Cancelled)
-        }
-    };
-    clear_timeout(&timer);
-    result
 }

@@ -15,3 +15,4 @@ mod server;
 mod shaping;
 mod split;
 mod transcription;
+mod transport;

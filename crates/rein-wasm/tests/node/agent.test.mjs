@@ -175,3 +175,29 @@ test('approval through onToolProposal when auto-approve is off', async () => {
         await server.close();
     }
 });
+
+test("rein-model's rules over fetch: a 429's Retry-After is waited for, a stream is read", async () => {
+    const delta = (d, finish = null) => ({ id: 'x', choices: [{ index: 0, delta: d, finish_reason: finish }] });
+    const server = await startServer([
+        { status: 429, headers: { 'retry-after': '0.2' }, message: 'slow down' },
+        { sse: [delta({ role: 'assistant', content: 'Str' }), delta({ content: 'eamed.' }), delta({}, 'stop')] },
+    ]);
+    try {
+        const agent = new Agent(config(server.endpoint), new ToolRegistry());
+        const retries = [];
+        agent.onRetry = (error) => retries.push(error.message);
+        const started = Date.now();
+        const { response } = await agent.processMessage('Hi.');
+        assert.equal(response, 'Streamed.');
+        assert.ok(Date.now() - started >= 150, 'the Retry-After was waited for');
+        assert.equal(retries.length, 1);
+        assert.match(retries[0], /429/);
+        assert.equal(server.requests.length, 2);
+        // rein-model's shaping: streamed by default, with the usage chunk asked for.
+        assert.equal(server.requests[0].body.stream, true);
+        assert.deepEqual(server.requests[0].body.stream_options, { include_usage: true });
+        assert.equal(server.requests[0].headers.accept, 'text/event-stream');
+    } finally {
+        await server.close();
+    }
+});

@@ -4,20 +4,24 @@ import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { execFile } from 'node:child_process';
 import { existsSync } from 'node:fs';
+import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { startServer, call } from './scripted-server.mjs';
 
 const root = fileURLToPath(new URL('../../../../', import.meta.url));
 const chromium = process.env.REIN_CHROMIUM ?? '/usr/bin/chromium';
-const pkgBuilt = existsSync(`${root}target/wasm/pkg/index.js`);
+// The package `cargo xtask wasm --test` built (it may live under another CARGO_TARGET_DIR); the
+// page imports it from /target/wasm/pkg/, where the server serves it.
+const pkg = fileURLToPath(process.env.REIN_WASM_PKG ?? new URL('target/wasm/pkg/', `file://${root}`).href);
+const pkgBuilt = existsSync(path.join(pkg, 'index.js'));
 
 test('the example page runs a local tool that changes the page', {
-    skip: !existsSync(chromium) ? `no Chromium at ${chromium} (set REIN_CHROMIUM)` : !pkgBuilt ? 'run `cargo xtask wasm` first' : false,
+    skip: !existsSync(chromium) ? `no Chromium at ${chromium} (set REIN_CHROMIUM)` : !pkgBuilt ? `no package at ${pkg}: run \`cargo xtask wasm\` first` : false,
 }, async () => {
     const server = await startServer([
         { tool_calls: [call('p1', 'set_panel', { color: 'teal', caption: 'Teal now' })] },
         { content: 'The panel is teal.' },
-    ], { staticRoot: root.replace(/\/$/, '') });
+    ], { statics: { '/examples/web/': path.join(root, 'examples/web'), '/target/wasm/pkg/': pkg } });
     try {
         const url = new URL(`${server.endpoint.replace('/v1', '')}/examples/web/index.html`);
         url.searchParams.set('endpoint', '/v1');

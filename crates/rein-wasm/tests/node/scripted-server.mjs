@@ -6,17 +6,24 @@ import path from 'node:path';
 
 const TYPES = { '.html': 'text/html', '.js': 'text/javascript', '.mjs': 'text/javascript', '.wasm': 'application/wasm', '.json': 'application/json' };
 
-/** Starts the server; with `staticRoot`, a GET serves that directory's files (the example page). */
-export async function startServer(script, { staticRoot } = {}) {
+/**
+ * Starts the server. With `statics` (`{ '/url/prefix/': '/a/directory' }`), a GET under a prefix
+ * serves that directory's files (the example page and the package); any other GET is a 404.
+ */
+export async function startServer(script, { statics = {} } = {}) {
     const requests = [];
     const queue = [...script];
     const server = http.createServer(async (req, res) => {
-        if (req.method === 'GET' && staticRoot) {
-            const file = path.join(staticRoot, decodeURIComponent(new URL(req.url, 'http://x').pathname));
-            if (!file.startsWith(staticRoot)) return res.writeHead(403).end();
+        if (req.method === 'GET') {
+            const pathname = decodeURIComponent(new URL(req.url, 'http://x').pathname);
+            const prefix = Object.keys(statics).find((p) => pathname.startsWith(p));
+            if (!prefix) return res.writeHead(404).end();
+            const dir = path.resolve(statics[prefix]);
+            const file = path.join(dir, pathname.slice(prefix.length));
+            if (file !== dir && !file.startsWith(dir + path.sep)) return res.writeHead(403).end();
             try {
-                const data = await readFile(file.endsWith('/') ? file + 'index.html' : file);
-                res.writeHead(200, { 'content-type': TYPES[path.extname(file)] ?? (file.endsWith('/') ? 'text/html' : 'application/octet-stream') });
+                const data = await readFile(pathname.endsWith('/') ? path.join(file, 'index.html') : file);
+                res.writeHead(200, { 'content-type': TYPES[pathname.endsWith('/') ? '.html' : path.extname(file)] ?? 'application/octet-stream' });
                 return res.end(data);
             } catch {
                 return res.writeHead(404).end();
@@ -32,6 +39,19 @@ export async function startServer(script, { staticRoot } = {}) {
             if (step.hang) {
                 req.on('close', () => {});
                 return; // never answers; the client must abort
+            }
+            if (step.status) {
+                res.writeHead(step.status, { 'content-type': 'application/json', ...step.headers });
+                return res.end(JSON.stringify({ error: { message: step.message ?? 'scripted failure' } }));
+            }
+            if (step.sse) {
+                // Server-sent events, one chunk at a time, each a `data:` line, then [DONE].
+                res.writeHead(200, { 'content-type': 'text/event-stream' });
+                for (const chunk of step.sse) {
+                    res.write(`data: ${JSON.stringify(chunk)}\n\n`);
+                    await new Promise((resolve) => setTimeout(resolve, 5));
+                }
+                return res.end('data: [DONE]\n\n');
             }
             const message = { role: 'assistant', content: step.content ?? null };
             if (step.tool_calls) message.tool_calls = step.tool_calls;
