@@ -1,7 +1,8 @@
 //! `rein chat`: an interactive terminal chat over the hosted runtime.
 //!
 //! Streams text as it is written, shows each tool call with a one-line summary of its result,
-//! asks about approvals (yes / no / always for this session), stops a turn on Ctrl-C without
+//! asks about approvals (yes / no / always for this session), puts an MCP server's questions
+//! (elicitation) to the person field by field, stops a turn on Ctrl-C without
 //! leaving the program, offers to continue or discard a turn paused at a checkpoint, and takes
 //! slash commands (`/help`).
 
@@ -15,7 +16,7 @@ use std::{
 use anyhow::Context as _;
 use futures::StreamExt as _;
 use rein_protocol::{AgentEvent, TurnEnding};
-use rein_runtime::{Decision, Runtime, SessionSettings, TurnReport};
+use rein_runtime::{Decision, ElicitationReply, Runtime, SessionSettings, TurnReport};
 use tokio::sync::mpsc;
 
 use crate::{
@@ -287,6 +288,7 @@ impl Chat {
         let mut view = TurnView::new(self.color);
         let mut spinner = tokio::time::interval(Duration::from_millis(120));
         loop {
+            let mut question = None;
             tokio::select! {
                 event = events.next() => {
                     let Some(event) = event else { break };
@@ -294,6 +296,18 @@ impl Chat {
                         continue;
                     }
                     view.show(&event.event);
+                    if let AgentEvent::ElicitationRequested {
+                        elicitation_id, server, message, requested_schema, url,
+                    } = event.event.clone()
+                    {
+                        question = Some(Question {
+                            id: elicitation_id,
+                            server,
+                            message,
+                            schema: requested_schema,
+                            url,
+                        });
+                    }
                     if let AgentEvent::ApprovalRequested { approval_id, call } = &event.event {
                         view.approvals.push(Pending {
                             id: approval_id.clone(),
@@ -319,6 +333,10 @@ impl Chat {
                     view.clear_spinner();
                     return self.finish(finished, view);
                 }
+            }
+            if let Some(question) = question {
+                view.clear_spinner();
+                self.answer_question(question).await;
             }
         }
         let finished = turn.await;
@@ -396,11 +414,155 @@ impl Chat {
         Ok(None)
     }
 
+    /// Puts an MCP server's question to the person, field by field, and sends the answer.
+    async fn answer_question(&mut self, question: Question) {
+        println!("\n? MCP server `{}` asks: {}", question.server, question.message);
+        if let Some(url) = &question.url {
+            println!("  open {url}");
+        }
+        let reply = self.fill_form(&question).await;
+        if let Err(error) =
+            self.runtime.answer_elicitation(&self.session, &question.id, reply).await
+        {
+            println!("(the answer was not taken: {error})");
+        }
+    }
+
+    /// Asks each field of `question`'s form (an empty line takes the default, or skips an
+    /// optional field), then whether to send; Ctrl-C or Ctrl-D cancels.
+    async fn fill_form(&mut self, question: &Question) -> ElicitationReply {
+        let required: Vec<&str> = question
+            .schema
+            .get("required")
+            .and_then(serde_json::Value::as_array)
+            .map(|names| names.iter().filter_map(serde_json::Value::as_str).collect())
+            .unwrap_or_default();
+        let mut content = rein_protocol::JsonObject::new();
+        let no_properties = serde_json::Map::new();
+        let properties = question
+            .schema
+            .get("properties")
+            .and_then(serde_json::Value::as_object)
+            .unwrap_or(&no_properties);
+        for (name, property) in properties {
+            let field = Field::of(name, property, required.contains(&name.as_str()));
+            loop {
+                print!("  {}: ", field.label());
+                let _ = std::io::stdout().flush();
+                let Some(line) = self.question_line().await else {
+                    return ElicitationReply::Cancel;
+                };
+                match field.read(line.trim()) {
+                    Ok(Some(value)) => {
+                        content.insert(name.clone(), value);
+                        break;
+                    }
+                    Ok(None) => break,
+                    Err(problem) => println!("  {problem}"),
+                }
+            }
+        }
+        print!("Send this answer? [y]es / [n]o, decline / [c]ancel: ");
+        let _ = std::io::stdout().flush();
+        match self.question_line().await.map(|line| line.trim().to_ascii_lowercase()).as_deref() {
+            Some("" | "y" | "yes") => ElicitationReply::Accept(content),
+            Some("n" | "no") => ElicitationReply::Decline,
+            _ => ElicitationReply::Cancel,
+        }
+    }
+
+    /// The next line while a question is asked; `None` on Ctrl-C or end of input.
+    async fn question_line(&mut self) -> Option<String> {
+        match self.input.recv().await? {
+            Input::Line(line) => Some(line),
+            Input::Eof | Input::Interrupt => None,
+        }
+    }
+
     async fn ask(&mut self, question: &str) -> Option<String> {
         print!("{question}");
         let _ = std::io::stdout().flush();
         self.next_line().await.map(|line| line.to_ascii_lowercase())
     }
+}
+
+/// A question of an MCP server, asked during a turn.
+struct Question {
+    id: String,
+    server: String,
+    message: String,
+    schema: rein_protocol::JsonObject,
+    url: Option<String>,
+}
+
+/// One field of a question's form: how it is asked and how a typed line is read.
+#[derive(Debug)]
+struct Field {
+    title: String,
+    kind: String,
+    choices: Vec<serde_json::Value>,
+    default: Option<serde_json::Value>,
+    required: bool,
+}
+
+impl Field {
+    fn of(name: &str, property: &serde_json::Value, required: bool) -> Field {
+        Field {
+            title: property["title"].as_str().unwrap_or(name).to_owned(),
+            kind: property["type"].as_str().unwrap_or("string").to_owned(),
+            choices: property["enum"].as_array().cloned().unwrap_or_default(),
+            default: property.get("default").cloned(),
+            required,
+        }
+    }
+
+    /// `Title (a/b) [default]*`: the choices or the type, the default, and a star when required.
+    fn label(&self) -> String {
+        let choices: Vec<String> = self.choices.iter().map(plain).collect();
+        let hint = if choices.is_empty() { self.kind.clone() } else { choices.join("/") };
+        let default = self.default.as_ref().map(|d| format!(" [{}]", plain(d))).unwrap_or_default();
+        let star = if self.required { "*" } else { "" };
+        format!("{} ({hint}){default}{star}", self.title)
+    }
+
+    /// The value of a typed line: `None` to leave an optional field out; an error to ask again.
+    fn read(&self, line: &str) -> Result<Option<serde_json::Value>, String> {
+        if line.is_empty() {
+            return match (&self.default, self.required) {
+                (Some(default), _) => Ok(Some(default.clone())),
+                (None, false) => Ok(None),
+                (None, true) => Err("this field is required".to_owned()),
+            };
+        }
+        let value = match self.kind.as_str() {
+            "boolean" => match line.to_ascii_lowercase().as_str() {
+                "y" | "yes" | "true" | "1" => serde_json::Value::Bool(true),
+                "n" | "no" | "false" | "0" => serde_json::Value::Bool(false),
+                _ => return Err("answer yes or no".to_owned()),
+            },
+            "integer" => line
+                .parse::<i64>()
+                .map(serde_json::Value::from)
+                .map_err(|_| "a whole number, please".to_owned())?,
+            "number" => line
+                .parse::<f64>()
+                .ok()
+                .and_then(serde_json::Number::from_f64)
+                .map(serde_json::Value::Number)
+                .ok_or_else(|| "a number, please".to_owned())?,
+            _ => serde_json::Value::String(line.to_owned()),
+        };
+        if !self.choices.is_empty() && !self.choices.contains(&value) {
+            let choices: Vec<String> = self.choices.iter().map(plain).collect();
+            return Err(format!("one of: {}", choices.join(", ")));
+        }
+        Ok(Some(value))
+    }
+}
+
+/// A JSON value as a person reads it (a string without its quotes).
+fn plain(value: &serde_json::Value) -> String {
+    value.as_str().map_or_else(|| value.to_string(), str::to_owned)
 }
 
 /// An approval requested during a turn.
@@ -487,6 +649,9 @@ impl TurnView {
                     self.dim(&format!("? {} needs your approval", call.name))
                 );
             }
+            AgentEvent::ElicitationAnswered { action, .. } => {
+                let _ = writeln!(stdout, "{}", self.dim(&format!("answer: {}", action.as_str())));
+            }
             AgentEvent::Checkpoint { summary } => {
                 let _ = writeln!(stdout, "\n{}", self.dim(&format!("checkpoint: {summary}")));
             }
@@ -501,5 +666,38 @@ impl TurnView {
             _ => {}
         }
         let _ = stdout.flush();
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use serde_json::json;
+
+    use super::Field;
+
+    #[test]
+    fn a_form_field_reads_typed_lines_and_takes_its_default_on_an_empty_one() {
+        let age = Field::of("age", &json!({"type": "integer", "title": "Age"}), true);
+        assert_eq!(age.label(), "Age (integer)*");
+        assert_eq!(age.read("36"), Ok(Some(json!(36))));
+        assert!(age.read("3.5").is_err() && age.read("").is_err());
+
+        let color = Field::of(
+            "color",
+            &json!({"type": "string", "enum": ["red", "blue"], "default": "blue"}),
+            false,
+        );
+        assert_eq!(color.label(), "color (red/blue) [blue]");
+        assert_eq!(color.read(""), Ok(Some(json!("blue"))));
+        assert_eq!(color.read("red"), Ok(Some(json!("red"))));
+        assert_eq!(color.read("green"), Err("one of: red, blue".to_owned()));
+
+        let subscribe = Field::of("subscribe", &json!({"type": "boolean"}), false);
+        assert_eq!(subscribe.read("yes"), Ok(Some(json!(true))));
+        assert_eq!(subscribe.read(""), Ok(None), "optional, no default: left out");
+        assert!(subscribe.read("maybe").is_err());
+
+        let ratio = Field::of("ratio", &json!({"type": "number"}), false);
+        assert_eq!(ratio.read("0.5"), Ok(Some(json!(0.5))));
     }
 }

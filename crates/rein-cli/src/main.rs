@@ -6,6 +6,7 @@
 mod args;
 mod chat;
 mod config;
+mod elicit;
 mod export;
 mod recover;
 mod run;

@@ -5,6 +5,7 @@ use std::{io::Write as _, process::ExitCode};
 use anyhow::Context as _;
 use futures::StreamExt as _;
 use rein_protocol::{AgentEvent, TurnEnding};
+use rein_runtime::ElicitationReply;
 
 use crate::args::{CommonArgs, new_session, pick_agent};
 
@@ -20,8 +21,29 @@ pub(crate) struct RunArgs {
     /// starts on the agent's `model` unless `--model` is given.
     #[arg(long, value_name = "NAME")]
     agent: Option<String>,
+    /// Accept what an MCP server asks during the turn (elicitation) with its form's defaults;
+    /// without it every such question is declined.
+    #[arg(long)]
+    yes: bool,
     /// The user's message.
     prompt: String,
+}
+
+/// The answer of a run to an MCP server's question: with `--yes`, the form's defaults (each
+/// property's `default`); declined otherwise.
+fn run_answer(yes: bool, requested_schema: &rein_protocol::JsonObject) -> ElicitationReply {
+    if !yes {
+        return ElicitationReply::Decline;
+    }
+    let mut content = rein_protocol::JsonObject::new();
+    if let Some(serde_json::Value::Object(properties)) = requested_schema.get("properties") {
+        for (name, property) in properties {
+            if let Some(default) = property.get("default") {
+                content.insert(name.clone(), default.clone());
+            }
+        }
+    }
+    ElicitationReply::Accept(content)
 }
 
 pub(crate) async fn run(args: RunArgs) -> anyhow::Result<ExitCode> {
@@ -32,13 +54,42 @@ pub(crate) async fn run(args: RunArgs) -> anyhow::Result<ExitCode> {
     let mut events =
         runtime.subscribe(&session.id, None).await.context("subscribing to the session")?;
     let json = args.json;
-    // Prints the events (with --json) and returns the turn's last error message, if any.
+    let yes = args.yes;
+    let answering = runtime.clone();
+    let session_id = session.id.clone();
+    // Prints the events (with --json), answers MCP servers' questions, and returns the turn's
+    // last error message, if any.
     let printer = tokio::spawn(async move {
         let mut stdout = std::io::stdout();
         let mut last_error = None;
         while let Some(event) = events.next().await {
             if let AgentEvent::Error { message, .. } = &event.event {
                 last_error = Some(message.clone());
+            }
+            if let AgentEvent::ElicitationRequested {
+                elicitation_id,
+                server,
+                message,
+                requested_schema,
+                ..
+            } = &event.event
+            {
+                let mut reply = run_answer(yes, requested_schema);
+                let answered =
+                    answering.answer_elicitation(&session_id, elicitation_id, reply.clone()).await;
+                if answered.is_err() {
+                    // The defaults do not answer the form: declined after all.
+                    reply = ElicitationReply::Decline;
+                    let _ = answering
+                        .answer_elicitation(&session_id, elicitation_id, reply.clone())
+                        .await;
+                }
+                let done = match reply {
+                    ElicitationReply::Accept(_) => "accepted with its defaults",
+                    _ if yes => "declined: its form has no defaults for every required field",
+                    _ => "declined (`--yes` accepts its defaults)",
+                };
+                eprintln!("rein: MCP server `{server}` asked \"{message}\": {done}");
             }
             let end = matches!(event.event, AgentEvent::TurnEnd { .. });
             if json {

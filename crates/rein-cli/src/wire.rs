@@ -8,8 +8,8 @@ use std::{collections::HashSet, path::PathBuf, sync::Arc, time::Duration};
 use anyhow::Context as _;
 use rein_agent::FnTool;
 use rein_mcp::{
-    Authorizer, CallbackAuthorizer, ClientOptions, LoopbackAuthorizer, McpServerSet, ServerState,
-    SharedToolName, Supervision,
+    Authorizer, CallbackAuthorizer, ClientOptions, Elicitor, LoopbackAuthorizer, McpServerSet,
+    ServerState, SharedToolName, Supervision,
 };
 use rein_model::{ModelRegistry, ProviderModel, RegistryOptions};
 use rein_protocol::{Model, ToolOutput, ToolSpec};
@@ -23,7 +23,10 @@ use rein_store::{
     StorePaths, TranscriptConfig,
 };
 
-use crate::config::{Config, DurabilityKey};
+use crate::{
+    config::{Config, DurabilityKey},
+    elicit::SessionElicitor,
+};
 
 #[cfg(test)]
 mod documented_defaults;
@@ -122,8 +125,10 @@ pub(crate) async fn wire(config: &Config, overrides: &Overrides) -> anyhow::Resu
     let token_dir = rein_store::resolve_data_dir(&path_config, |name| std::env::var_os(name))
         .ok()
         .map(|dir| dir.join("mcp-tokens"));
+    // The servers' questions reach the runtime's sessions once it is built.
+    let (questions, elicitor) = SessionElicitor::new();
     let (live, unreachable, mcp_authorizations) =
-        start_mcp(config, &capabilities, &overrides.mcp_host, token_dir).await;
+        start_mcp(config, &capabilities, &overrides.mcp_host, token_dir, elicitor).await;
     mark_background(config, &mut capabilities, &live);
     let capabilities = capabilities.with_live(live);
 
@@ -161,6 +166,7 @@ pub(crate) async fn wire(config: &Config, overrides: &Overrides) -> anyhow::Resu
         .config(runtime_config)
         .capabilities(capabilities);
     let runtime = Runtime::new(parts).context("starting the runtime")?;
+    questions.attach(&runtime);
     Ok(Wired {
         runtime,
         default_model,
@@ -218,12 +224,14 @@ fn path_config(config: &Config, overrides: &Overrides) -> PathConfig {
 const MCP_FIRST_ATTEMPT_WAIT: Duration = Duration::from_secs(65);
 
 /// The MCP client's options for `host`: its OAuth authorizer (and, for the web, the
-/// authorizations it keeps waiting) and the token directory.
+/// authorizations it keeps waiting), the token directory, and who answers servers' questions.
 async fn mcp_options(
     host: &McpHost,
     token_dir: Option<PathBuf>,
+    elicitor: Elicitor,
 ) -> (ClientOptions, Option<Arc<CallbackAuthorizer>>) {
-    let mut options = ClientOptions { token_dir, ..ClientOptions::default() };
+    let mut options =
+        ClientOptions { token_dir, elicitor: Some(elicitor), ..ClientOptions::default() };
     match host {
         McpHost::Terminal => match LoopbackAuthorizer::bind().await {
             Ok(authorizer) => options.authorizer = Some(Authorizer(Arc::new(authorizer))),
@@ -282,13 +290,14 @@ async fn start_mcp(
     fixed: &Capabilities,
     host: &McpHost,
     token_dir: Option<PathBuf>,
+    elicitor: Elicitor,
 ) -> StartedMcp {
     let live = LiveCapabilities::new();
     let servers = config.all_mcp_servers();
     if servers.is_empty() {
         return (live, Vec::new(), None);
     }
-    let (options, authorizations) = mcp_options(host, token_dir).await;
+    let (options, authorizations) = mcp_options(host, token_dir, elicitor).await;
     let fixed_names: Vec<String> = fixed.iter().map(|cap| cap.spec().name.clone()).collect();
     let supervision = Supervision {
         reserved_names: crate::config::reserved_tool_names(fixed_names.iter().map(String::as_str)),

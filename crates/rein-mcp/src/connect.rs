@@ -12,7 +12,7 @@ use std::{
     time::Duration,
 };
 
-use rein_protocol::{Redactor, ToolSource, ToolSpec, is_secret_name};
+use rein_protocol::{CancellationToken, Redactor, ToolSource, ToolSpec, is_secret_name};
 use rmcp::{
     ClientHandler, ClientLifecycleMode, ClientServiceExt as _, ErrorData, RoleClient, ServiceError,
     model::{
@@ -252,6 +252,10 @@ pub(crate) struct ClientSide {
     cache: Arc<ToolCache>,
     redactor: Redactor,
     elicitor: Option<crate::Elicitor>,
+    /// The source's calls in flight: whose session a question is put to.
+    callers: Arc<crate::elicit::Callers>,
+    /// How long a question may wait (the calls' timeout).
+    call_timeout: Duration,
 }
 
 impl ClientSide {
@@ -260,6 +264,7 @@ impl ClientSide {
         options: &ClientOptions,
         cache: Arc<ToolCache>,
         redactor: Redactor,
+        callers: Arc<crate::elicit::Callers>,
     ) -> Self {
         let mut capabilities = ClientCapabilities::default();
         if options.elicitor.is_some() {
@@ -273,7 +278,15 @@ impl ClientSide {
             Implementation::new(options.client_name.clone(), options.client_version.clone()),
         )
         .with_protocol_version(ProtocolVersion::LATEST_WITH_INITIALIZE);
-        ClientSide { server, info, cache, redactor, elicitor: options.elicitor.clone() }
+        ClientSide {
+            server,
+            info,
+            cache,
+            redactor,
+            elicitor: options.elicitor.clone(),
+            callers,
+            call_timeout: options.call_timeout,
+        }
     }
 }
 
@@ -293,10 +306,20 @@ impl ClientHandler for ClientSide {
             return Ok(ElicitResult::new(ElicitationAction::Decline));
         };
         let params = serde_json::to_value(&request).unwrap_or_default();
-        let request = crate::elicit::request_of(&self.server, &params);
+        let (session_id, stops) = self.callers.asker();
+        let request =
+            crate::elicit::request_of(&self.server, &params, session_id, self.call_timeout);
+        // A stopped call (every call in flight stopped) takes its question with it.
+        let stopped = async {
+            if stops.is_empty() {
+                return std::future::pending().await;
+            }
+            futures::future::join_all(stops.iter().map(CancellationToken::cancelled)).await;
+        };
         let answer = tokio::select! {
             answer = elicitor.0.elicit(request) => answer,
             () = context.ct.cancelled() => crate::ElicitationAnswer::Cancel,
+            () = stopped => crate::ElicitationAnswer::Cancel,
         };
         serde_json::from_value(crate::elicit::result_json(answer))
             .map_err(|error| ErrorData::internal_error(error.to_string(), None))

@@ -6,11 +6,19 @@
 //! The host answers through an [`Elicitor`] (the web chat shows a form built from the schema,
 //! `rein chat` asks field by field, `rein run` declines unless `--yes`). Without one the
 //! elicitation capability is not declared, so servers do not ask. A request the server cancels
-//! (or that is dropped) is answered `cancel`.
+//! (or that is dropped), or one whose tool call is stopped, is answered `cancel`.
+//!
+//! Which session asks: a server's request names no call, so the source keeps its calls in
+//! flight ([`Callers`]) and a request is put to the session of those calls when they all belong
+//! to one; when calls of several sessions are in flight on one connection the request names no
+//! session (the host declines it rather than ask the wrong person).
 
-use std::sync::Arc;
+use std::{
+    sync::{Arc, Mutex, PoisonError},
+    time::Duration,
+};
 
-use rein_protocol::JsonObject;
+use rein_protocol::{CancellationToken, JsonObject};
 use serde_json::Value;
 
 /// What a server asks the person.
@@ -26,6 +34,12 @@ pub struct ElicitationRequest {
     pub requested_schema: JsonObject,
     /// For a URL elicitation: the page the person is asked to open.
     pub url: Option<String>,
+    /// The session whose tool call the server asks during; `None` when no call is in flight or
+    /// calls of several sessions are (nobody to ask for sure).
+    pub session_id: Option<String>,
+    /// How long the question may wait: the server's call timeout (`timeout_seconds`), after
+    /// which the call has failed anyway. Unanswered by then, the host answers `cancel`.
+    pub timeout: Duration,
 }
 
 impl ElicitationRequest {
@@ -78,13 +92,67 @@ impl PartialEq for Elicitor {
     }
 }
 
+/// The tool calls in flight on one source: the session each belongs to and its stop token.
+#[derive(Debug, Default)]
+pub(crate) struct Callers {
+    calls: Mutex<Vec<(u64, Option<String>, CancellationToken)>>,
+    next: std::sync::atomic::AtomicU64,
+}
+
+impl Callers {
+    fn calls(&self) -> std::sync::MutexGuard<'_, Vec<(u64, Option<String>, CancellationToken)>> {
+        self.calls.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// Registers a call of `session_id`; the guard removes it when the call ends.
+    pub(crate) fn enter(
+        self: &Arc<Self>,
+        session_id: Option<&str>,
+        cancel: &CancellationToken,
+    ) -> CallerGuard {
+        let id = self.next.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        self.calls().push((id, session_id.map(str::to_owned), cancel.clone()));
+        CallerGuard { callers: Arc::clone(self), id }
+    }
+
+    /// The one session whose calls are in flight (`None` when there are none, or calls of
+    /// several sessions or of none), and the stop tokens of those calls.
+    pub(crate) fn asker(&self) -> (Option<String>, Vec<CancellationToken>) {
+        let calls = self.calls();
+        let mut sessions = calls.iter().map(|(_, session, _)| session.as_deref());
+        let first = sessions.next().flatten();
+        let one = first.filter(|first| sessions.all(|other| other == Some(first)));
+        let tokens = calls.iter().map(|(_, _, token)| token.clone()).collect();
+        (one.map(str::to_owned), tokens)
+    }
+}
+
+/// Removes a call from [`Callers`] when dropped.
+pub(crate) struct CallerGuard {
+    callers: Arc<Callers>,
+    id: u64,
+}
+
+impl Drop for CallerGuard {
+    fn drop(&mut self) {
+        self.callers.calls().retain(|(id, _, _)| *id != self.id);
+    }
+}
+
 /// rmcp's request to rein's, through the wire JSON (rmcp types stay in `connect.rs`).
-pub(crate) fn request_of(server: &str, params: &Value) -> ElicitationRequest {
+pub(crate) fn request_of(
+    server: &str,
+    params: &Value,
+    session_id: Option<String>,
+    timeout: Duration,
+) -> ElicitationRequest {
     ElicitationRequest {
         server: server.to_owned(),
         message: params["message"].as_str().unwrap_or_default().to_owned(),
         requested_schema: params["requestedSchema"].as_object().cloned().unwrap_or_default(),
         url: params["url"].as_str().map(str::to_owned),
+        session_id,
+        timeout,
     }
 }
 
@@ -116,6 +184,8 @@ mod tests {
                     "note": { "type": "string" }
                 } }
             }),
+            None,
+            Duration::from_secs(1),
         );
         assert_eq!(request.message, "Who?");
         assert_eq!(
@@ -126,5 +196,25 @@ mod tests {
             result_json(ElicitationAnswer::Decline),
             serde_json::json!({"action": "decline"})
         );
+    }
+
+    #[test]
+    fn a_question_goes_to_the_one_session_whose_calls_are_in_flight() {
+        let callers = Arc::new(Callers::default());
+        assert_eq!(callers.asker().0, None);
+        let stop = CancellationToken::new();
+        let first = callers.enter(Some("a"), &stop);
+        let second = callers.enter(Some("a"), &stop);
+        let (asker, stops) = callers.asker();
+        assert_eq!((asker.as_deref(), stops.len()), (Some("a"), 2));
+        let other = callers.enter(Some("b"), &stop);
+        assert_eq!(callers.asker().0, None, "two sessions: nobody is asked");
+        drop(other);
+        drop(first);
+        assert_eq!(callers.asker().0.as_deref(), Some("a"));
+        drop(second);
+        assert_eq!(callers.asker().0, None);
+        let _anonymous = callers.enter(None, &stop);
+        assert_eq!(callers.asker().0, None);
     }
 }

@@ -480,7 +480,8 @@ impl Tool for McpTool {
         arguments: JsonObject,
         context: ToolContext,
     ) -> Result<ToolOutput, ToolError> {
-        Ok(self.source.call(&self.original, arguments, &context.cancel).await?)
+        let session = context.session_id.as_deref();
+        Ok(self.source.call_for(session, &self.original, arguments, &context.cancel).await?)
     }
 }
 

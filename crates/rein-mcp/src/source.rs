@@ -26,6 +26,7 @@ use crate::{
         ClientSide, McpTransport, RequestFailure, Session, ToolCache, oauth_session, open, ping,
         request_error, specs_of,
     },
+    elicit::Callers,
     oauth::OAuthSession,
     result::call_result_to_output,
 };
@@ -57,6 +58,8 @@ struct Inner {
     redactor: Redactor,
     /// An HTTP server's OAuth state (tokens, step-up count), kept across reconnects.
     oauth: Option<Arc<OAuthSession>>,
+    /// The calls in flight, for the session a server's question is put to.
+    callers: Arc<Callers>,
 }
 
 #[derive(Default)]
@@ -102,6 +105,7 @@ impl McpToolSource {
                 transport,
                 options,
                 cache: Arc::new(ToolCache::new()),
+                callers: Arc::new(Callers::default()),
                 state: tokio::sync::Mutex::new(ConnState::default()),
                 next_id: AtomicU64::new(1),
                 redactor,
@@ -232,6 +236,19 @@ impl McpToolSource {
         arguments: JsonObject,
         cancel: &CancellationToken,
     ) -> Result<ToolOutput, McpError> {
+        self.call_for(None, tool, arguments, cancel).await
+    }
+
+    /// [`call`](Self::call) on behalf of session `session_id`: a question the server asks
+    /// while the call runs (elicitation) is put to that session.
+    pub async fn call_for(
+        &self,
+        session_id: Option<&str>,
+        tool: &str,
+        arguments: JsonObject,
+        cancel: &CancellationToken,
+    ) -> Result<ToolOutput, McpError> {
+        let _caller = self.inner.callers.enter(session_id, cancel);
         let timeout = self.inner.options.call_timeout;
         let server = &self.inner.name;
         let request = serde_json::json!({ "name": tool, "arguments": Value::Object(arguments) });
@@ -428,6 +445,7 @@ impl McpToolSource {
             &inner.options,
             inner.cache.clone(),
             inner.redactor.clone(),
+            inner.callers.clone(),
         );
         let session =
             open(&inner.name, &inner.transport, &inner.options, handler, inner.oauth.clone())
@@ -467,7 +485,7 @@ impl ToolSource for McpToolSource {
         arguments: JsonObject,
         context: ToolContext,
     ) -> Result<ToolOutput, ToolError> {
-        Ok(self.call(name, arguments, &context.cancel).await?)
+        Ok(self.call_for(context.session_id.as_deref(), name, arguments, &context.cancel).await?)
     }
 }
 

@@ -44,6 +44,31 @@ impl TurnEnding {
     }
 }
 
+/// What a person did with a question an MCP server asked (elicitation).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+#[non_exhaustive]
+pub enum ElicitationAction {
+    /// Answered: the content went back to the server.
+    Accept,
+    /// Declined: the server goes on without the input.
+    Decline,
+    /// Cancelled (by the person, by a stop, or because nobody answered in time): the server
+    /// abandons what it asked for.
+    Cancel,
+}
+
+impl ElicitationAction {
+    /// The wire name (`accept`, `decline`, `cancel`).
+    pub fn as_str(self) -> &'static str {
+        match self {
+            ElicitationAction::Accept => "accept",
+            ElicitationAction::Decline => "decline",
+            ElicitationAction::Cancel => "cancel",
+        }
+    }
+}
+
 /// One thing that happened during a turn.
 ///
 /// Serialized with a `type` tag in snake_case, e.g. `{"type":"text_delta","text":"Hel"}`.
@@ -125,6 +150,31 @@ pub enum AgentEvent {
         /// Its arguments.
         arguments: crate::JsonObject,
     },
+    /// An MCP server asks the person for input while one of its tools runs (elicitation): the
+    /// client shows a form built from `requested_schema` (or offers the page at `url`) and posts
+    /// the answer to the session's `elicitations/{elicitation_id}`.
+    ElicitationRequested {
+        /// The question's id.
+        elicitation_id: String,
+        /// The configured name of the server asking.
+        server: String,
+        /// The server's question.
+        message: String,
+        /// The JSON schema of the answer: an object of primitive-typed properties (each may
+        /// carry `title`, `description`, `default`, `enum`); empty for a URL elicitation.
+        requested_schema: crate::JsonObject,
+        /// For a URL elicitation: the page the person is asked to open.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        url: Option<String>,
+    },
+    /// A question of `elicitation_requested` was answered (the content itself is not in the
+    /// event: it went to the server only).
+    ElicitationAnswered {
+        /// The question's id.
+        elicitation_id: String,
+        /// What the person did (or `cancel`: stopped, or not answered in time).
+        action: ElicitationAction,
+    },
     /// A tool call finished (or was refused, or not run).
     ToolResult {
         /// The call's id.
@@ -188,6 +238,8 @@ impl AgentEvent {
         "approval_requested",
         "tool_started",
         "client_tool_call",
+        "elicitation_requested",
+        "elicitation_answered",
         "tool_result",
         "notice",
         "checkpoint",
@@ -210,6 +262,8 @@ impl AgentEvent {
             AgentEvent::ApprovalRequested { .. } => "approval_requested",
             AgentEvent::ToolStarted { .. } => "tool_started",
             AgentEvent::ClientToolCall { .. } => "client_tool_call",
+            AgentEvent::ElicitationRequested { .. } => "elicitation_requested",
+            AgentEvent::ElicitationAnswered { .. } => "elicitation_answered",
             AgentEvent::ToolResult { .. } => "tool_result",
             AgentEvent::Notice { .. } => "notice",
             AgentEvent::Checkpoint { .. } => "checkpoint",
@@ -245,6 +299,17 @@ mod tests {
                 call_id: text(),
                 name: text(),
                 arguments: crate::JsonObject::new(),
+            },
+            AgentEvent::ElicitationRequested {
+                elicitation_id: text(),
+                server: text(),
+                message: text(),
+                requested_schema: crate::JsonObject::new(),
+                url: None,
+            },
+            AgentEvent::ElicitationAnswered {
+                elicitation_id: text(),
+                action: super::ElicitationAction::Accept,
             },
             AgentEvent::ToolResult {
                 call_id: text(),

@@ -28,7 +28,7 @@ mod tool;
 mod transcribe;
 
 pub use crate::{
-    event::{AgentEvent, TurnEnding},
+    event::{AgentEvent, ElicitationAction, TurnEnding},
     message::{Content, ContentPart, ImageUrl, Message, Role, ToolCall},
     model::{
         DeltaSink, Model, ModelError, ModelErrorKind, ModelInfo, ModelReply, ModelRequest,

@@ -13,6 +13,7 @@ use crate::{
     capability::Capabilities,
     client_tools::ClientTools,
     config::{AgentDefinition, AgentPolicy, Limits, Persona, RuntimeConfig},
+    elicitations::Elicitations,
     error::{Result, RuntimeError, StoreResult as _},
     events::EventHub,
     models::ModelResolver,
@@ -35,6 +36,8 @@ pub(crate) struct Core {
     events: Arc<EventHub>,
     /// The tools clients registered for their sessions, and their calls waiting for answers.
     client_tools: ClientTools,
+    /// The questions of MCP servers waiting for the person's answer.
+    elicitations: Elicitations,
 }
 
 impl Drop for Core {
@@ -67,6 +70,7 @@ impl Core {
             instance: rein_store::new_id("runtime"),
             events,
             client_tools: ClientTools::default(),
+            elicitations: Elicitations::default(),
         }
     }
 
@@ -118,6 +122,11 @@ impl Core {
     /// The client tools of every session (they own their lock).
     pub(crate) fn client_tools(&self) -> &ClientTools {
         &self.client_tools
+    }
+
+    /// The questions of MCP servers waiting for answers (they own their lock).
+    pub(crate) fn elicitations(&self) -> &Elicitations {
+        &self.elicitations
     }
 
     /// The definition of an agent id: a configured agent, or a persona child's.

@@ -51,6 +51,10 @@ pub enum RuntimeError {
     /// stopped, or never made).
     #[error("no client tool call `{0}` is waiting for a result")]
     ClientToolCallNotFound(String),
+    /// No question of an MCP server of that id waits for an answer in the session (answered,
+    /// timed out, cancelled, or never asked).
+    #[error("no question `{0}` of an MCP server is waiting for an answer")]
+    ElicitationNotFound(String),
     /// A session with that id already exists.
     #[error("session `{0}` already exists")]
     SessionExists(String),
@@ -92,6 +96,7 @@ impl RuntimeError {
             RuntimeError::SessionExists(_) => "hosted_session_exists",
             RuntimeError::ClientToolNameTaken(_) => "hosted_client_tool_name_taken",
             RuntimeError::ClientToolCallNotFound(_) => "hosted_client_tool_call_not_found",
+            RuntimeError::ElicitationNotFound(_) => "hosted_elicitation_not_found",
             RuntimeError::Invalid(_) => "validation_error",
             RuntimeError::PolicyDenied(_) => "hosted_agent_policy_denied",
             RuntimeError::NotConfigured(_) => "hosted_agent_not_configured",

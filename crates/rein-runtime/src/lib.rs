@@ -36,7 +36,8 @@
 //!   session's tools), `view_context`, `model_filter`, `sink` (a turn's events);
 //! - `memo` (a session's tool memo, glen's `tool_memo`), `persona` (the consult runner and
 //!   memos), `client_tools` (the tools a client registers, and their waiting calls), `client_tool`
-//!   (one of them in a session's registry),
+//!   (one of them in a session's registry), `elicitations` (questions of MCP servers waiting for
+//!   the person's answer),
 //!   `session_tools` (the tools a session's agent calls), `tasks` (the runner and the
 //!   [`Dispatcher`]; a handler reaches it through the `task_context` port), `turn` (prepare /
 //!   run / finish, the turn lease).
@@ -77,6 +78,7 @@ mod client_tool;
 mod client_tools;
 mod config;
 mod core;
+mod elicitations;
 mod error;
 mod events;
 mod export;
@@ -114,6 +116,7 @@ pub use crate::{
     config::{
         AgentDefinition, AgentPolicy, Limits, MemoField, MemoFieldKind, Persona, RuntimeConfig,
     },
+    elicitations::{Elicitation, ElicitationReply},
     error::{Result, RuntimeError},
     events::{EventStream, WhenBehind},
     export::{export_json, export_markdown},
@@ -129,7 +132,7 @@ pub use crate::{
     persona::{MEMO_RETRY_PROMPT, SUBMIT_MEMO, validate_memo},
     policy::POLICY_DENIED_CODE,
     runtime::MAX_CLIENT_TOOLS,
-    runtime::{Runtime, RuntimeParts},
+    runtime::{Runtime, RuntimeParts, WeakRuntime},
     task_context::TaskContext,
     tasks::Dispatcher,
     types::{

@@ -22,6 +22,7 @@ use crate::{
 mod agents;
 mod approvals;
 mod client_tools;
+mod elicitations;
 
 pub use client_tools::MAX_CLIENT_TOOLS;
 mod events;
@@ -103,6 +104,17 @@ pub struct Runtime {
     shared: Arc<Shared>,
 }
 
+/// A [`Runtime`] handle that does not keep it alive ([`Runtime::downgrade`]).
+#[derive(Clone, Debug, Default)]
+pub struct WeakRuntime(std::sync::Weak<Shared>);
+
+impl WeakRuntime {
+    /// The runtime, while it is alive.
+    pub fn upgrade(&self) -> Option<Runtime> {
+        self.0.upgrade().map(|shared| Runtime { shared })
+    }
+}
+
 impl std::fmt::Debug for Runtime {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Runtime")
@@ -167,6 +179,13 @@ impl Runtime {
                 turns: Arc::default(),
             }),
         })
+    }
+
+    /// A handle that does not keep the runtime alive: for what the runtime itself holds (an MCP
+    /// server's question handler, held by the tools the runtime offers), so no cycle of strong
+    /// handles keeps it from shutting down.
+    pub fn downgrade(&self) -> WeakRuntime {
+        WeakRuntime(Arc::downgrade(&self.shared))
     }
 
     /// The session store (for hosts that need more than the runtime offers).

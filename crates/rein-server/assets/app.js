@@ -461,6 +461,7 @@ function openStream(sessionId) {
     'turn_started', 'request_started', 'text_delta', 'reasoning_delta', 'reasoning', 'message',
     'tool_proposal', 'approval_requested', 'tool_started', 'tool_result', 'notice', 'checkpoint',
     'task_update', 'turn_end', 'error', 'model_retry', 'client_tool_call',
+    'elicitation_requested', 'elicitation_answered',
   ];
   for (const type of types) {
     source.addEventListener(type, (e) => {
@@ -734,6 +735,12 @@ function handleEvent(event, eventId) {
     case 'client_tool_call':
       runClientTool(event);
       break;
+    case 'elicitation_requested':
+      addElicitation(currentTurn(), event);
+      break;
+    case 'elicitation_answered':
+      markElicitation(event.elicitation_id, event.action);
+      break;
     default:
       break;
   }
@@ -956,6 +963,155 @@ async function decideApproval(card, approvalId, approve) {
     markApproval(approval);
   } catch (error) {
     card.querySelector('.approval-state').textContent = error.message;
+  }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Questions of MCP servers (elicitation): a form built from the requested schema
+
+const elicitations = new Map();
+
+/** One input of an elicitation form, for a property of the requested schema. */
+function elicitationField(name, property, required) {
+  const label = document.createElement('label');
+  label.className = 'field stacked';
+  const title = document.createElement('span');
+  title.textContent = `${property.title || name}${required ? ' *' : ''}`;
+  label.append(title);
+  let input;
+  if (Array.isArray(property.enum)) {
+    input = document.createElement('select');
+    if (!required) input.append(new Option('', ''));
+    for (const choice of property.enum) input.append(new Option(String(choice), String(choice)));
+    if (property.default !== undefined) input.value = String(property.default);
+  } else if (property.type === 'boolean') {
+    input = document.createElement('input');
+    input.type = 'checkbox';
+    input.checked = property.default === true;
+  } else {
+    input = document.createElement('input');
+    input.type = property.type === 'number' || property.type === 'integer' ? 'number' : 'text';
+    if (property.type === 'integer') input.step = '1';
+    if (property.type === 'number') input.step = 'any';
+    if (property.default !== undefined) input.value = String(property.default);
+  }
+  input.name = name;
+  input.required = required && property.type !== 'boolean';
+  if (property.description) input.title = property.description;
+  label.append(input);
+  if (property.description) {
+    const hint = document.createElement('span');
+    hint.className = 'small muted';
+    hint.textContent = property.description;
+    label.append(hint);
+  }
+  return { label, read: () => fieldValue(input, property) };
+}
+
+/** What an input holds, typed by its property; `undefined` for an empty optional one. */
+function fieldValue(input, property) {
+  if (property.type === 'boolean') return input.checked;
+  const text = input.value;
+  if (text === '') return undefined;
+  if (Array.isArray(property.enum)) return property.enum.find((choice) => String(choice) === text);
+  if (property.type === 'integer' || property.type === 'number') return Number(text);
+  return text;
+}
+
+function addElicitation(turn, event) {
+  const id = event.elicitation_id;
+  if (!id || elicitations.has(id)) return;
+  const card = document.createElement('form');
+  card.className = 'approval elicitation';
+  card.dataset.elicitationId = id;
+  card.setAttribute('aria-label', `Question from ${event.server}`);
+  const head = document.createElement('div');
+  head.className = 'approval-head';
+  const strong = document.createElement('strong');
+  strong.textContent = 'Question';
+  const server = document.createElement('span');
+  server.className = 'mono';
+  server.textContent = event.server;
+  head.append(strong, server);
+  const message = document.createElement('p');
+  message.className = 'elicitation-message';
+  message.textContent = event.message;
+  card.append(head, message);
+  if (event.url) {
+    const link = document.createElement('a');
+    link.href = event.url;
+    link.target = '_blank';
+    link.rel = 'noopener noreferrer';
+    link.textContent = event.url;
+    card.append(link);
+  }
+  const schema = event.requested_schema || {};
+  const required = new Set(schema.required || []);
+  const fields = Object.entries(schema.properties || {}).map(([name, property]) => {
+    const field = elicitationField(name, property || {}, required.has(name));
+    card.append(field.label);
+    return [name, field];
+  });
+  const row = document.createElement('div');
+  row.className = 'row';
+  const button = (text, className, action) => {
+    const b = document.createElement('button');
+    b.type = action === 'accept' ? 'submit' : 'button';
+    b.className = className;
+    b.textContent = text;
+    if (action !== 'accept') b.addEventListener('click', () => answerElicitation(card, id, action, fields));
+    return b;
+  };
+  const stateLine = document.createElement('span');
+  stateLine.className = 'elicitation-state small muted';
+  stateLine.setAttribute('aria-live', 'polite');
+  row.append(
+    button('Send', 'primary elicitation-accept', 'accept'),
+    button('Decline', 'ghost elicitation-decline', 'decline'),
+    button('Cancel', 'ghost danger elicitation-cancel', 'cancel'),
+    stateLine,
+  );
+  card.append(row);
+  card.addEventListener('submit', (e) => {
+    e.preventDefault();
+    answerElicitation(card, id, 'accept', fields);
+  });
+  turn.assistant.insertBefore(card, turn.answer);
+  elicitations.set(id, card);
+  scrollDown();
+  // The stream may replay a question answered long ago: only a waiting one stays open.
+  if (state.sessionId) {
+    api('GET', `/sessions/${encodeURIComponent(state.sessionId)}/elicitations`).then((list) => {
+      if (!(list.pending || []).includes(id)) markElicitation(id, null);
+    }, () => {});
+  }
+}
+
+function markElicitation(id, action) {
+  const card = elicitations.get(id);
+  if (!card || card.classList.contains('resolved')) return;
+  card.classList.add('resolved');
+  for (const control of card.querySelectorAll('button, input, select')) control.disabled = true;
+  const labels = { accept: 'Answered', decline: 'Declined', cancel: 'Cancelled' };
+  card.querySelector('.elicitation-state').textContent = labels[action] || 'No longer waiting';
+}
+
+async function answerElicitation(card, id, action, fields) {
+  const body = { action };
+  if (action === 'accept') {
+    if (!card.reportValidity()) return;
+    const content = {};
+    for (const [name, field] of fields) {
+      const value = field.read();
+      if (value !== undefined) content[name] = value;
+    }
+    body.content = content;
+  }
+  try {
+    await api('POST', `/sessions/${encodeURIComponent(state.sessionId)}/elicitations/${encodeURIComponent(id)}`, body);
+    markElicitation(id, action);
+  } catch (error) {
+    card.querySelector('.elicitation-state').textContent = error.message;
   }
 }
 

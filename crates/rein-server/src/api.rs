@@ -622,6 +622,54 @@ pub struct ClientToolAnswered {
     pub accepted: bool,
 }
 
+/// What a person does with an MCP server's question.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum ElicitationActionInput {
+    /// Answer with `content`.
+    #[default]
+    Accept,
+    /// Decline: the server goes on without the input.
+    Decline,
+    /// Cancel: the server abandons what it asked for.
+    Cancel,
+}
+
+/// `POST /sessions/{id}/elicitations/{elicitationId}`: the answer to an `elicitation_requested`.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct ElicitationAnswerInput {
+    /// What the person did.
+    pub action: ElicitationActionInput,
+    /// With `accept`: the answer, an object of the requested schema's properties (it must fit
+    /// the schema: required properties given, values of their types and among their `enum`).
+    #[serde(default)]
+    pub content: Option<JsonObject>,
+}
+
+/// An answer to an MCP server's question, taken.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct ElicitationAnswered {
+    /// The session.
+    pub session_id: String,
+    /// The question answered.
+    pub elicitation_id: String,
+    /// What went back to the server.
+    pub action: ElicitationActionInput,
+}
+
+/// The questions of MCP servers waiting in a session.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct ElicitationList {
+    /// The session.
+    pub session_id: String,
+    /// The `elicitation_id`s of the questions waiting for an answer (a client replaying the
+    /// event stream shows only these).
+    pub pending: Vec<String>,
+}
+
 /// `PUT /view-contexts/{id}`: what the user is looking at.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]

@@ -162,6 +162,13 @@ impl From<RuntimeError> for ApiError {
                 ),
                 None,
             ),
+            RuntimeError::ElicitationNotFound(id) => (
+                StatusCode::NOT_FOUND,
+                format!(
+                    "No question '{id}' of an MCP server is waiting for an answer (answered, timed out, cancelled, or never asked)."
+                ),
+                None,
+            ),
             RuntimeError::PolicyDenied(message) => (StatusCode::FORBIDDEN, message.clone(), None),
             RuntimeError::NotConfigured(message) => {
                 (StatusCode::SERVICE_UNAVAILABLE, message.clone(), None)

@@ -14,9 +14,10 @@ use serde_json::{Map, Value, json};
 use crate::api::{
     AgentList, Approval, ApprovalDecision, ApprovalList, ApprovalRuleList, AuditLog,
     ClientToolAnswered, ClientToolResultInput, ClientToolSet, ClientToolSetInput, CreateSession,
-    DeletedSession, ErrorBody, Interrupted, McpServerList, ModelList, RevokedApprovalRule,
-    RunResponse, SendMessage, Session, SessionList, SessionSettings, Task, TaskList,
-    TranscriptionResult, ViewContext, ViewContextInput,
+    DeletedSession, ElicitationAnswerInput, ElicitationAnswered, ElicitationList, ErrorBody,
+    Interrupted, McpServerList, ModelList, RevokedApprovalRule, RunResponse, SendMessage, Session,
+    SessionList, SessionSettings, Task, TaskList, TranscriptionResult, ViewContext,
+    ViewContextInput,
 };
 
 /// Where the document keeps its schemas; every generated `$ref` points here.
@@ -272,6 +273,18 @@ fn build() -> Value {
             ])),
             Some((doc.request::<ClientToolResultInput>(), true)), ("200", doc.ok::<ClientToolAnswered>("The call took the result.")),
             &[("404", "No such session for this caller, or no call of that id waits (`hosted_client_tool_call_not_found`: answered, timed out, stopped).")]) },
+        "/agent/api/runtime/sessions/{id}/elicitations": { "get": operation(&doc, "getElicitations",
+            "The questions MCP servers asked in the session (`elicitation_requested`) that wait for an answer.",
+            session_id(), None, ("200", doc.ok::<ElicitationList>("The waiting questions.")), &[NOT_FOUND_SESSION]) },
+        "/agent/api/runtime/sessions/{id}/elicitations/{elicitation_id}": { "post": operation(&doc, "answerElicitation",
+            "Answers an MCP server's question (`elicitation_requested`): `accept` with `content` (which must fit the requested schema), `decline`, or `cancel`. The content goes to the server only, never into the transcript.",
+            Some(json!([
+                { "name": "id", "in": "path", "required": true, "description": "The session id.", "schema": { "type": "string", "minLength": 1 } },
+                { "name": "elicitation_id", "in": "path", "required": true, "description": "The `elicitation_id` of the `elicitation_requested` event.", "schema": { "type": "string", "minLength": 1 } }
+            ])),
+            Some((doc.request::<ElicitationAnswerInput>(), true)), ("200", doc.ok::<ElicitationAnswered>("The question took the answer.")),
+            &[("404", "No such session for this caller, or no question of that id waits (`hosted_elicitation_not_found`: answered, timed out, cancelled)."),
+              ("422", "The content does not fit the requested schema, or the body does not fit (`validation_error`); the question still waits.")]) },
         "/agent/api/runtime/transcriptions": { "post": {
             "operationId": "transcribe",
             "summary": "Voice input: a recording to text by the host's transcription model (GLEN's `transcription_model`, an OpenAI-compatible `/v1/audio/transcriptions`). The text is for the composer; nothing is sent to a session.",

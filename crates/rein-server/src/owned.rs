@@ -15,14 +15,15 @@
 
 use futures::{Stream, StreamExt as _};
 use rein_runtime::{
-    Decision, Runtime, RuntimeError, WhenBehind, check_client_id, check_session_id,
-    fresh_session_id,
+    Decision, ElicitationReply, Runtime, RuntimeError, WhenBehind, check_client_id,
+    check_session_id, fresh_session_id,
 };
 
 use crate::{
     api::{
         Approval, ApprovalRule, ApprovalScope, AuditEntry, ClientToolAnswered,
         ClientToolResultInput, ClientToolSet, ClientToolSetInput, CreateSession, DeletedSession,
+        ElicitationActionInput, ElicitationAnswerInput, ElicitationAnswered, ElicitationList,
         Interrupted, RevokedApprovalRule, RunResponse, SendMessage, Session, SessionEvent,
         SessionList, SessionSettings, Task, ViewContext, ViewContextInput,
     },
@@ -457,6 +458,39 @@ impl<'a> Owned<'a> {
             session_id: id.to_owned(),
             call_id: call_id.to_owned(),
             accepted: true,
+        })
+    }
+
+    /// The questions of MCP servers waiting in the caller's session `id`.
+    pub(crate) async fn elicitations(&self, id: &str) -> Result<ElicitationList> {
+        let stored = &self.resolve(id)?;
+        let pending = self.runtime.pending_elicitations(stored).await.map_err(self.wire())?;
+        Ok(ElicitationList { session_id: id.to_owned(), pending })
+    }
+
+    /// Answers the waiting question `elicitation_id` of the caller's session `id`.
+    pub(crate) async fn answer_elicitation(
+        &self,
+        id: &str,
+        elicitation_id: &str,
+        input: ElicitationAnswerInput,
+    ) -> Result<ElicitationAnswered> {
+        let stored = &self.resolve(id)?;
+        let reply = match input.action {
+            ElicitationActionInput::Accept => {
+                ElicitationReply::Accept(input.content.unwrap_or_default())
+            }
+            ElicitationActionInput::Decline => ElicitationReply::Decline,
+            ElicitationActionInput::Cancel => ElicitationReply::Cancel,
+        };
+        self.runtime
+            .answer_elicitation(stored, elicitation_id, reply)
+            .await
+            .map_err(self.wire())?;
+        Ok(ElicitationAnswered {
+            session_id: id.to_owned(),
+            elicitation_id: elicitation_id.to_owned(),
+            action: input.action,
         })
     }
 

@@ -86,6 +86,8 @@ pub(crate) fn router(
         .route("/sessions/{id}/export", get(export_session))
         .route("/sessions/{id}/client-tools", put(put_client_tools).get(get_client_tools))
         .route("/sessions/{id}/client-tools/{call_id}/result", post(client_tool_result))
+        .route("/sessions/{id}/elicitations", get(get_elicitations))
+        .route("/sessions/{id}/elicitations/{elicitation_id}", post(answer_elicitation))
         .route("/tasks/{id}", get(get_task))
         .route("/tasks/{id}/cancel", post(cancel_task))
         .route("/approvals/{id}", get(get_approval))
@@ -751,6 +753,23 @@ async fn client_tool_result(
     Body(result): Body<crate::api::ClientToolResultInput>,
 ) -> ApiResult<crate::api::ClientToolAnswered> {
     Ok(Json(s.owned(&owner).answer_client_tool(&id, &call_id, result).await?))
+}
+
+async fn get_elicitations(
+    State(s): State<AppState>,
+    Caller(owner): Caller,
+    Id(id): Id,
+) -> ApiResult<crate::api::ElicitationList> {
+    Ok(Json(s.owned(&owner).elicitations(&id).await?))
+}
+
+async fn answer_elicitation(
+    State(s): State<AppState>,
+    Caller(owner): Caller,
+    CallPath(id, elicitation_id): CallPath,
+    Body(answer): Body<crate::api::ElicitationAnswerInput>,
+) -> ApiResult<crate::api::ElicitationAnswered> {
+    Ok(Json(s.owned(&owner).answer_elicitation(&id, &elicitation_id, answer).await?))
 }
 
 async fn put_view_context(

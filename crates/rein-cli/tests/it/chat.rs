@@ -12,7 +12,7 @@ use serde_json::{Value, json};
 use crate::support::{ScriptedModel, config_with_everything, write_json};
 
 /// Runs `rein ARGS` in a pseudo-terminal through the steps; returns the driver's report.
-fn drive(args: &[&str], steps: &Value) -> Value {
+pub(crate) fn drive(args: &[&str], steps: &Value) -> Value {
     let driver = Path::new(env!("CARGO_MANIFEST_DIR")).join("test_data/pty_driver.py");
     let mut child = Command::new("python3")
         .arg(driver)
@@ -30,7 +30,7 @@ fn drive(args: &[&str], steps: &Value) -> Value {
     })
 }
 
-fn check(report: &Value) {
+pub(crate) fn check(report: &Value) {
     let output = report["output"].as_str().unwrap_or_default();
     assert!(
         report["ok"] == true,

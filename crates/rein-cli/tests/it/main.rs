@@ -7,6 +7,7 @@ mod chat;
 mod config_check;
 mod connections;
 mod crash;
+mod elicitation;
 mod faults;
 mod hooks;
 mod kill_restart;

@@ -8,6 +8,7 @@ mod behind;
 mod browser;
 mod client_tools;
 mod documented;
+mod elicitation;
 mod export;
 mod fuzz_api;
 mod hosted;

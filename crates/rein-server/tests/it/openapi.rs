@@ -48,6 +48,8 @@ const ROUTES: &[(&str, &str)] = &[
     ("put", "/agent/api/runtime/sessions/{id}/client-tools"),
     ("get", "/agent/api/runtime/sessions/{id}/client-tools"),
     ("post", "/agent/api/runtime/sessions/{id}/client-tools/{call_id}/result"),
+    ("get", "/agent/api/runtime/sessions/{id}/elicitations"),
+    ("post", "/agent/api/runtime/sessions/{id}/elicitations/{elicitation_id}"),
     ("post", "/agent/api/runtime/transcriptions"),
 ];
 
@@ -131,6 +133,7 @@ fn component_schemas_are_what_the_types_generate() {
     requests.subschema_for::<ViewContextInput>();
     requests.subschema_for::<rein_server::ClientToolSetInput>();
     requests.subschema_for::<rein_server::ClientToolResultInput>();
+    requests.subschema_for::<rein_server::ElicitationAnswerInput>();
     let mut responses = settings().for_serialize().into_generator();
     responses.subschema_for::<ErrorBody>();
     responses.subschema_for::<AgentList>();
@@ -152,6 +155,8 @@ fn component_schemas_are_what_the_types_generate() {
     responses.subschema_for::<rein_server::ClientToolSet>();
     responses.subschema_for::<rein_server::ClientToolAnswered>();
     responses.subschema_for::<rein_server::TranscriptionResult>();
+    responses.subschema_for::<rein_server::ElicitationList>();
+    responses.subschema_for::<rein_server::ElicitationAnswered>();
     let mut expected = requests.take_definitions(true);
     expected.extend(responses.take_definitions(true));
 
