@@ -4,7 +4,8 @@
 // The server runs the real runtime with a scripted model: "hello" calls `weather` then streams
 // a Markdown answer; "approve me" calls the side-effecting `send_email` (which asks for
 // approval) and starts a background `report` task ("email for the session" too, and "email
-// again" sends one more); "block" never answers until stopped; a
+// again" sends one more); "block" never answers until stopped; "greet me" calls `ask_name`,
+// which asks the person's name in a form (elicitation) and greets them; a
 // message starting with "echo " is answered with itself; anything else gets "Done.".
 // Exits 0 when every check passed; prints one line per check.
 
@@ -283,6 +284,30 @@ await check('tasks panel: a running task shows its stage and can be cancelled', 
   await page.screenshot({ path: join(shots, 'task-stage.png') });
   await task.locator('button', { hasText: 'Cancel' }).click();
   await task.locator('.badge', { hasText: 'cancelled' }).waitFor();
+});
+
+await check('answer an MCP server\'s question in its form', async () => {
+  await sendText('greet me');
+  const form = page.locator('form.elicitation').last();
+  await form.waitFor();
+  assert((await form.locator('.elicitation-message').textContent()) === 'Who are you?', 'the question is shown');
+  // The schema's required `name` (titled "Your name") and the optional integer `age`.
+  await form.locator('label', { hasText: 'Your name *' }).waitFor();
+  assert((await form.locator('input[name="age"]').getAttribute('type')) === 'number', 'an integer field is a number input');
+  await form.locator('.elicitation-accept').click();
+  assert(await form.locator('input[name="name"]').evaluate((i) => !i.validity.valid), 'a required field is required');
+  await form.locator('input[name="name"]').fill('Ada');
+  await form.locator('input[name="age"]').fill('36');
+  await page.screenshot({ path: join(shots, 'elicitation-form.png') });
+  await form.locator('.elicitation-accept').click();
+  await form.locator('.elicitation-state', { hasText: 'Answered' }).waitFor();
+  assert(await form.locator('input[name="name"]').isDisabled(), 'an answered form is closed');
+  await lastTurn().locator('.answer', { hasText: 'Greeted.' }).waitFor();
+  await lastTurn().locator('details.activity > summary').click();
+  await lastTurn().locator('.tool-item summary').first().click();
+  const result = await lastTurn().locator('.tool-result').first().textContent();
+  assert(result.includes('Hello, Ada!'), `the server got the answer (${result})`);
+  await page.waitForSelector('#send:not([hidden])');
 });
 
 // ---------------------------------------------------------------------------------------------

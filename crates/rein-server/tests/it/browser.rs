@@ -111,6 +111,13 @@ fn script() -> ByPrompt {
             ],
         ),
         ("block", vec![Step::Hang]),
+        (
+            "greet me",
+            vec![
+                reply::call("call_ask", "ask_name", json!({})).into(),
+                reply::text("Greeted.").into(),
+            ],
+        ),
     ])
     .paced(Duration::from_millis(40))
 }
@@ -148,10 +155,14 @@ fn runtime(dir: &Path) -> anyhow::Result<Runtime> {
     second.description = "An agent on its own model.".to_owned();
     second.model = Some("other".to_owned());
     let config = RuntimeConfig::with_agents(vec![AgentDefinition::default(), second]);
+    let asked = Arc::new(std::sync::OnceLock::new());
+    let ask = crate::elicitation::AskName::capability(asked.clone(), Duration::from_secs(60));
     let parts = RuntimeParts::new(Arc::new(store), Arc::new(transcripts), Arc::new(models))
-        .capabilities(crate::scripted::capabilities())
+        .capabilities(crate::scripted::capabilities().with(ask))
         .config(config);
-    Ok(Runtime::new(parts)?)
+    let runtime = Runtime::new(parts)?;
+    let _ = asked.set(runtime.downgrade());
+    Ok(runtime)
 }
 
 /// What the model check of `rein serve` reports for an endpoint nobody listens on: `checking`
@@ -213,7 +224,7 @@ async fn chat_in_headless_chromium() -> anyhow::Result<()> {
     println!("{stdout}");
     assert!(output.status.success(), "browser checks failed:\n{stdout}\n{stderr}");
     assert!(!stdout.contains("FAIL"), "{stdout}");
-    assert!(stdout.matches("ok   ").count() >= 15, "not every check ran:\n{stdout}");
+    assert!(stdout.matches("ok   ").count() >= 16, "not every check ran:\n{stdout}");
     Ok(())
 }
 

@@ -28,11 +28,20 @@ use crate::{call, request, scripted::ByPrompt, send};
 
 const RT: &str = "/agent/api/runtime";
 
-/// A tool that asks the person for a name during its call, and greets whoever answers.
-struct AskName {
+/// A tool that asks the person for a name during its call, and greets whoever answers (the
+/// browser checks use it too).
+pub(crate) struct AskName {
     spec: ToolSpec,
     runtime: Arc<OnceLock<WeakRuntime>>,
     timeout: Duration,
+}
+
+impl AskName {
+    /// `ask_name`, whose runtime is set in `runtime` once it is built.
+    pub(crate) fn capability(runtime: Arc<OnceLock<WeakRuntime>>, timeout: Duration) -> Capability {
+        let spec = ToolSpec::without_arguments("ask_name", "Greets the person.").read_only(true);
+        Capability::new(Arc::new(AskName { spec, runtime, timeout }))
+    }
 }
 
 #[async_trait]
@@ -84,12 +93,8 @@ fn greeter_app(timeout: Duration) -> (axum::Router, Runtime, tempfile::TempDir) 
         JsonlTranscriptStore::open(&TranscriptConfig::at(dir.path().join("transcripts"))).unwrap();
     let models = StaticModels::new().with("scripted", Arc::new(ByPrompt::new([script])));
     let cell = Arc::new(OnceLock::new());
-    let ask = AskName {
-        spec: ToolSpec::without_arguments("ask_name", "Greets the person.").read_only(true),
-        runtime: cell.clone(),
-        timeout,
-    };
-    let capabilities = crate::scripted::capabilities().with(Capability::new(Arc::new(ask)));
+    let capabilities =
+        crate::scripted::capabilities().with(AskName::capability(cell.clone(), timeout));
     let parts = RuntimeParts::new(Arc::new(store), Arc::new(transcripts), Arc::new(models))
         .capabilities(capabilities)
         .config(RuntimeConfig::default());
