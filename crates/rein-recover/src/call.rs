@@ -77,8 +77,8 @@ pub(crate) fn calls_from_value(
     let items = match value {
         Value::Array(items) => items,
         Value::Object(mut object) => {
-            if !object.contains_key("name")
-                && matches!(object.get("tool_calls"), Some(Value::Array(_)))
+            if entry(&object, "name").is_none()
+                && matches!(entry(&object, "tool_calls"), Some(Value::Array(_)))
             {
                 match object.remove("tool_calls") {
                     Some(Value::Array(items)) => items,
@@ -109,8 +109,10 @@ fn call_from_object(
     tools: Tools<'_>,
     diagnostics: &mut Vec<Diagnostic>,
 ) -> Option<ToolCall> {
-    let nested = matches!(object.get("function"), Some(Value::Object(_)));
-    let mut function = if nested {
+    // Keys are looked up by a walk over the entries rather than by hash: call objects have a
+    // handful of keys, and hashing each lookup was a twentieth of recovery on short replies.
+    let nested = entry(&object, "function").is_some_and(Value::is_object);
+    let function = if nested {
         match object.remove("function") {
             Some(Value::Object(function)) => function,
             _ => return None,
@@ -118,19 +120,22 @@ fn call_from_object(
     } else {
         object
     };
+    let mut fields = CallFields::default();
+    for (key, value) in function {
+        fields.take(key, value);
+    }
     // Cohere Command writes `tool_name`.
-    let name = match function.get("name").or_else(|| function.get("tool_name")) {
-        Some(Value::String(name)) => tool_name(name, tools)?,
+    let name = match fields.name.or(fields.tool_name) {
+        Some(Value::String(name)) => tool_name(&name, tools)?,
         _ => return None,
     };
-    let has_argument_key = ARGUMENT_KEYS.iter().any(|key| function.contains_key(*key));
+    let has_argument_key = fields.arguments.iter().any(Option::is_some);
     if place == Place::Bare {
         let shaped = nested || has_argument_key;
-        let only_call_keys = function.keys().all(|key| CALL_KEYS.contains(&key.as_str()));
         let accepted = if tools.is_empty() {
             shaped
         } else {
-            tools.knows(&name) && (shaped || only_call_keys)
+            tools.knows(&name) && (shaped || fields.only_call_keys)
         };
         if !accepted {
             if shaped && !tools.is_empty() && !tools.knows(&name) {
@@ -144,12 +149,57 @@ fn call_from_object(
             return None;
         }
     }
-    let raw = ARGUMENT_KEYS
-        .iter()
-        .find_map(|key| function.remove(*key).filter(|value| !value.is_null()))
+    let raw = fields
+        .arguments
+        .into_iter()
+        .flatten()
+        .find(|value| !value.is_null())
         .unwrap_or(Value::Null);
     let arguments = arguments_from_value(raw, &name, diagnostics);
     Some(text_call(name, arguments))
+}
+
+/// The value of `key` in a small object, found by walking its entries.
+fn entry<'o>(object: &'o JsonObject, key: &str) -> Option<&'o Value> {
+    object.iter().find_map(|(k, value)| (k == key).then_some(value))
+}
+
+/// What a call object holds, read in one walk over its entries.
+struct CallFields {
+    name: Option<Value>,
+    tool_name: Option<Value>,
+    /// The values of [`ARGUMENT_KEYS`], in their order.
+    arguments: [Option<Value>; 3],
+    /// Whether every key is one of [`CALL_KEYS`].
+    only_call_keys: bool,
+}
+
+impl Default for CallFields {
+    fn default() -> Self {
+        CallFields {
+            name: None,
+            tool_name: None,
+            arguments: [None, None, None],
+            only_call_keys: true,
+        }
+    }
+}
+
+impl CallFields {
+    fn take(&mut self, key: String, value: Value) {
+        if !CALL_KEYS.contains(&key.as_str()) {
+            self.only_call_keys = false;
+        }
+        match key.as_str() {
+            "name" => self.name = Some(value),
+            "tool_name" => self.tool_name = Some(value),
+            other => {
+                if let Some(index) = ARGUMENT_KEYS.iter().position(|k| *k == other) {
+                    self.arguments[index] = Some(value);
+                }
+            }
+        }
+    }
 }
 
 /// Any JSON value given as the arguments of a call, made an object and scrubbed.

@@ -459,8 +459,9 @@ impl<'t> Ctx<'t, '_> {
         }
     }
 
-    /// `</name>` at `i`: its end and its name.
-    fn closing_tag(&mut self, i: usize) -> Option<(usize, String)> {
+    /// `</name>` at `i`: its end and its name as written (compare it ignoring ASCII case:
+    /// lowering it into a new string was an allocation per closing tag).
+    fn closing_tag(&mut self, i: usize) -> Option<(usize, &'t str)> {
         let rest = self.at(i);
         let parsed: IResult<&str, &str> = delimited(
             tag("</"),
@@ -470,7 +471,7 @@ impl<'t> Ctx<'t, '_> {
         .parse(rest);
         let (after, name) = parsed.ok()?;
         self.work += (rest.len() - after.len()) as u64;
-        Some((self.consumed(after), name.to_ascii_lowercase()))
+        Some((self.consumed(after), name))
     }
 
     /// Pushes `call` and returns `end`, for parsers that read one call ending at `end`.

@@ -63,22 +63,36 @@ enum State {
     ObjectAfter,
 }
 
-/// Outcomes by position: `0` unknown, `2e+1` closed at `e`, `2f+2` failed at `f`, in chunks of
-/// [`MEMO_CHUNK`] positions allocated on the first outcome that falls in them (a whole-text table
-/// was zeroed and faulted in on every deeply nested text, 4 bytes per input byte); texts of
-/// 2 GiB or more are not memoized (the budget still bounds them).
+/// Outcomes by position: `0` unknown, `2e+1` closed at `e`, `2f+2` failed at `f`. The first
+/// [`MEMO_SMALL`] outcomes are kept in a small inline list (a short reply holds a handful of
+/// long containers, and allocating and zeroing a table for them was a twentieth of the time
+/// recovery took on short replies); past that, in chunks of [`MEMO_CHUNK`] positions allocated
+/// on the first outcome that falls in them (a whole-text table was zeroed and faulted in on
+/// every deeply nested text, 4 bytes per input byte). Texts of 2 GiB or more are not memoized
+/// (the budget still bounds them).
 #[derive(Default)]
 struct Memo {
+    small: [(u32, u32); MEMO_SMALL],
+    small_len: usize,
     chunks: Vec<Option<Box<[u32]>>>,
 }
 
 /// Positions per memo chunk (16 KiB of slots).
 const MEMO_CHUNK: usize = 4096;
 
+/// Outcomes kept inline before the chunked table is used.
+const MEMO_SMALL: usize = 8;
+
 impl Memo {
     fn get(&self, position: usize) -> Option<Outcome> {
-        let chunk = self.chunks.get(position / MEMO_CHUNK)?.as_ref()?;
-        match *chunk.get(position % MEMO_CHUNK)? {
+        let slot = if self.chunks.is_empty() {
+            let position = u32::try_from(position).ok()?;
+            self.small[..self.small_len].iter().find(|(at, _)| *at == position)?.1
+        } else {
+            let chunk = self.chunks.get(position / MEMO_CHUNK)?.as_ref()?;
+            *chunk.get(position % MEMO_CHUNK)?
+        };
+        match slot {
             0 => None,
             slot if slot % 2 == 1 => Some(Outcome::Closed((slot / 2) as usize)),
             slot => Some(Outcome::Failed((slot / 2 - 1) as usize)),
@@ -93,12 +107,30 @@ impl Memo {
             Outcome::Closed(end) => end * 2 + 1,
             Outcome::Failed(at) => at * 2 + 2,
         };
-        let Ok(slot) = u32::try_from(slot) else { return };
+        let (Ok(slot), Ok(at)) = (u32::try_from(slot), u32::try_from(position)) else { return };
         if self.chunks.is_empty() {
+            if let Some(entry) = self.small[..self.small_len].iter_mut().find(|(p, _)| *p == at) {
+                entry.1 = slot;
+                return;
+            }
+            if self.small_len < MEMO_SMALL {
+                self.small[self.small_len] = (at, slot);
+                self.small_len += 1;
+                return;
+            }
+            // The inline list is full: its outcomes move to the table.
             self.chunks = vec![None; len / MEMO_CHUNK + 1];
+            let small = std::mem::take(&mut self.small);
+            for (at, slot) in small {
+                self.insert_chunked(len, at as usize, slot);
+            }
+            self.small_len = 0;
         }
-        // A text shorter than a chunk gets a chunk its size: zeroing 16 KiB for a reply of 400
-        // bytes was a tenth of the time recovery took on short replies.
+        self.insert_chunked(len, position, slot);
+    }
+
+    fn insert_chunked(&mut self, len: usize, position: usize, slot: u32) {
+        // A text shorter than a chunk gets a chunk its size.
         let size = if self.chunks.len() == 1 { (len + 1).min(MEMO_CHUNK) } else { MEMO_CHUNK };
         if let Some(chunk) = self.chunks.get_mut(position / MEMO_CHUNK) {
             chunk.get_or_insert_with(|| vec![0; size].into_boxed_slice())[position % MEMO_CHUNK] =

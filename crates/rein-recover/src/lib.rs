@@ -95,15 +95,29 @@ pub fn recover_typed(
     recover_counting(reply, known_tools, Some(schemas)).0
 }
 
-/// [`recover`], also returning the work it did (bytes examined), for the linearity guard.
+/// Where recovery cut the content, and the work it did: what the stream recoverer needs to
+/// know which text is decided, and what the linearity guard counts.
+#[derive(Debug, Clone, Default)]
+pub(crate) struct Trace {
+    /// Bytes examined, memoized re-scans included.
+    pub(crate) work: u64,
+    /// Where the last reasoning block cut out ended, in the content as given.
+    pub(crate) reasoning_end: Option<usize>,
+    /// The first and the last call text cut out, in the content without its reasoning (the
+    /// content as given when `reasoning_end` is `None`).
+    pub(crate) first_cut: Option<std::ops::Range<usize>>,
+    pub(crate) last_cut: Option<std::ops::Range<usize>>,
+}
+
+/// [`recover`], also returning where it cut and the work it did (see [`Trace`]).
 pub(crate) fn recover_counting(
     reply: &RawReply<'_>,
     known_tools: &[&str],
     schemas: Option<&ToolSchemas>,
-) -> (Recovered, u64) {
+) -> (Recovered, Trace) {
     let tools = call::Tools::new(known_tools);
     let mut diagnostics = Vec::new();
-    let (reasoning, content) =
+    let (reasoning, content, reasoning_end) =
         reasoning::extract(reply.content, reply.reasoning_content, &mut diagnostics);
     let mut scan = embedded::scan(&content, tools);
     diagnostics.append(&mut scan.diagnostics);
@@ -161,13 +175,18 @@ pub(crate) fn recover_counting(
 
     let attempted_unparsed = calls.is_empty() && attempted::attempted(&content, tools);
     let work = scan.work + 2 * (reply.content.len() as u64) + content.len() as u64;
-    let visible_text = if scan.spans.is_empty() {
-        content.into_owned()
-    } else {
-        text::remove_spans(&content, &embedded::cut_spans(&content, &scan.spans))
+    let cuts =
+        if scan.spans.is_empty() { Vec::new() } else { embedded::cut_spans(&content, &scan.spans) };
+    let trace = Trace {
+        work,
+        reasoning_end,
+        first_cut: cuts.first().cloned(),
+        last_cut: cuts.last().cloned(),
     };
+    let visible_text =
+        if cuts.is_empty() { content.into_owned() } else { text::remove_spans(&content, &cuts) };
     let recovered = Recovered { reasoning, calls, visible_text, attempted_unparsed, diagnostics };
-    (recovered, work)
+    (recovered, trace)
 }
 
 /// Hands out `call_rcv_<n>` ids that no native call of the reply uses.
@@ -190,7 +209,7 @@ impl FreshIds<'_> {
 
 /// `call_rcv_<n>`, written without the formatting machinery (a text can hold tens of thousands
 /// of calls, and `format!` was a tenth of the time it took to recover them).
-fn numbered_id(n: usize) -> String {
+pub(crate) fn numbered_id(n: usize) -> String {
     const PREFIX: &str = "call_rcv_";
     let mut digits = [0u8; 20];
     let mut start = digits.len();

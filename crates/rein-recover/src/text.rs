@@ -39,6 +39,11 @@ fn push_piece<'a>(out: &mut String, piece: &'a str, gap: &mut Option<&'a str>) {
     *gap = Some(trailing);
 }
 
+/// The separator [`remove_spans`] puts at a cut between the whitespace `before` and `after` it.
+pub(crate) fn cut_separator(before: &str, after: &str) -> &'static str {
+    separator(widest(before, after))
+}
+
 fn widest<'a>(a: &'a str, b: &'a str) -> &'a str {
     if rank(b) > rank(a) { b } else { a }
 }

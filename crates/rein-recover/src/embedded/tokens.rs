@@ -246,7 +246,9 @@ impl<'t> Ctx<'t, '_> {
             if let Some(closer) = closers.iter().find(|c| starts_with(rest, c)) {
                 end = k + closer.len();
             } else if let Some((tag_end, _)) = self.closing_tag(k).filter(|(_, name)| {
-                matches!(name.as_str(), "tool_call" | "tool_calls" | "function" | "invoke")
+                ["tool_call", "tool_calls", "function", "invoke"]
+                    .iter()
+                    .any(|closer| name.eq_ignore_ascii_case(closer))
             }) {
                 end = tag_end;
             } else {

@@ -76,7 +76,7 @@ impl<'t> Ctx<'t, '_> {
         let mut closers = 0;
         while closers < 3 {
             let Some((tag_end, name)) = self.closing_tag(k) else { break };
-            if closers > 0 && !CALL_CLOSERS.contains(&name.as_str()) {
+            if closers > 0 && !CALL_CLOSERS.iter().any(|closer| name.eq_ignore_ascii_case(closer)) {
                 break;
             }
             closers += 1;

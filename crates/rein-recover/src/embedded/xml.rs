@@ -103,7 +103,7 @@ impl<'t> Ctx<'t, '_> {
         let mut end = i;
         let k = self.skip_ws(i);
         if let Some((tag_end, closer)) = self.closing_tag(k)
-            && (closer == "function" || closer == "invoke")
+            && (closer.eq_ignore_ascii_case("function") || closer.eq_ignore_ascii_case("invoke"))
         {
             end = tag_end;
         }

@@ -19,8 +19,9 @@ fn replay(target: &str, run: fn(&[u8])) -> usize {
 
 #[test]
 fn fuzz_failures_replay() {
-    let replayed =
-        replay("recover", fuzz::recover_bytes) + replay("repair_arguments", fuzz::repair_bytes);
+    let replayed = replay("recover", fuzz::recover_bytes)
+        + replay("repair_arguments", fuzz::repair_bytes)
+        + replay("stream", fuzz::stream_bytes);
     // The directory holds at least the seed inputs kept from the first runs.
     assert!(replayed > 0, "no fuzz failure inputs found under test_data/fuzz-failures");
 }
