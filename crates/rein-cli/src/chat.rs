@@ -582,6 +582,8 @@ enum TurnKind {
 struct TurnView {
     color: bool,
     printed_text: bool,
+    /// Reasoning is being printed (the spinner waits).
+    in_reasoning: bool,
     spinner_shown: bool,
     frame: usize,
     approvals: Vec<Pending>,
@@ -592,6 +594,7 @@ impl TurnView {
         TurnView {
             color,
             printed_text: false,
+            in_reasoning: false,
             spinner_shown: false,
             frame: 0,
             approvals: Vec::new(),
@@ -599,7 +602,7 @@ impl TurnView {
     }
 
     fn tick(&mut self) {
-        if !self.color || self.printed_text {
+        if !self.color || self.printed_text || self.in_reasoning {
             return;
         }
         const FRAMES: [&str; 4] = ["⠋", "⠙", "⠸", "⠴"];
@@ -624,15 +627,22 @@ impl TurnView {
         match event {
             AgentEvent::TextDelta { text } => {
                 self.clear_spinner();
+                if std::mem::take(&mut self.in_reasoning) {
+                    // The answer starts on its own line, below the reasoning.
+                    let _ = writeln!(stdout);
+                }
                 self.printed_text = true;
                 let _ = write!(stdout, "{text}");
             }
             AgentEvent::ReasoningDelta { text } => {
                 self.clear_spinner();
+                // The spinner would write into the reasoning's line.
+                self.in_reasoning = true;
                 let _ = write!(stdout, "{}", self.dim(text));
             }
             AgentEvent::ToolStarted { name, .. } => {
                 self.clear_spinner();
+                self.in_reasoning = false;
                 let _ = writeln!(stdout, "{}", self.dim(&format!("\n⚙ {name} …")));
             }
             AgentEvent::ToolResult { name, output, .. } => {

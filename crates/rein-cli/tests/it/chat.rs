@@ -132,3 +132,83 @@ fn auto_off_and_on_really_switch_approvals_for_the_session() {
         "only the call made with auto-approve off asked:\n{output}"
     );
 }
+
+/// The reply of a small open model, streamed a few bytes at a time: its reasoning in `<think>`
+/// and its call written into the text as `<tool_call>` JSON.
+const MARKUP_REPLY: &str = "<think>The user wants an echo; I will call the echo tool.</think>\
+    Let me check that. <tool_call>{\"name\": \"echo\", \"arguments\": {\"message\": \"hi there\"}}</tool_call>";
+
+/// A streaming model: the first request gets [`MARKUP_REPLY`] in 6-byte deltas, 10 ms apart;
+/// after the tool's result, a plain answer.
+fn markup_model() -> String {
+    crate::support::model_server(|request, writer| {
+        let messages = request["messages"].as_array().cloned().unwrap_or_default();
+        let after_tool = messages.last().is_some_and(|m| m["role"] == "tool");
+        let head =
+            "HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\nconnection: close\r\n\r\n";
+        if writer.write_all(head.as_bytes()).is_err() {
+            return false;
+        }
+        let chunk = crate::support::sse_chunk;
+        if after_tool {
+            let _ = writer.write_all(
+                chunk(json!({"role": "assistant", "content": "Echoed it."}), None).as_bytes(),
+            );
+        } else {
+            let bytes = MARKUP_REPLY.as_bytes();
+            for piece in bytes.chunks(6) {
+                let text = String::from_utf8_lossy(piece);
+                if writer.write_all(chunk(json!({"content": text}), None).as_bytes()).is_err() {
+                    return false;
+                }
+                let _ = writer.flush();
+                std::thread::sleep(std::time::Duration::from_millis(10));
+            }
+        }
+        let _ = writer.write_all(chunk(json!({}), Some("stop")).as_bytes());
+        let _ = writer.write_all(b"data: [DONE]\n\n");
+        false
+    })
+}
+
+#[test]
+fn a_streamed_reply_with_think_and_an_embedded_call_shows_no_markup() {
+    let endpoint = markup_model();
+    let dir = tempfile::tempdir().unwrap();
+    let config = json!({
+        "llm_models": [{
+            "value": "scripted", "label": "Scripted", "endpoint": endpoint,
+            "context_window": 32768, "stream": true,
+        }],
+        "llm_model": "scripted",
+        "auto_approve": true,
+        "mcpServers": {
+            "everything": {"command": "node", "args": [crate::support::everything_peer().display().to_string()]},
+        },
+    });
+    let config = write_json(dir.path(), "rein.json", &config);
+    let data = dir.path().join("data");
+    let steps = json!([
+        {"expect": "›"},
+        {"send": "echo something\n"},
+        {"expect": "Let me check that."},
+        {"expect": "✓ echo: Echo: hi there"},
+        {"expect": "Echoed it."},
+        {"expect": "›"},
+        {"send": "/quit\n"},
+    ]);
+    let report =
+        drive(&["chat", "--config", &config, "--data-dir", data.to_str().unwrap()], &steps);
+    check(&report);
+    // What a person reads: the output without its colour escapes.
+    let raw = report["output"].as_str().unwrap_or_default();
+    let output = raw.replace("\u{1b}[2m", "").replace("\u{1b}[0m", "");
+    assert!(output.contains("I will call the echo tool.\r\nLet me"), "the reasoning, then the text:\n{output}");
+    for markup in ["<think", "think>", "<tool_call", "tool_call>", "{\"name\"", "\"arguments\""] {
+        assert!(!output.contains(markup), "`{markup}` reached the terminal:\n{output}");
+    }
+    // Every piece of markup was written in 6-byte pieces: even its fragments stay hidden.
+    for fragment in ["<thi", "</th", "<too", "_call", "{\"na"] {
+        assert!(!output.contains(fragment), "`{fragment}` reached the terminal:\n{output}");
+    }
+}

@@ -310,7 +310,8 @@ pub(crate) fn write_completion(writer: &mut TcpStream, message: Value, finish: &
     writer.write_all(head.as_bytes()).is_ok() && writer.write_all(body.as_bytes()).is_ok()
 }
 
-fn sse_chunk(delta: Value, finish: Option<&str>) -> String {
+/// One Chat Completions stream chunk (`data: {...}`) with `delta` and `finish_reason`.
+pub(crate) fn sse_chunk(delta: Value, finish: Option<&str>) -> String {
     let chunk = json!({
         "id": "chatcmpl-scripted",
         "object": "chat.completion.chunk",

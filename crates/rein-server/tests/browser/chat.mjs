@@ -286,6 +286,32 @@ await check('tasks panel: a running task shows its stage and can be cancelled', 
   await task.locator('.badge', { hasText: 'cancelled' }).waitFor();
 });
 
+await check('a streamed reply with <think> and an embedded call shows no markup', async () => {
+  // Every state of the conversation while the reply streams, as the person sees it.
+  await page.evaluate(() => {
+    window.__seen = [];
+    const log = document.querySelector('#log');
+    window.__observer = new MutationObserver(() => window.__seen.push(log.textContent));
+    window.__observer.observe(log, { subtree: true, childList: true, characterData: true });
+  });
+  await sendText('think aloud');
+  await lastTurn().locator('.answer', { hasText: 'It is sunny in Porto.' }).waitFor();
+  await page.waitForSelector('#send:not([hidden])');
+  const seen = await page.evaluate(() => {
+    window.__observer.disconnect();
+    return window.__seen;
+  });
+  assert(seen.length > 5, `the reply streamed (${seen.length} states)`);
+  assert(seen.some((text) => text.includes('Let me check the weather.')), 'the text before the call streamed');
+  const leaked = seen.find((text) => /<\/?think|tool_call|"name"\s*:/.test(text));
+  assert(!leaked, `markup shown while streaming: ${leaked && leaked.slice(-160)}`);
+  const turn = lastTurn();
+  await turn.locator('details.activity > summary').click();
+  const reasoning = await turn.locator('.reasoning-text').first().textContent();
+  assert(reasoning.includes('I will look it up.'), `the reasoning is folded into the activity (${reasoning})`);
+  await page.screenshot({ path: join(shots, 'streamed-markup-free.png') });
+});
+
 await check('answer an MCP server\'s question in its form', async () => {
   await sendText('greet me');
   const form = page.locator('form.elicitation').last();

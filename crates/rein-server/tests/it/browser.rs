@@ -112,6 +112,18 @@ fn script() -> ByPrompt {
         ),
         ("block", vec![Step::Hang]),
         (
+            "think aloud",
+            vec![
+                reply::text(
+                    "<think>The person wants the weather in Porto; I will look it up.</think>Let \
+                     me check the weather. <tool_call>{\"name\": \"weather\", \"arguments\": \
+                     {\"city\": \"Porto\"}}</tool_call>",
+                )
+                .into(),
+                reply::text("It is sunny in Porto.").into(),
+            ],
+        ),
+        (
             "greet me",
             vec![
                 reply::call("call_ask", "ask_name", json!({})).into(),
@@ -224,7 +236,7 @@ async fn chat_in_headless_chromium() -> anyhow::Result<()> {
     println!("{stdout}");
     assert!(output.status.success(), "browser checks failed:\n{stdout}\n{stderr}");
     assert!(!stdout.contains("FAIL"), "{stdout}");
-    assert!(stdout.matches("ok   ").count() >= 16, "not every check ran:\n{stdout}");
+    assert!(stdout.matches("ok   ").count() >= 17, "not every check ran:\n{stdout}");
     Ok(())
 }
 
