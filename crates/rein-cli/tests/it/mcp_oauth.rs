@@ -5,6 +5,8 @@
 //! `<data dir>/mcp-tokens` (0700 / 0600), and the server connects with its tools.
 //!
 //! `rein run` (as `rein chat`) prints the URL instead and takes the redirect on a loopback port.
+//! In headless Chromium, the web chat's Connect link runs the whole flow: the authorization
+//! server (which approves at once) sends the browser back to rein, and the server connects.
 //!
 //! The MCP server and its authorization server are one small local HTTP server
 //! ([`OAuthServer`]): protected-resource and authorization-server metadata, dynamic
@@ -158,6 +160,14 @@ fn connection(stream: TcpStream, port: u16, log: &Log) {
                         "scopes_supported": ["mcp"],
                     }),
                 )
+            }
+            ("GET", "/authorize") => {
+                // The person approves at once: back to the client's redirect URI with a code.
+                let target = format!("http://127.0.0.1{}", request.target);
+                let redirect = query(&target, "redirect_uri").unwrap_or_default();
+                let state = query(&target, "state").unwrap_or_default();
+                let location = format!("{redirect}?code=the-code&state={state}");
+                write(&mut writer, "302 Found", &[("location", location)], "")
             }
             ("POST", "/register") => {
                 let asked: Value = serde_json::from_slice(&request.body).unwrap_or(Value::Null);
@@ -383,4 +393,70 @@ fn rein_run_prints_the_url_and_takes_the_redirect_on_a_loopback_port() {
         line == "POST /mcp" && authorization.as_deref() == Some(&format!("Bearer {ACCESS_TOKEN}"))
     });
     assert!(listed, "the MCP requests carry the token: {:?}", fake.log());
+}
+
+/// What the browser checks need: playwright-core in rein-server's `tests/browser/` (installed
+/// with npm when missing) and Chromium (`REIN_CHROMIUM`, else Debian's, installed with apt-get
+/// when missing, as rein-server's browser tests do).
+fn browser() -> (std::path::PathBuf, std::path::PathBuf) {
+    use std::process::Command;
+    let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../rein-server/tests/browser");
+    if !dir.join("node_modules/playwright-core/package.json").exists() {
+        let status = Command::new("npm")
+            .args(["install", "--no-audit", "--no-fund", "--loglevel=error"])
+            .current_dir(&dir)
+            .status()
+            .expect("npm runs");
+        assert!(status.success(), "npm install in {} failed", dir.display());
+    }
+    let chromium = std::env::var_os("REIN_CHROMIUM")
+        .map_or_else(|| std::path::PathBuf::from("/usr/bin/chromium"), std::path::PathBuf::from);
+    if !chromium.exists() {
+        for args in [&["update"][..], &["install", "-y", "chromium"][..]] {
+            let status = Command::new("apt-get")
+                .args(args)
+                .env("DEBIAN_FRONTEND", "noninteractive")
+                .status()
+                .expect("apt-get runs");
+            assert!(status.success(), "apt-get {args:?} failed");
+        }
+    }
+    (dir, chromium)
+}
+
+#[test]
+fn the_web_chat_connects_a_server_behind_oauth_in_headless_chromium() {
+    let (browser_dir, chromium) = browser();
+    let fake = OAuthServer::start();
+    let dir = tempfile::tempdir().expect("temp dir");
+    let config = json!({
+        "llm_models": [{"value": "scripted", "endpoint": "http://127.0.0.1:9/v1", "stream": false}],
+        "llm_model": "scripted",
+        "mcpServers": {"secure": {"url": fake.url()}},
+    });
+    let config = write_json(dir.path(), "config.json", &config);
+    let (served, host) = serve(&["--config", &config], &dir.path().join("data"));
+    wait_for(&host, "secure", Duration::from_secs(20), |s| s["status"] == "needs_auth");
+
+    let shots = std::path::Path::new(env!("CARGO_TARGET_TMPDIR")).join("browser");
+    std::fs::create_dir_all(&shots).expect("screenshot dir");
+    let output = std::process::Command::new("node")
+        .arg(browser_dir.join("oauth-connect.mjs"))
+        .arg(format!("http://{host}/"))
+        .arg(&shots)
+        .env("REIN_CHROMIUM", &chromium)
+        .output()
+        .expect("node runs");
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    println!("{stdout}");
+    assert!(output.status.success(), "browser checks failed:\n{stdout}\n{stderr}");
+    assert!(!stdout.contains("FAIL") && stdout.matches("ok   ").count() >= 3, "{stdout}");
+
+    let connected = server_status(&host, "secure");
+    assert_eq!(connected["status"], "connected", "{connected}");
+    assert_eq!(connected["tools"], json!(["private_notes"]));
+    let authorized = fake.log().into_iter().any(|(line, _)| line.starts_with("GET /authorize?"));
+    assert!(authorized, "the browser went to the authorization server: {:?}", fake.log());
+    stop(served);
 }
