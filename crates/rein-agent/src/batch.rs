@@ -206,6 +206,7 @@ impl Agent {
         }
         let tools = Arc::clone(&self.tools);
         let session = self.config.session_id.clone();
+        let principal = self.config.principal.clone();
         let cancel = turn.cancel.clone();
         for (_, call, _) in &runs {
             turn.events.emit(AgentEvent::ToolStarted {
@@ -220,6 +221,9 @@ impl Agent {
                 let mut context = ToolContext::new(call.id.clone(), cancel.clone());
                 if let Some(session) = &session {
                     context = context.with_session(session.clone());
+                }
+                if let Some(principal) = &principal {
+                    context = context.with_principal(principal.clone());
                 }
                 async move { (index, tools.execute(&call.name, arguments, context).await.output) }
             })

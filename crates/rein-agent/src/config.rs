@@ -91,6 +91,10 @@ pub struct AgentConfig {
     pub reasoning: Option<bool>,
     /// The session id sent with every request and given to tools.
     pub session_id: Option<String>,
+    /// The principal the session belongs to, given to tools ([`ToolContext::principal`]).
+    ///
+    /// [`ToolContext::principal`]: rein_protocol::ToolContext::principal
+    pub principal: Option<String>,
 }
 
 impl Default for AgentConfig {
@@ -115,6 +119,7 @@ impl Default for AgentConfig {
             sampling: Sampling::default(),
             reasoning: None,
             session_id: None,
+            principal: None,
         }
     }
 }

@@ -32,7 +32,8 @@ pub(crate) async fn run(args: ServeArgs) -> anyhow::Result<ExitCode> {
                 fixed_port(serve_addr(&args, config)?, !config.all_mcp_servers().is_empty())?;
             chosen = Some(addr);
             let redirect_uri = format!("{}{OAUTH_CALLBACK_PATH}", own_origin(addr));
-            Ok(crate::wire::McpHost::Web { redirect_uri })
+            let tokens_per_principal = !config.server.tokens.is_empty();
+            Ok(crate::wire::McpHost::Web { redirect_uri, tokens_per_principal })
         })
         .await?;
     // (`wire` has checked the tokens: 16 characters at least, principals that name a namespace.)
@@ -63,8 +64,15 @@ pub(crate) async fn run(args: ServeArgs) -> anyhow::Result<ExitCode> {
     }
     server.insecure_no_auth = args.insecure_no_auth;
     if let Some(authorizations) = &wired.mcp_authorizations {
-        let authorizations = Arc::clone(authorizations);
-        server = server.with_mcp_oauth_callback(move |redirect| authorizations.complete(redirect));
+        let completing = Arc::clone(authorizations);
+        server = server.with_mcp_oauth_callback(move |redirect| completing.complete(redirect));
+        if !config.server.tokens.is_empty() {
+            // Per-principal tokens: each principal sees the authorizations of its own calls.
+            let own = Arc::clone(authorizations);
+            server = server.with_mcp_principal_authorizations(move |principal, name| {
+                own.pending_for_principal(name, Some(principal))
+            });
+        }
     }
     if let Some(transcriber) = &wired.transcriber {
         server = server.with_transcriber(Arc::clone(transcriber));

@@ -54,6 +54,8 @@ pub(crate) enum McpHost {
     Web {
         /// The callback URL on rein's own address.
         redirect_uri: String,
+        /// Each principal its own OAuth tokens (`server.tokens` is configured).
+        tokens_per_principal: bool,
     },
 }
 
@@ -240,10 +242,11 @@ async fn mcp_options(
                  asks for authorization fails with its 401"
             ),
         },
-        McpHost::Web { redirect_uri } => {
+        McpHost::Web { redirect_uri, tokens_per_principal } => {
             let authorizations =
                 Arc::new(CallbackAuthorizer::new(redirect_uri.clone(), WEB_AUTHORIZATION_WAIT));
             options.authorizer = Some(Authorizer(authorizations.clone()));
+            options.tokens_per_principal = *tokens_per_principal;
             return (options, Some(authorizations));
         }
     }

@@ -404,6 +404,11 @@ pub struct ClientOptions {
     /// Who answers a server's elicitation (a question for the person); `None`: the capability
     /// is not declared and servers do not ask.
     pub elicitor: Option<crate::Elicitor>,
+    /// Each principal its own OAuth tokens for an HTTP server: a call with a
+    /// [`ToolContext::principal`](rein_protocol::ToolContext::principal) goes over a connection
+    /// of that principal's, authorized by that principal (`rein serve` with `server.tokens`).
+    /// The server's own connection (its tool list, its health) keeps the server's tokens.
+    pub tokens_per_principal: bool,
 }
 
 impl Default for ClientOptions {
@@ -418,6 +423,7 @@ impl Default for ClientOptions {
             authorizer: None,
             token_dir: None,
             elicitor: None,
+            tokens_per_principal: false,
         }
     }
 }

@@ -401,11 +401,13 @@ pub(crate) fn oauth_session(
     server: &str,
     http: &HttpServer,
     options: &ClientOptions,
+    principal: Option<&str>,
 ) -> OAuthSession {
     let host = OAuthHost {
         client_name: &options.client_name,
         authorizer: options.authorizer.as_ref(),
         token_dir: options.token_dir.as_deref(),
+        principal,
     };
     OAuthSession::new(server, &http.url, http.oauth.as_ref(), host)
 }
@@ -450,7 +452,8 @@ pub(crate) async fn open(
                 .max_json_response_size(options.max_message_bytes)
                 .max_sse_event_size(options.max_message_bytes)
                 .reinit_on_expired_session(true);
-            let oauth = oauth.unwrap_or_else(|| Arc::new(oauth_session(server, http, options)));
+            let oauth =
+                oauth.unwrap_or_else(|| Arc::new(oauth_session(server, http, options, None)));
             let client = SessionAwareClient::new(redactor.clone()).with_oauth(oauth);
             let transport =
                 StreamableHttpClientTransport::with_client(client.clone(), config.clone());

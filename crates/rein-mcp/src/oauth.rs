@@ -144,6 +144,18 @@ pub struct AuthorizationPrompt {
     pub server: String,
     /// The authorization URL to open in a browser.
     pub url: String,
+    /// The principal whose tokens these are ([`ClientOptions::tokens_per_principal`]); `None`
+    /// for the server's own.
+    ///
+    /// [`ClientOptions::tokens_per_principal`]: crate::ClientOptions::tokens_per_principal
+    pub principal: Option<String>,
+}
+
+impl AuthorizationPrompt {
+    /// A prompt for the server's own tokens.
+    pub fn new(server: impl Into<String>, url: impl Into<String>) -> Self {
+        AuthorizationPrompt { server: server.into(), url: url.into(), principal: None }
+    }
 }
 
 /// Shows an authorization URL to the person and waits for the redirect back.
@@ -282,11 +294,19 @@ impl CallbackAuthorizer {
         self.lock().iter().filter(|p| p.waits()).map(|pending| pending.prompt.clone()).collect()
     }
 
-    /// The authorization URL `server` waits on, if any.
+    /// The authorization URL `server` waits on for its own tokens, if any.
     pub fn pending_for(&self, server: &str) -> Option<String> {
+        self.pending_for_principal(server, None)
+    }
+
+    /// The authorization URL `server` waits on for the tokens of `principal` (`None`: the
+    /// server's own), if any.
+    pub fn pending_for_principal(&self, server: &str, principal: Option<&str>) -> Option<String> {
         self.lock()
             .iter()
-            .find(|p| p.prompt.server == server && p.waits())
+            .find(|p| {
+                p.prompt.server == server && p.prompt.principal.as_deref() == principal && p.waits()
+            })
             .map(|p| p.prompt.url.clone())
     }
 
@@ -327,8 +347,11 @@ impl AuthorizeFlow for CallbackAuthorizer {
         let (answer, redirect) = tokio::sync::oneshot::channel();
         {
             let mut pending = self.lock();
-            // One authorization per server: a newer one replaces the one left open.
-            pending.retain(|p| p.prompt.server != prompt.server);
+            // One authorization per server and principal: a newer one replaces the one left
+            // open.
+            pending.retain(|p| {
+                p.prompt.server != prompt.server || p.prompt.principal != prompt.principal
+            });
             pending.push(PendingAuthorization {
                 prompt,
                 state: state.clone(),
@@ -407,6 +430,16 @@ impl TokenStore {
             .map(|c| if c.is_ascii_alphanumeric() || c == '-' || c == '_' { c } else { '_' })
             .collect();
         TokenStore { path: dir.join(format!("{safe}-{:016x}.json", fnv1a(url.as_bytes()))) }
+    }
+
+    /// The store of `principal`'s tokens for server `name` at `url` under `dir` (a file of
+    /// its own beside the server's; the principal's name is hashed, never written out).
+    pub fn for_principal(dir: &Path, name: &str, url: &str, principal: &str) -> Self {
+        let server = Self::for_server(dir, name, url);
+        let stem = server.path.file_stem().map(|s| s.to_string_lossy().into_owned());
+        let file =
+            format!("{}-p{:016x}.json", stem.unwrap_or_default(), fnv1a(principal.as_bytes()));
+        TokenStore { path: dir.join(file) }
     }
 
     /// The file the tokens are kept in.
@@ -639,11 +672,15 @@ pub(crate) struct OAuthHost<'a> {
     pub(crate) client_name: &'a str,
     pub(crate) authorizer: Option<&'a Authorizer>,
     pub(crate) token_dir: Option<&'a Path>,
+    /// Whose tokens (`None`: the server's own).
+    pub(crate) principal: Option<&'a str>,
 }
 
 /// The OAuth state of one HTTP server, shared by its connections.
 pub(crate) struct OAuthSession {
     server: String,
+    /// Whose tokens these are (`None`: the server's own).
+    principal: Option<String>,
     url: String,
     config: OAuthConfig,
     store: Option<TokenStore>,
@@ -667,11 +704,16 @@ impl OAuthSession {
         config: Option<&OAuthConfig>,
         host: OAuthHost<'_>,
     ) -> Self {
+        let store = host.token_dir.map(|dir| match host.principal {
+            Some(principal) => TokenStore::for_principal(dir, server, url, principal),
+            None => TokenStore::for_server(dir, server, url),
+        });
         OAuthSession {
             server: server.to_owned(),
+            principal: host.principal.map(str::to_owned),
             url: url.to_owned(),
             config: config.cloned().unwrap_or_default(),
-            store: host.token_dir.map(|dir| TokenStore::for_server(dir, server, url)),
+            store,
             authorizer: host.authorizer.cloned(),
             client_name: host.client_name.to_owned(),
             manager: tokio::sync::Mutex::new(None),
@@ -1042,7 +1084,11 @@ impl OAuthSession {
             .map_err(|(_, error)| error.to_string())?;
         let mut state = OAuthState::Session(session);
         let url = state.get_authorization_url().await.map_err(|error| error.to_string())?;
-        let prompt = AuthorizationPrompt { server: self.server.clone(), url };
+        let prompt = AuthorizationPrompt {
+            server: self.server.clone(),
+            url,
+            principal: self.principal.clone(),
+        };
         let redirect = authorizer.0.authorize(prompt).await?;
         state.handle_callback_url(&redirect).await.map_err(|error| error.to_string())?;
         let manager = state
@@ -1118,8 +1164,7 @@ mod tests {
         let waiting = tokio::spawn({
             let authorizer = authorizer.clone();
             async move {
-                let prompt =
-                    AuthorizationPrompt { server: "s".into(), url: "https://as/authorize".into() };
+                let prompt = AuthorizationPrompt::new("s", "https://as/authorize");
                 authorizer.authorize(prompt).await
             }
         });
@@ -1146,9 +1191,7 @@ mod tests {
             let authorizer = authorizer.clone();
             async move {
                 let url = "https://as.example/authorize?client_id=c&state=s%2B1&code_challenge=x";
-                authorizer
-                    .authorize(AuthorizationPrompt { server: "gh".into(), url: url.into() })
-                    .await
+                authorizer.authorize(AuthorizationPrompt::new("gh", url)).await
             }
         });
         while authorizer.pending().is_empty() {
@@ -1183,9 +1226,7 @@ mod tests {
             let authorizer = authorizer.clone();
             async move {
                 let url = "https://as.example/authorize?state=abc";
-                authorizer
-                    .authorize(AuthorizationPrompt { server: "gh".into(), url: url.into() })
-                    .await
+                authorizer.authorize(AuthorizationPrompt::new("gh", url)).await
             }
         });
         changes.changed().await.expect("a change when it starts waiting");
@@ -1432,7 +1473,8 @@ mod tests {
     }
 
     fn session(url: &str, config: OAuthConfig, authorizer: Option<&Authorizer>) -> OAuthSession {
-        let host = OAuthHost { client_name: "rein-test", authorizer, token_dir: None };
+        let host =
+            OAuthHost { client_name: "rein-test", authorizer, token_dir: None, principal: None };
         OAuthSession::new("s", url, Some(&config), host)
     }
 

@@ -480,8 +480,7 @@ impl Tool for McpTool {
         arguments: JsonObject,
         context: ToolContext,
     ) -> Result<ToolOutput, ToolError> {
-        let session = context.session_id.as_deref();
-        Ok(self.source.call_for(session, &self.original, arguments, &context.cancel).await?)
+        Ok(self.source.call_for(&self.original, arguments, &context).await?)
     }
 }
 

@@ -60,6 +60,9 @@ struct Inner {
     oauth: Option<Arc<OAuthSession>>,
     /// The calls in flight, for the session a server's question is put to.
     callers: Arc<Callers>,
+    /// With [`ClientOptions::tokens_per_principal`], an OAuth server's connection of each
+    /// principal that called it (created at its first call, sharing the tool list).
+    principals: std::sync::Mutex<std::collections::HashMap<String, McpToolSource>>,
 }
 
 #[derive(Default)]
@@ -96,7 +99,7 @@ impl McpToolSource {
         let transport = transport.into();
         let redactor = transport.redactor();
         let oauth = match &transport {
-            McpTransport::Http(http) => Some(Arc::new(oauth_session(&name, http, &options))),
+            McpTransport::Http(http) => Some(Arc::new(oauth_session(&name, http, &options, None))),
             _ => None,
         };
         McpToolSource {
@@ -106,6 +109,7 @@ impl McpToolSource {
                 options,
                 cache: Arc::new(ToolCache::new()),
                 callers: Arc::new(Callers::default()),
+                principals: std::sync::Mutex::default(),
                 state: tokio::sync::Mutex::new(ConnState::default()),
                 next_id: AtomicU64::new(1),
                 redactor,
@@ -177,6 +181,50 @@ impl McpToolSource {
         if let Some(connection) = connection {
             connection.session.service.cancellation_token().cancel();
         }
+        let principals: Vec<McpToolSource> = {
+            let mut principals =
+                self.inner.principals.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+            principals.drain().map(|(_, source)| source).collect()
+        };
+        for source in principals {
+            Box::pin(source.close()).await;
+        }
+    }
+
+    /// The source a call of `principal` goes through: with per-principal tokens, an OAuth
+    /// server's connection of that principal's (its tokens in a file of their own, its
+    /// authorizations shown to that principal), else this one.
+    fn for_principal(&self, principal: Option<&str>) -> McpToolSource {
+        let (Some(principal), true, McpTransport::Http(http)) =
+            (principal, self.inner.options.tokens_per_principal, &self.inner.transport)
+        else {
+            return self.clone();
+        };
+        let mut principals =
+            self.inner.principals.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+        let inner = &self.inner;
+        principals
+            .entry(principal.to_owned())
+            .or_insert_with(|| McpToolSource {
+                inner: Arc::new(Inner {
+                    name: inner.name.clone(),
+                    transport: inner.transport.clone(),
+                    options: inner.options.clone(),
+                    cache: inner.cache.clone(),
+                    callers: inner.callers.clone(),
+                    principals: std::sync::Mutex::default(),
+                    state: tokio::sync::Mutex::new(ConnState::default()),
+                    next_id: AtomicU64::new(1),
+                    redactor: inner.redactor.clone(),
+                    oauth: Some(Arc::new(oauth_session(
+                        &inner.name,
+                        http,
+                        &inner.options,
+                        Some(principal),
+                    ))),
+                }),
+            })
+            .clone()
     }
 
     /// A receiver that changes whenever the server's tool list changed (or the server was
@@ -236,12 +284,24 @@ impl McpToolSource {
         arguments: JsonObject,
         cancel: &CancellationToken,
     ) -> Result<ToolOutput, McpError> {
-        self.call_for(None, tool, arguments, cancel).await
+        self.call_in(None, tool, arguments, cancel).await
     }
 
-    /// [`call`](Self::call) on behalf of session `session_id`: a question the server asks
-    /// while the call runs (elicitation) is put to that session.
+    /// [`call`](Self::call) in `context`: a question the server asks while the call runs
+    /// (elicitation) is put to the context's session, and with
+    /// [`ClientOptions::tokens_per_principal`] an OAuth server is called with the context's
+    /// principal's tokens.
     pub async fn call_for(
+        &self,
+        tool: &str,
+        arguments: JsonObject,
+        context: &ToolContext,
+    ) -> Result<ToolOutput, McpError> {
+        let source = self.for_principal(context.principal.as_deref());
+        source.call_in(context.session_id.as_deref(), tool, arguments, &context.cancel).await
+    }
+
+    async fn call_in(
         &self,
         session_id: Option<&str>,
         tool: &str,
@@ -485,7 +545,7 @@ impl ToolSource for McpToolSource {
         arguments: JsonObject,
         context: ToolContext,
     ) -> Result<ToolOutput, ToolError> {
-        Ok(self.call_for(context.session_id.as_deref(), name, arguments, &context.cancel).await?)
+        Ok(self.call_for(name, arguments, &context).await?)
     }
 }
 

@@ -372,6 +372,9 @@ pub struct ToolContext {
     pub call_id: String,
     /// The session the call belongs to, when the host has sessions.
     pub session_id: Option<String>,
+    /// The principal the session belongs to, when the host has principals (a tool that acts
+    /// for someone, such as an MCP server behind OAuth, uses that one's credentials).
+    pub principal: Option<String>,
     /// Fires when the turn is stopped; long tools should check it and return early.
     pub cancel: CancellationToken,
 }
@@ -379,7 +382,13 @@ pub struct ToolContext {
 impl ToolContext {
     /// A context for one call.
     pub fn new(call_id: impl Into<String>, cancel: CancellationToken) -> Self {
-        ToolContext { call_id: call_id.into(), session_id: None, cancel }
+        ToolContext { call_id: call_id.into(), session_id: None, principal: None, cancel }
+    }
+
+    /// Sets the principal.
+    pub fn with_principal(mut self, principal: impl Into<String>) -> Self {
+        self.principal = Some(principal.into());
+        self
     }
 
     /// Sets the session id.

@@ -212,6 +212,7 @@ impl Core {
             stop_mode: StopMode::LastStep,
             reasoning: settings.reasoning,
             session_id: Some(session.id.clone()),
+            principal: session.owner.clone(),
             // Approvals are the runtime's (pending records, see `policy`), never the loop's
             // prompt.
             auto_approve: true,

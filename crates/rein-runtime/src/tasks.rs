@@ -274,8 +274,14 @@ async fn execute(
         return handler.run(arguments, context).await.map_err(TaskError::Handler);
     }
     let call_id = task.origin_call_id.clone().unwrap_or_else(|| task.id.clone());
-    let tool_context =
+    let mut tool_context =
         ToolContext::new(call_id, context.cancellation()).with_session(task.session_id.clone());
+    // The task acts for whoever owns its session, as the turn that started it did.
+    if let Ok(Some(owner)) =
+        core.store().get_session(&task.session_id).map(|s| s.and_then(|s| s.owner))
+    {
+        tool_context = tool_context.with_principal(owner);
+    }
     match capability.tool().call(arguments, tool_context).await? {
         output if output.is_error => Err(TaskError::Reported(output.text)),
         output => Ok(output.structured.unwrap_or(Value::String(output.text))),
@@ -315,9 +321,12 @@ impl TaskHost for Tasks {
         let Some(cap) = self.core.caps().get(capability) else {
             return Err(RuntimeError::Invalid(format!("no capability named `{capability}`")));
         };
-        let context =
+        let mut context =
             ToolContext::new(format!("{}:{capability}", task.task_id()), task.cancellation())
                 .with_session(task.session_id().to_owned());
+        if let Some(owner) = &session.owner {
+            context = context.with_principal(owner.clone());
+        }
         Ok(policy::invoke(&self.core, &session, &cap, arguments, context, None).await)
     }
 

@@ -270,6 +270,18 @@ function showMcpServers(servers) {
  * after the person authorized in the other tab). */
 const MCP_AUTH_POLL_MS = 3000;
 
+/** Reads the list again shortly (a tool call may be waiting for this person to authorize its
+ * server: per-principal tokens). */
+function checkMcpServersSoon() {
+  setTimeout(async () => {
+    try {
+      showMcpServers((await api('GET', '/mcp/servers')).servers);
+    } catch {
+      /* the regular poll tries again */
+    }
+  }, 1500);
+}
+
 async function pollMcpServers() {
   let waiting = false;
   try {
@@ -702,6 +714,7 @@ function handleEvent(event, eventId) {
       addApproval(currentTurn(), event.approval_id, event.call);
       break;
     case 'tool_started': {
+      checkMcpServersSoon();
       const item = toolItem(currentTurn(), event.call_id, event.name, '{}');
       item.status.textContent = 'running';
       item.status.className = 'badge tool-status running';

@@ -70,6 +70,38 @@ pub struct ServerConfig {
     /// Where `GET /mcp/oauth/callback` hands the browser's redirect after a person authorized
     /// an MCP server (the host's MCP client waits for it). Without one that route answers 404.
     pub mcp_oauth: McpOAuthCallback,
+    /// With per-principal MCP tokens: the authorization URL a server waits on for a principal
+    /// (given the principal and the server's name), which `GET /mcp/servers` shows that
+    /// principal as `needs_auth`.
+    pub mcp_principal_authorizations: McpPrincipalAuthorizations,
+}
+
+/// The host's authorizations of MCP servers waiting for one principal: given the principal and
+/// the server's name, the URL to open. Clones share it; two are equal when they are the same.
+#[derive(Clone, Default)]
+#[allow(clippy::type_complexity)] // One closure type, named once here.
+pub struct McpPrincipalAuthorizations(
+    pub Option<Arc<dyn Fn(&str, &str) -> Option<String> + Send + Sync>>,
+);
+
+impl std::fmt::Debug for McpPrincipalAuthorizations {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(if self.0.is_some() {
+            "McpPrincipalAuthorizations(..)"
+        } else {
+            "McpPrincipalAuthorizations(None)"
+        })
+    }
+}
+
+impl PartialEq for McpPrincipalAuthorizations {
+    fn eq(&self, other: &Self) -> bool {
+        match (&self.0, &other.0) {
+            (Some(a), Some(b)) => Arc::ptr_eq(a, b),
+            (None, None) => true,
+            _ => false,
+        }
+    }
 }
 
 /// The host's receiver of MCP OAuth redirects: given the redirect's path and query, it hands
@@ -196,6 +228,7 @@ impl Default for ServerConfig {
             transcription: Transcription::default(),
             max_audio_bytes: 10 * 1024 * 1024,
             mcp_oauth: McpOAuthCallback::default(),
+            mcp_principal_authorizations: McpPrincipalAuthorizations::default(),
         }
     }
 }
@@ -231,6 +264,16 @@ impl ServerConfig {
         complete: impl Fn(&str) -> Result<String, String> + Send + Sync + 'static,
     ) -> Self {
         self.mcp_oauth = McpOAuthCallback(Some(Arc::new(complete)));
+        self
+    }
+
+    /// Sets where `GET /mcp/servers` finds a principal's own authorizations of MCP servers
+    /// (per-principal tokens): `pending(principal, server)` is the URL that server waits on.
+    pub fn with_mcp_principal_authorizations(
+        mut self,
+        pending: impl Fn(&str, &str) -> Option<String> + Send + Sync + 'static,
+    ) -> Self {
+        self.mcp_principal_authorizations = McpPrincipalAuthorizations(Some(Arc::new(pending)));
         self
     }
 

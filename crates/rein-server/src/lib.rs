@@ -51,7 +51,9 @@ pub use crate::{
         SessionSummary, Task, TaskList, ToolResultEntry, TranscriptionResult, TurnUnfinished,
         ViewContext, ViewContextInput,
     },
-    config::{McpOAuthCallback, ModelCheck, ServerConfig, Transcription},
+    config::{
+        McpOAuthCallback, McpPrincipalAuthorizations, ModelCheck, ServerConfig, Transcription,
+    },
     error::ApiError,
 };
 

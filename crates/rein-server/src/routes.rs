@@ -285,9 +285,11 @@ async fn models(State(s): State<AppState>, Caller(_): Caller) -> ApiResult<crate
 
 async fn mcp_servers(
     State(s): State<AppState>,
-    Caller(_): Caller,
+    Caller(principal): Caller,
 ) -> ApiResult<crate::api::McpServerList> {
-    Ok(Json(wire::mcp_servers(&s.runtime)))
+    let own = s.config.mcp_principal_authorizations.0.as_ref();
+    let pending = |server: &str| own.and_then(|pending| pending(principal.as_str(), server));
+    Ok(Json(wire::mcp_servers(&s.runtime, pending)))
 }
 
 /// The browser's redirect after a person authorized an MCP server: handed to the host's MCP

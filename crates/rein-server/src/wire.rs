@@ -43,16 +43,25 @@ pub(crate) fn agents(runtime: &Runtime) -> Vec<Agent> {
 }
 
 /// The host's MCP servers as the runtime last heard of them.
-pub(crate) fn mcp_servers(runtime: &Runtime) -> McpServerList {
+/// A server that waits on an authorization of the caller's own (per-principal tokens, found
+/// by `own`) is `needs_auth` with that URL, whatever its state.
+pub(crate) fn mcp_servers(
+    runtime: &Runtime,
+    own: impl Fn(&str) -> Option<String>,
+) -> McpServerList {
     let servers = runtime
         .tool_servers()
         .into_iter()
-        .map(|server| McpServer {
-            name: server.name,
-            status: server.state.as_str().to_owned(),
-            tools: server.tools,
-            last_error: server.last_error,
-            authorization_url: server.authorization_url,
+        .map(|server| {
+            let own_url = own(&server.name);
+            let status = if own_url.is_some() { "needs_auth" } else { server.state.as_str() };
+            McpServer {
+                status: status.to_owned(),
+                authorization_url: own_url.or(server.authorization_url),
+                name: server.name,
+                tools: server.tools,
+                last_error: server.last_error,
+            }
         })
         .collect();
     McpServerList { servers }

@@ -203,7 +203,10 @@ fn a_streamed_reply_with_think_and_an_embedded_call_shows_no_markup() {
     // What a person reads: the output without its colour escapes.
     let raw = report["output"].as_str().unwrap_or_default();
     let output = raw.replace("\u{1b}[2m", "").replace("\u{1b}[0m", "");
-    assert!(output.contains("I will call the echo tool.\r\nLet me"), "the reasoning, then the text:\n{output}");
+    assert!(
+        output.contains("I will call the echo tool.\r\nLet me"),
+        "the reasoning, then the text:\n{output}"
+    );
     for markup in ["<think", "think>", "<tool_call", "tool_call>", "{\"name\"", "\"arguments\""] {
         assert!(!output.contains(markup), "`{markup}` reached the terminal:\n{output}");
     }

@@ -183,24 +183,38 @@ fn connection(stream: TcpStream, port: u16, log: &Log) {
                     }),
                 )
             }
-            ("POST", "/token") => json_answer(
-                &mut writer,
-                "200 OK",
-                &json!({
-                    "access_token": ACCESS_TOKEN,
-                    "token_type": "Bearer",
-                    "expires_in": 3600,
-                    "refresh_token": "refresh-token-1",
-                    "scope": "mcp",
-                }),
-            ),
-            (_, "/mcp") if authorization.as_deref() != Some(&format!("Bearer {ACCESS_TOKEN}")) => {
+            ("POST", "/token") => {
+                // `the-code` is worth ACCESS_TOKEN; any other code a token of its own.
+                let form = format!("/?{}", String::from_utf8_lossy(&request.body));
+                let code = query(&form, "code").unwrap_or_default();
+                let token = if code == "the-code" || code.is_empty() {
+                    ACCESS_TOKEN.to_owned()
+                } else {
+                    format!("{ACCESS_TOKEN}-{code}")
+                };
+                json_answer(
+                    &mut writer,
+                    "200 OK",
+                    &json!({
+                        "access_token": token,
+                        "token_type": "Bearer",
+                        "expires_in": 3600,
+                        "refresh_token": "refresh-token-1",
+                        "scope": "mcp",
+                    }),
+                )
+            }
+            (_, "/mcp")
+                if !authorization
+                    .as_deref()
+                    .is_some_and(|value| value.starts_with(&format!("Bearer {ACCESS_TOKEN}"))) =>
+            {
                 let challenge = format!(
                     "Bearer resource_metadata=\"{origin}/.well-known/oauth-protected-resource\""
                 );
                 write(&mut writer, "401 Unauthorized", &[("www-authenticate", challenge)], "")
             }
-            ("POST", "/mcp") => mcp(&mut writer, &request.body),
+            ("POST", "/mcp") => mcp(&mut writer, &request.body, authorization.as_deref()),
             ("GET", "/mcp") => write(&mut writer, "405 Method Not Allowed", &[], ""),
             ("DELETE", "/mcp") => write(&mut writer, "200 OK", &[], ""),
             _ => write(&mut writer, "404 Not Found", &[], ""),
@@ -211,8 +225,8 @@ fn connection(stream: TcpStream, port: u16, log: &Log) {
     }
 }
 
-/// A stateless MCP server of the 2025-11-25 era with one tool.
-fn mcp(writer: &mut TcpStream, body: &[u8]) -> bool {
+/// A stateless MCP server of the 2025-11-25 era with one tool, which says whose token read it.
+fn mcp(writer: &mut TcpStream, body: &[u8], authorization: Option<&str>) -> bool {
     let message: Value = serde_json::from_slice(body).unwrap_or(Value::Null);
     let Some(id) = message.get("id").cloned() else {
         return write(writer, "202 Accepted", &[], "");
@@ -229,6 +243,12 @@ fn mcp(writer: &mut TcpStream, body: &[u8]) -> bool {
             "inputSchema": {"type": "object", "properties": {}},
         }]}}),
         "ping" => json!({"jsonrpc": "2.0", "id": id, "result": {}}),
+        "tools/call" => {
+            let token = authorization.unwrap_or_default().trim_start_matches("Bearer ");
+            json!({"jsonrpc": "2.0", "id": id, "result": {
+                "content": [{"type": "text", "text": format!("notes read with {token}")}],
+            }})
+        }
         _ => json!({"jsonrpc": "2.0", "id": id,
             "error": {"code": -32601, "message": "Method not found"}}),
     };
@@ -459,4 +479,128 @@ fn the_web_chat_connects_a_server_behind_oauth_in_headless_chromium() {
     let authorized = fake.log().into_iter().any(|(line, _)| line.starts_with("GET /authorize?"));
     assert!(authorized, "the browser went to the authorization server: {:?}", fake.log());
     stop(served);
+}
+
+/// A model that calls `private_notes` for every new message, then repeats what it returned.
+fn notes_model() -> String {
+    crate::support::model_server(|request, writer| {
+        let messages = request["messages"].as_array().cloned().unwrap_or_default();
+        let last = messages.last().cloned().unwrap_or(Value::Null);
+        let message = if last["role"] == "tool" {
+            json!({"role": "assistant", "content": format!("Read: {}", last["content"].as_str().unwrap_or_default())})
+        } else {
+            let call = json!({"id": "call_notes", "type": "function", "function": {"name": "private_notes", "arguments": "{}"}});
+            json!({"role": "assistant", "content": null, "tool_calls": [call]})
+        };
+        let finish = if message["tool_calls"].is_null() { "stop" } else { "tool_calls" };
+        crate::support::write_completion(writer, message, finish)
+    })
+}
+
+#[test]
+fn with_server_tokens_each_principal_authorizes_and_calls_with_its_own_token() {
+    const ALICE: &str = "alice-token-0123456789";
+    const BOB: &str = "bob-token-0123456789ab";
+    let fake = OAuthServer::start();
+    let endpoint = notes_model();
+    let dir = tempfile::tempdir().expect("temp dir");
+    let config = json!({
+        "llm_models": [{"value": "scripted", "endpoint": endpoint, "stream": false}],
+        "llm_model": "scripted",
+        "auto_approve": true,
+        "server": {"tokens": {ALICE: "alice", BOB: "bob"}},
+        "mcpServers": {"secure": {"url": fake.url()}},
+    });
+    let config = write_json(dir.path(), "config.json", &config);
+    let data = dir.path().join("data");
+    let (served, host) = serve(&["--config", &config], &data);
+    let status_for = |token: &str| {
+        let (status, body) = http(&host, "GET", &format!("{RT}/mcp/servers"), None, Some(token));
+        assert_eq!(status, 200, "{body}");
+        let servers: Value = serde_json::from_str(&body).expect("JSON");
+        servers["servers"][0].clone()
+    };
+    let complete = |url: &str, code: &str| {
+        let state = query(url, "state").expect("a state");
+        let back = format!("{RT}/mcp/oauth/callback?code={code}&state={state}");
+        let (status, page) = http(&host, "GET", &back, None, None);
+        assert_eq!(status, 200, "{page}");
+    };
+
+    // The server's own connection (its tool list) is authorized once, by anyone.
+    let started = Instant::now();
+    let waiting = loop {
+        let status = status_for(ALICE);
+        if status["status"] == "needs_auth" {
+            break status;
+        }
+        assert!(started.elapsed() < Duration::from_secs(20), "{status}");
+        std::thread::sleep(Duration::from_millis(100));
+    };
+    complete(waiting["authorizationUrl"].as_str().expect("a URL"), "the-code");
+    wait_for_as(&status_for, ALICE, |s| s["status"] == "connected");
+
+    // Alice's first call waits for Alice's own authorization, which only Alice is shown.
+    let (status, created) = http(
+        &host,
+        "POST",
+        &format!("{RT}/sessions"),
+        Some(r#"{"agentName":"assistant","sessionId":"a1"}"#),
+        Some(ALICE),
+    );
+    assert_eq!(status, 201, "{created}");
+    let turn_host = host.clone();
+    let turn = std::thread::spawn(move || {
+        http(
+            &turn_host,
+            "POST",
+            &format!("{RT}/sessions/a1/messages"),
+            Some(r#"{"content":"my notes"}"#),
+            Some(ALICE),
+        )
+    });
+    let own = wait_for_as(&status_for, ALICE, |s| s["status"] == "needs_auth");
+    let url = own["authorizationUrl"].as_str().expect("Alice's URL").to_owned();
+    let bob_sees = status_for(BOB);
+    assert_eq!(
+        bob_sees["status"], "connected",
+        "Bob is not shown Alice's authorization: {bob_sees}"
+    );
+    assert!(bob_sees.get("authorizationUrl").is_none(), "{bob_sees}");
+    complete(&url, "alice-code");
+    let (status, run) = turn.join().expect("the turn");
+    assert_eq!(status, 200, "{run}");
+    let run: Value = serde_json::from_str(&run).expect("JSON");
+    assert_eq!(
+        run["finalMessage"],
+        format!("Read: notes read with {ACCESS_TOKEN}-alice-code"),
+        "{run}"
+    );
+
+    // Two token files: the server's and Alice's (her name hashed, not written out).
+    let files: Vec<String> = std::fs::read_dir(data.join("mcp-tokens"))
+        .expect("mcp-tokens")
+        .flatten()
+        .map(|entry| entry.file_name().to_string_lossy().into_owned())
+        .collect();
+    assert_eq!(files.len(), 2, "{files:?}");
+    assert!(files.iter().all(|name| !name.contains("alice")), "{files:?}");
+    stop(served);
+}
+
+/// Polls `status_for(token)` until `done` (at most 20 s).
+fn wait_for_as(
+    status_for: &impl Fn(&str) -> Value,
+    token: &str,
+    done: impl Fn(&Value) -> bool,
+) -> Value {
+    let started = Instant::now();
+    loop {
+        let status = status_for(token);
+        if done(&status) {
+            return status;
+        }
+        assert!(started.elapsed() < Duration::from_secs(20), "never got there: {status}");
+        std::thread::sleep(Duration::from_millis(100));
+    }
 }
