@@ -16,7 +16,8 @@ use serde_json::{Value, json};
 use crate::{
     rein,
     support::{
-        events, http, model_server, of_type, peer_python, serve, write_completion, write_json,
+        create_session, events, http, model_server, of_type, peer_python, send_in_background,
+        serve, write_completion, write_json,
     },
 };
 
@@ -131,24 +132,8 @@ fn rein_serve_streams_a_question_and_takes_the_answer_over_http() {
     let dir = tempfile::tempdir().unwrap();
     let config = config(dir.path(), &endpoint);
     let (served, host) = serve(&["--config", &config], &dir.path().join("data"));
-    let (status, created) = http(
-        &host,
-        "POST",
-        "/agent/api/runtime/sessions",
-        Some(r#"{"agentName":"assistant","sessionId":"s1"}"#),
-        None,
-    );
-    assert_eq!(status, 201, "{created}");
-    let turn_host = host.clone();
-    let turn = std::thread::spawn(move || {
-        http(
-            &turn_host,
-            "POST",
-            "/agent/api/runtime/sessions/s1/messages",
-            Some(r#"{"content":"greet me"}"#),
-            None,
-        )
-    });
+    create_session(&host, "s1", None);
+    let turn = send_in_background(&host, "s1", "greet me", None);
     let asked = next_event(&host, "s1", "elicitation_requested");
     assert_eq!(asked["server"], "asker");
     assert_eq!(asked["requested_schema"]["required"], json!(["name"]), "{asked}");

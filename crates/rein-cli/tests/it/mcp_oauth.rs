@@ -22,7 +22,7 @@ use std::{
 
 use serde_json::{Value, json};
 
-use crate::support::{http, serve, stop, write_json};
+use crate::support::{create_session, http, send_in_background, serve, stop, write_json};
 
 const RT: &str = "/agent/api/runtime";
 
@@ -276,7 +276,12 @@ fn query(url: &str, name: &str) -> Option<String> {
 }
 
 fn server_status(host: &str, name: &str) -> Value {
-    let (status, body) = http(host, "GET", &format!("{RT}/mcp/servers"), None, None);
+    server_status_as(host, name, None)
+}
+
+/// Server `name` in `GET /mcp/servers` as the principal of `token` sees it.
+fn server_status_as(host: &str, name: &str, token: Option<&str>) -> Value {
+    let (status, body) = http(host, "GET", &format!("{RT}/mcp/servers"), None, token);
     assert_eq!(status, 200, "{body}");
     let servers: Value = serde_json::from_str(&body).expect("JSON");
     let servers = servers["servers"].as_array().cloned().unwrap_or_default();
@@ -284,9 +289,20 @@ fn server_status(host: &str, name: &str) -> Value {
 }
 
 fn wait_for(host: &str, name: &str, within: Duration, done: impl Fn(&Value) -> bool) -> Value {
+    wait_for_as(host, name, None, within, done)
+}
+
+/// Polls [`server_status_as`] until `done`, at most `within`.
+fn wait_for_as(
+    host: &str,
+    name: &str,
+    token: Option<&str>,
+    within: Duration,
+    done: impl Fn(&Value) -> bool,
+) -> Value {
     let started = Instant::now();
     loop {
-        let status = server_status(host, name);
+        let status = server_status_as(host, name, token);
         if done(&status) {
             return status;
         }
@@ -514,12 +530,8 @@ fn with_server_tokens_each_principal_authorizes_and_calls_with_its_own_token() {
     let config = write_json(dir.path(), "config.json", &config);
     let data = dir.path().join("data");
     let (served, host) = serve(&["--config", &config], &data);
-    let status_for = |token: &str| {
-        let (status, body) = http(&host, "GET", &format!("{RT}/mcp/servers"), None, Some(token));
-        assert_eq!(status, 200, "{body}");
-        let servers: Value = serde_json::from_str(&body).expect("JSON");
-        servers["servers"][0].clone()
-    };
+    let status_for = |token: &str| server_status_as(&host, "secure", Some(token));
+    let within = Duration::from_secs(20);
     let complete = |url: &str, code: &str| {
         let state = query(url, "state").expect("a state");
         let back = format!("{RT}/mcp/oauth/callback?code={code}&state={state}");
@@ -528,38 +540,15 @@ fn with_server_tokens_each_principal_authorizes_and_calls_with_its_own_token() {
     };
 
     // The server's own connection (its tool list) is authorized once, by anyone.
-    let started = Instant::now();
-    let waiting = loop {
-        let status = status_for(ALICE);
-        if status["status"] == "needs_auth" {
-            break status;
-        }
-        assert!(started.elapsed() < Duration::from_secs(20), "{status}");
-        std::thread::sleep(Duration::from_millis(100));
-    };
+    let waiting =
+        wait_for_as(&host, "secure", Some(ALICE), within, |s| s["status"] == "needs_auth");
     complete(waiting["authorizationUrl"].as_str().expect("a URL"), "the-code");
-    wait_for_as(&status_for, ALICE, |s| s["status"] == "connected");
+    wait_for_as(&host, "secure", Some(ALICE), within, |s| s["status"] == "connected");
 
     // Alice's first call waits for Alice's own authorization, which only Alice is shown.
-    let (status, created) = http(
-        &host,
-        "POST",
-        &format!("{RT}/sessions"),
-        Some(r#"{"agentName":"assistant","sessionId":"a1"}"#),
-        Some(ALICE),
-    );
-    assert_eq!(status, 201, "{created}");
-    let turn_host = host.clone();
-    let turn = std::thread::spawn(move || {
-        http(
-            &turn_host,
-            "POST",
-            &format!("{RT}/sessions/a1/messages"),
-            Some(r#"{"content":"my notes"}"#),
-            Some(ALICE),
-        )
-    });
-    let own = wait_for_as(&status_for, ALICE, |s| s["status"] == "needs_auth");
+    create_session(&host, "a1", Some(ALICE));
+    let turn = send_in_background(&host, "a1", "my notes", Some(ALICE));
+    let own = wait_for_as(&host, "secure", Some(ALICE), within, |s| s["status"] == "needs_auth");
     let url = own["authorizationUrl"].as_str().expect("Alice's URL").to_owned();
     let bob_sees = status_for(BOB);
     assert_eq!(
@@ -586,21 +575,4 @@ fn with_server_tokens_each_principal_authorizes_and_calls_with_its_own_token() {
     assert_eq!(files.len(), 2, "{files:?}");
     assert!(files.iter().all(|name| !name.contains("alice")), "{files:?}");
     stop(served);
-}
-
-/// Polls `status_for(token)` until `done` (at most 20 s).
-fn wait_for_as(
-    status_for: &impl Fn(&str) -> Value,
-    token: &str,
-    done: impl Fn(&Value) -> bool,
-) -> Value {
-    let started = Instant::now();
-    loop {
-        let status = status_for(token);
-        if done(&status) {
-            return status;
-        }
-        assert!(started.elapsed() < Duration::from_secs(20), "never got there: {status}");
-        std::thread::sleep(Duration::from_millis(100));
-    }
 }

@@ -486,6 +486,26 @@ pub(crate) fn http(
     (status, body)
 }
 
+/// Creates session `id` of the default agent on `rein serve` at `host` (as `token`'s principal).
+pub(crate) fn create_session(host: &str, id: &str, token: Option<&str>) {
+    let body = json!({"agentName": "assistant", "sessionId": id}).to_string();
+    let (status, created) = http(host, "POST", "/agent/api/runtime/sessions", Some(&body), token);
+    assert_eq!(status, 201, "{created}");
+}
+
+/// Sends `text` to session `id` on a thread of its own; joining it gives the turn's answer.
+pub(crate) fn send_in_background(
+    host: &str,
+    id: &str,
+    text: &str,
+    token: Option<&str>,
+) -> std::thread::JoinHandle<(u16, String)> {
+    let (host, token) = (host.to_owned(), token.map(str::to_owned));
+    let path = format!("/agent/api/runtime/sessions/{id}/messages");
+    let body = json!({"content": text}).to_string();
+    std::thread::spawn(move || http(&host, "POST", &path, Some(&body), token.as_deref()))
+}
+
 pub(crate) fn stop(mut served: Served) -> String {
     let mut child = served.take();
     child.kill().expect("kill");

@@ -9,10 +9,9 @@
 // message starting with "echo " is answered with itself; anything else gets "Done.".
 // Exits 0 when every check passed; prints one line per check.
 
-import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
-import { tmpdir } from 'node:os';
+import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
-import { chromium } from 'playwright-core';
+import { launch } from './harness.mjs';
 
 const [url, shots] = process.argv.slice(2);
 if (!url || !shots) {
@@ -20,52 +19,13 @@ if (!url || !shots) {
   process.exit(2);
 }
 
-const profile = mkdtempSync(join(tmpdir(), 'rein-chromium-'));
-const context = await chromium.launchPersistentContext(profile, {
-  executablePath: process.env.REIN_CHROMIUM || '/usr/bin/chromium',
-  headless: true,
-  acceptDownloads: true,
-  viewport: { width: 1200, height: 800 },
-  args: [
-    '--headless',
-    '--no-sandbox',
-    '--disable-gpu',
-    '--disable-quic',
-    '--no-first-run',
-    '--disable-background-networking',
-    '--disable-component-update',
-    '--disable-sync',
-  ],
-});
-const page = context.pages()[0] || (await context.newPage());
-page.setDefaultTimeout(20000);
-
-const problems = [];
-page.on('pageerror', (e) => problems.push(`page error: ${e.message}`));
-page.on('console', (m) => {
-  if (m.type() === 'error') problems.push(`console error: ${m.text()}`);
-});
+const { page, problems, check, assert, finish } = await launch({ shots, acceptDownloads: true });
 // Offline: the page must never ask for anything outside the server.
 const origin = new URL(url).origin;
 page.on('request', (r) => {
   const u = r.url();
   if (!u.startsWith(origin) && !u.startsWith('blob:') && !u.startsWith('data:')) problems.push(`outside request: ${u}`);
 });
-
-let failed = false;
-async function check(name, fn) {
-  try {
-    await fn();
-    console.log(`ok   ${name}`);
-  } catch (e) {
-    failed = true;
-    console.log(`FAIL ${name}: ${e.message.split('\n')[0]}`);
-    await page.screenshot({ path: join(shots, `failure-${name.replace(/\W+/g, '-')}.png`) }).catch(() => {});
-  }
-}
-function assert(cond, message) {
-  if (!cond) throw new Error(message);
-}
 
 const input = page.locator('#composer-input');
 async function sendText(text) {
@@ -342,6 +302,4 @@ await check('no page errors and no outside requests', async () => {
   assert(problems.length === 0, problems.join('; '));
 });
 
-await context.close();
-rmSync(profile, { recursive: true, force: true });
-process.exit(failed ? 1 : 0);
+await finish();

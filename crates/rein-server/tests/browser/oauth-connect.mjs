@@ -5,10 +5,8 @@
 // usage: node oauth-connect.mjs <server-url> <screenshot-dir>
 // Exits 0 when every check passed; prints one line per check.
 
-import { mkdtempSync, rmSync } from 'node:fs';
-import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { chromium } from 'playwright-core';
+import { launch } from './harness.mjs';
 
 const [url, shots] = process.argv.slice(2);
 if (!url || !shots) {
@@ -16,32 +14,7 @@ if (!url || !shots) {
   process.exit(2);
 }
 
-const profile = mkdtempSync(join(tmpdir(), 'rein-chromium-'));
-const context = await chromium.launchPersistentContext(profile, {
-  executablePath: process.env.REIN_CHROMIUM || '/usr/bin/chromium',
-  headless: true,
-  viewport: { width: 1200, height: 800 },
-  args: ['--headless', '--no-sandbox', '--disable-gpu', '--no-first-run', '--disable-background-networking'],
-});
-const page = context.pages()[0] || (await context.newPage());
-page.setDefaultTimeout(20000);
-const problems = [];
-page.on('pageerror', (e) => problems.push(`page error: ${e.message}`));
-
-let failed = false;
-async function check(name, fn) {
-  try {
-    await fn();
-    console.log(`ok   ${name}`);
-  } catch (e) {
-    failed = true;
-    console.log(`FAIL ${name}: ${e.message.split('\n')[0]}`);
-    await page.screenshot({ path: join(shots, `failure-${name.replace(/\W+/g, '-')}.png`) }).catch(() => {});
-  }
-}
-function assert(cond, message) {
-  if (!cond) throw new Error(message);
-}
+const { context, page, problems, check, assert, finish } = await launch({ shots, prefix: 'oauth-' });
 
 const notice = page.locator('.mcp-needs-auth[data-server="secure"]');
 
@@ -68,6 +41,4 @@ await check('the notice goes once the server is connected', async () => {
   assert(problems.length === 0, problems.join('; '));
 });
 
-await context.close();
-rmSync(profile, { recursive: true, force: true });
-process.exit(failed ? 1 : 0);
+await finish();

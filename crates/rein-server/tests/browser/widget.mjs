@@ -9,10 +9,8 @@
 // usage: node widget.mjs <allowed-host-url> <refused-host-url> <rein-url> <screenshot-dir> <speech.wav>
 // Exits 0 when every check passed; prints one line per check.
 
-import { mkdtempSync, rmSync } from 'node:fs';
-import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { chromium } from 'playwright-core';
+import { launch } from './harness.mjs';
 
 const [hostUrl, refusedUrl, reinUrl, shots, speech] = process.argv.slice(2);
 if (!hostUrl || !refusedUrl || !reinUrl || !shots || !speech) {
@@ -20,23 +18,12 @@ if (!hostUrl || !refusedUrl || !reinUrl || !shots || !speech) {
   process.exit(2);
 }
 
-const profile = mkdtempSync(join(tmpdir(), 'rein-chromium-'));
-const context = await chromium.launchPersistentContext(profile, {
-  executablePath: process.env.REIN_CHROMIUM || '/usr/bin/chromium',
-  headless: true,
+const { context, page, problems, check, assert, finish } = await launch({
+  shots,
+  prefix: 'widget-',
   viewport: { width: 1200, height: 860 },
-  args: ['--headless', '--no-sandbox', '--disable-gpu', '--disable-quic', '--no-first-run',
-    '--disable-background-networking', '--disable-component-update', '--disable-sync',
-    '--use-fake-device-for-media-stream', '--use-fake-ui-for-media-stream',
+  args: ['--use-fake-device-for-media-stream', '--use-fake-ui-for-media-stream',
     `--use-file-for-fake-audio-capture=${speech}`],
-});
-const page = context.pages()[0] || (await context.newPage());
-page.setDefaultTimeout(20000);
-
-const problems = [];
-page.on('pageerror', (e) => problems.push(`page error: ${e.message}`));
-page.on('console', (m) => {
-  if (m.type() === 'error') problems.push(`console error: ${m.text()}`);
 });
 page.on('response', (r) => {
   if (r.status() >= 400) problems.push(`${r.status()} for ${r.url()}`);
@@ -49,21 +36,6 @@ page.on('request', (r) => {
     problems.push(`outside request: ${u}`);
   }
 });
-
-let failed = false;
-async function check(name, fn) {
-  try {
-    await fn();
-    console.log(`ok   ${name}`);
-  } catch (e) {
-    failed = true;
-    console.log(`FAIL ${name}: ${e.message.split('\n')[0]}`);
-    await page.screenshot({ path: join(shots, `widget-failure-${name.replace(/\W+/g, '-')}.png`) }).catch(() => {});
-  }
-}
-function assert(cond, message) {
-  if (!cond) throw new Error(message);
-}
 
 // Playwright's CSS selectors pierce the widget's (open) shadow root.
 const widget = page.locator('#rein-widget');
@@ -140,6 +112,4 @@ await check('an origin not in cors_origins gets no chat', async () => {
   await other.close();
 });
 
-await context.close();
-rmSync(profile, { recursive: true, force: true });
-process.exit(failed ? 1 : 0);
+await finish();
