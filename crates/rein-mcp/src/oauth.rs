@@ -1261,6 +1261,52 @@ mod tests {
         assert_eq!(a.path(), TokenStore::for_server(dir, "a", "https://one.example/mcp").path());
         assert_ne!(a.path(), TokenStore::for_server(dir, "a", "https://two.example/mcp").path());
         assert_ne!(a.path(), TokenStore::for_server(dir, "b", "https://one.example/mcp").path());
+        // A principal's tokens: a file of their own beside the server's, the name not in it.
+        let alice = TokenStore::for_principal(dir, "a", "https://one.example/mcp", "alice");
+        let bob = TokenStore::for_principal(dir, "a", "https://one.example/mcp", "bob");
+        assert_ne!(alice.path(), a.path());
+        assert_ne!(alice.path(), bob.path());
+        assert_eq!(alice.path().parent(), Some(dir));
+        assert!(!alice.path().to_string_lossy().contains("alice"), "{:?}", alice.path());
+    }
+
+    #[tokio::test]
+    async fn a_principals_authorization_is_pending_for_that_principal_only() {
+        let authorizer = Arc::new(CallbackAuthorizer::new(
+            "http://127.0.0.1:8080/agent/api/runtime/mcp/oauth/callback",
+            std::time::Duration::from_secs(60),
+        ));
+        let ask = |principal: Option<&str>, state: &str| {
+            let authorizer = authorizer.clone();
+            let mut prompt = AuthorizationPrompt::new(
+                "gh",
+                format!("https://as.example/authorize?state={state}"),
+            );
+            prompt.principal = principal.map(str::to_owned);
+            tokio::spawn(async move { authorizer.authorize(prompt).await })
+        };
+        let server = ask(None, "s0");
+        let alice = ask(Some("alice"), "s1");
+        while authorizer.pending().len() < 2 {
+            tokio::task::yield_now().await;
+        }
+        let url = |state: &str| format!("https://as.example/authorize?state={state}");
+        assert_eq!(authorizer.pending_for("gh"), Some(url("s0")), "the server's own");
+        assert_eq!(authorizer.pending_for_principal("gh", Some("alice")), Some(url("s1")));
+        assert_eq!(authorizer.pending_for_principal("gh", Some("bob")), None);
+        // A newer authorization of alice's replaces hers only.
+        let again = ask(Some("alice"), "s2");
+        while authorizer.pending_for_principal("gh", Some("alice")) != Some(url("s2")) {
+            tokio::task::yield_now().await;
+        }
+        assert!(alice.await.expect("joined").is_err(), "replaced");
+        assert_eq!(authorizer.pending_for("gh"), Some(url("s0")));
+        assert_eq!(
+            authorizer.complete("/agent/api/runtime/mcp/oauth/callback?code=c&state=s2"),
+            Ok("gh".to_owned())
+        );
+        assert!(again.await.expect("joined").is_ok());
+        server.abort();
     }
 
     #[tokio::test]
