@@ -659,6 +659,17 @@ impl TurnView {
                     self.dim(&format!("? {} needs your approval", call.name))
                 );
             }
+            AgentEvent::ModelRetry { attempt, delay_ms, reason } => {
+                // A failed model request is sent again: the person sees why the turn waits.
+                self.clear_spinner();
+                let wait = if *delay_ms > 0 {
+                    format!(" in {} s", delay_ms.div_ceil(1000))
+                } else {
+                    String::new()
+                };
+                let line = format!("retrying the model{wait} (attempt {attempt}): {reason}");
+                let _ = writeln!(stdout, "{}", self.dim(&line));
+            }
             AgentEvent::ElicitationAnswered { action, .. } => {
                 let _ = writeln!(stdout, "{}", self.dim(&format!("answer: {}", action.as_str())));
             }

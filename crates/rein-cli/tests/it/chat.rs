@@ -215,3 +215,46 @@ fn a_streamed_reply_with_think_and_an_embedded_call_shows_no_markup() {
         assert!(!output.contains(fragment), "`{fragment}` reached the terminal:\n{output}");
     }
 }
+
+#[test]
+fn a_retried_model_request_is_shown_and_the_turn_goes_on() {
+    use std::sync::atomic::{AtomicUsize, Ordering};
+    let calls = std::sync::Arc::new(AtomicUsize::new(0));
+    let seen = calls.clone();
+    // The first request is refused with a 503 that says when to come back; the next answers.
+    let endpoint = crate::support::model_server(move |_, writer| {
+        if seen.fetch_add(1, Ordering::SeqCst) == 0 {
+            let body = r#"{"error":{"message":"overloaded, try again","type":"server_error"}}"#;
+            let head = format!(
+                "HTTP/1.1 503 Service Unavailable\r\nretry-after: 1\r\ncontent-type: application/json\r\ncontent-length: {}\r\nconnection: close\r\n\r\n",
+                body.len()
+            );
+            let _ = writer.write_all(head.as_bytes());
+            let _ = writer.write_all(body.as_bytes());
+            return false;
+        }
+        crate::support::write_completion(
+            writer,
+            json!({"role": "assistant", "content": "Back again."}),
+            "stop",
+        )
+    });
+    let dir = tempfile::tempdir().unwrap();
+    let config = json!({
+        "llm_models": [{"value": "scripted", "endpoint": endpoint, "stream": false}],
+        "llm_model": "scripted",
+    });
+    let config = write_json(dir.path(), "rein.json", &config);
+    let data = dir.path().join("data");
+    let steps = json!([
+        {"expect": "›"},
+        {"send": "hello\n"},
+        {"expect": "retrying the model in 1 s (attempt 2)"},
+        {"expect": "Back again."},
+        {"expect": "›"},
+        {"send": "/quit\n"},
+    ]);
+    let report =
+        drive(&["chat", "--config", &config, "--data-dir", data.to_str().unwrap()], &steps);
+    check(&report);
+}
