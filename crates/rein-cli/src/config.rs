@@ -752,14 +752,16 @@ pub(crate) fn shared_tool_message(name: &rein_mcp::SharedToolName) -> String {
 /// `rein config check --connect`: starts (or reaches) every enabled MCP server for up to
 /// [`CHECK_CONNECT_WAIT`], lists its tools, and warns about tool names servers share (each is
 /// offered as `server__tool`) and about servers that did not answer in time. Everything it
-/// started is stopped before it returns.
-pub(crate) async fn mcp_tool_problems(config: &Config) -> Vec<Problem> {
+/// started is stopped before it returns. A server behind OAuth is reached with the tokens kept
+/// in `token_dir` (what `rein chat` or `rein serve` saved); it does not ask anyone to authorize.
+pub(crate) async fn mcp_tool_problems(config: &Config, token_dir: Option<PathBuf>) -> Vec<Problem> {
     let servers = config.all_mcp_servers();
     if servers.iter().all(|server| server.disabled) {
         return Vec::new();
     }
     let options = rein_mcp::ClientOptions {
         connect_timeout: CHECK_CONNECT_WAIT,
+        token_dir,
         ..rein_mcp::ClientOptions::default()
     };
     let fixed = builtin_tool_names(config);

@@ -102,7 +102,9 @@ fn config_check(common: &CommonArgs, connect: bool) -> anyhow::Result<ExitCode> 
             }
             if connect {
                 let runtime = tokio::runtime::Builder::new_multi_thread().enable_all().build()?;
-                problems.extend(runtime.block_on(config::mcp_tool_problems(&loaded.config)));
+                let token_dir = wire::mcp_token_dir_for(&loaded.config, common.data_dir.clone());
+                problems
+                    .extend(runtime.block_on(config::mcp_tool_problems(&loaded.config, token_dir)));
             }
             problems
         }

@@ -122,11 +122,7 @@ pub(crate) async fn wire(config: &Config, overrides: &Overrides) -> anyhow::Resu
         }
     }
     let path_config = path_config(config, overrides);
-    // MCP OAuth tokens: `<data dir>/mcp-tokens` (0700, one 0600 file per server); in memory
-    // when there is no data directory.
-    let token_dir = rein_store::resolve_data_dir(&path_config, |name| std::env::var_os(name))
-        .ok()
-        .map(|dir| dir.join("mcp-tokens"));
+    let token_dir = mcp_token_dir(&path_config);
     // The servers' questions reach the runtime's sessions once it is built.
     let (questions, elicitor) = SessionElicitor::new();
     let (live, unreachable, mcp_authorizations) =
@@ -210,6 +206,21 @@ fn unreachable_hint(endpoint: &str) -> String {
     } else {
         format!("Check the address and the network, or {HOSTED}.")
     }
+}
+
+/// Where MCP OAuth tokens are kept: `<data dir>/mcp-tokens` (0700, one 0600 file per server
+/// and principal); `None` (in memory) when there is no data directory.
+fn mcp_token_dir(paths: &PathConfig) -> Option<PathBuf> {
+    rein_store::resolve_data_dir(paths, |name| std::env::var_os(name))
+        .ok()
+        .map(|dir| dir.join("mcp-tokens"))
+}
+
+/// The token directory `rein serve`, `chat` and `run` use for `config` with `--data-dir DIR`
+/// (for `config check --connect`, which reaches the servers with the tokens they keep).
+pub(crate) fn mcp_token_dir_for(config: &Config, data_dir: Option<PathBuf>) -> Option<PathBuf> {
+    let overrides = Overrides { data_dir, ..Overrides::default() };
+    mcp_token_dir(&path_config(config, &overrides))
 }
 
 /// Where the stores go: `--data-dir`, else `server.data_dir`, else the store's default.

@@ -570,7 +570,16 @@ fn init_error(server: &str, error: ClientInitializeError, stderr: String) -> Mcp
     match error {
         ClientInitializeError::ConnectionClosed(_)
         | ClientInitializeError::TransportError { .. } => {
-            McpError::Connect { server: server.to_owned(), message: format!("{error}{detail}") }
+            // rmcp's words for a 401 when nobody can authorize here (no authorizer, no stored
+            // token) name its worker types: say what to do instead.
+            let message = if error.to_string().contains("Auth required") {
+                "the server asks for authorization (OAuth) and none can be asked for here: \
+                 authorize it once with `rein chat`, or Connect in `rein serve`'s web chat"
+                    .to_owned()
+            } else {
+                format!("{error}{detail}")
+            };
+            McpError::Connect { server: server.to_owned(), message }
         }
         ClientInitializeError::JsonRpcError(data) => McpError::Protocol {
             server: server.to_owned(),

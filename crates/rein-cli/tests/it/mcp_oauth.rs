@@ -372,6 +372,31 @@ fn a_server_behind_oauth_needs_auth_until_the_callback_then_connects_with_its_to
     let stderr = stop(served);
     assert!(!stderr.contains(ACCESS_TOKEN) && !stderr.contains("refresh-token-1"), "{stderr}");
     assert!(stderr.contains("needs authorization"), "{stderr}");
+
+    // `config check --connect` reaches the server with the tokens rein serve saved; from an
+    // empty data directory it warns (and asks nobody to authorize).
+    let check = |data: &std::path::Path| {
+        let output = crate::rein(
+            &[
+                "config",
+                "check",
+                "--connect",
+                "--config",
+                &config,
+                "--data-dir",
+                data.to_str().expect("utf-8"),
+            ],
+            "",
+        );
+        String::from_utf8_lossy(&output.stdout).into_owned()
+    };
+    let report = check(&data);
+    assert!(report.contains("ok:") && !report.contains("mcpServers.secure"), "{report}");
+    let report = check(&dir.path().join("empty"));
+    assert!(
+        report.contains("mcpServers.secure") && report.contains("authorize it once"),
+        "{report}"
+    );
 }
 
 #[test]
