@@ -122,11 +122,23 @@ fn call_from_object(
     };
     let mut fields = CallFields::default();
     for (key, value) in function {
-        fields.take(key, value);
+        fields.take(&key, value);
     }
+    call_from_fields(fields, nested, place, tools, diagnostics)
+}
+
+/// The call a call object's fields stand for (`nested`: they came from the OpenAI shape's
+/// `function` object).
+fn call_from_fields(
+    fields: CallFields,
+    nested: bool,
+    place: Place,
+    tools: Tools<'_>,
+    diagnostics: &mut Vec<Diagnostic>,
+) -> Option<ToolCall> {
     // Cohere Command writes `tool_name`.
     let name = match fields.name.or(fields.tool_name) {
-        Some(Value::String(name)) => tool_name(&name, tools)?,
+        Some(Value::String(name)) => owned_tool_name(name, tools)?,
         _ => return None,
     };
     let has_argument_key = fields.arguments.iter().any(Option::is_some);
@@ -159,6 +171,284 @@ fn call_from_object(
     Some(text_call(name, arguments))
 }
 
+/// The calls the JSON text `text` (a value the scanner accepted) stands for, as
+/// [`calls_from_value`] on its value, read without building the call objects around the
+/// arguments: their keys are walked as `serde_json` reads them, and only the values a call
+/// needs (its name, its arguments) become [`Value`]s. The calls are pushed to `calls` (all or
+/// none; diagnostics as [`calls_from_value`] gives them). `None` when the text is not JSON (after the scanner's
+/// leniencies are repaired, as [`to_value`](crate::json::to_value) does); else whether calls
+/// were pushed, and whether the value is an object with exactly one key (the
+/// `{"tool": {...}}` shape).
+///
+/// Building the outer map and its keys, then walking it, was about 6% of the instructions
+/// recovery took on short replies.
+pub(crate) fn calls_from_text(
+    text: &str,
+    place: Place,
+    tools: Tools<'_>,
+    diagnostics: &mut Vec<Diagnostic>,
+    calls: &mut Vec<ToolCall>,
+) -> Option<(bool, bool)> {
+    match serde_json::from_str::<Shape<'_>>(text) {
+        Ok(shape) => Some(calls_from_shape(shape, place, tools, diagnostics, calls)),
+        Err(_) => {
+            let normalized = crate::json::normalize(text);
+            let shape = serde_json::from_str::<Shape<'_>>(&normalized).ok()?;
+            Some(calls_from_shape(shape, place, tools, diagnostics, calls))
+        }
+    }
+}
+
+/// The calls `shape` stands for, pushed to `calls` (all or none); whether there were any, and
+/// whether it is an object with one key.
+fn calls_from_shape(
+    shape: Shape<'_>,
+    place: Place,
+    tools: Tools<'_>,
+    diagnostics: &mut Vec<Diagnostic>,
+    calls: &mut Vec<ToolCall>,
+) -> (bool, bool) {
+    let (items, single) = match shape {
+        Shape::Array(items) => (items, false),
+        Shape::Object(mut object) => {
+            let single = object.keys == Keys::One;
+            if object.fields.name.is_none()
+                && matches!(object.tool_calls.as_deref(), Some(Shape::Array(_)))
+            {
+                match object.tool_calls.take().map(|calls| *calls) {
+                    Some(Shape::Array(items)) => (items, single),
+                    _ => return (false, single),
+                }
+            } else {
+                let Some(call) = call_from_shape(*object, place, tools, diagnostics) else {
+                    return (false, single);
+                };
+                calls.push(call);
+                return (true, single);
+            }
+        }
+        Shape::Other => return (false, false),
+    };
+    if items.is_empty() {
+        return (false, single);
+    }
+    let mut local = Vec::new();
+    let first = calls.len();
+    calls.reserve(items.len());
+    for item in items {
+        let read = match item {
+            Shape::Object(object) => call_from_shape(*object, place, tools, &mut local),
+            _ => None,
+        };
+        match read {
+            Some(call) => calls.push(call),
+            None => {
+                calls.truncate(first);
+                return (false, single);
+            }
+        }
+    }
+    diagnostics.append(&mut local);
+    (true, single)
+}
+
+/// [`call_from_object`] on an object read as a [`ObjectShape`].
+fn call_from_shape(
+    object: ObjectShape<'_>,
+    place: Place,
+    tools: Tools<'_>,
+    diagnostics: &mut Vec<Diagnostic>,
+) -> Option<ToolCall> {
+    match object.function.map(|function| *function) {
+        Some(Shape::Object(function)) => {
+            call_from_fields(function.fields, true, place, tools, diagnostics)
+        }
+        _ => call_from_fields(object.fields, false, place, tools, diagnostics),
+    }
+}
+
+/// A JSON value as far as a call is concerned: an object's call fields, an array's items,
+/// or anything else (read and checked, not kept).
+enum Shape<'de> {
+    Object(Box<ObjectShape<'de>>),
+    Array(Vec<Shape<'de>>),
+    Other,
+}
+
+/// A JSON object as far as a call is concerned. Repeated keys keep the last value, as a map
+/// built from the text would.
+struct ObjectShape<'de> {
+    fields: CallFields,
+    /// The last `function` value (the OpenAI shape nests the call in it).
+    function: Option<Box<Shape<'de>>>,
+    /// The last `tool_calls` value (a message holding calls).
+    tool_calls: Option<Box<Shape<'de>>>,
+    keys: Keys,
+    /// The first key, to tell whether later ones differ.
+    first_key: Option<std::borrow::Cow<'de, str>>,
+}
+
+/// How many distinct keys an object has, as far as the one-key shape cares.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Keys {
+    None,
+    One,
+    More,
+}
+
+/// A key, borrowed from the text when it holds no escape.
+struct Key<'de>(std::borrow::Cow<'de, str>);
+
+impl<'de> serde::Deserialize<'de> for Key<'de> {
+    fn deserialize<D: serde::Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        struct KeyVisitor;
+        impl<'de> serde::de::Visitor<'de> for KeyVisitor {
+            type Value = Key<'de>;
+            fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+                f.write_str("a key")
+            }
+            fn visit_borrowed_str<E>(self, v: &'de str) -> Result<Key<'de>, E> {
+                Ok(Key(std::borrow::Cow::Borrowed(v)))
+            }
+            fn visit_str<E>(self, v: &str) -> Result<Key<'de>, E> {
+                Ok(Key(std::borrow::Cow::Owned(v.to_owned())))
+            }
+            fn visit_string<E>(self, v: String) -> Result<Key<'de>, E> {
+                Ok(Key(std::borrow::Cow::Owned(v)))
+            }
+        }
+        deserializer.deserialize_str(KeyVisitor)
+    }
+}
+
+/// Any JSON value, read through `deserialize_any` and dropped: unlike
+/// [`serde::de::IgnoredAny`] (which `serde_json` skips without its nesting limit), a value
+/// that nests deeper than a built [`Value`] may is refused here too.
+struct Skip;
+
+impl<'de> serde::Deserialize<'de> for Skip {
+    fn deserialize<D: serde::Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        struct SkipVisitor;
+        impl<'de> serde::de::Visitor<'de> for SkipVisitor {
+            type Value = Skip;
+            fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+                f.write_str("any JSON value")
+            }
+            fn visit_bool<E>(self, _: bool) -> Result<Skip, E> {
+                Ok(Skip)
+            }
+            fn visit_i64<E>(self, _: i64) -> Result<Skip, E> {
+                Ok(Skip)
+            }
+            fn visit_u64<E>(self, _: u64) -> Result<Skip, E> {
+                Ok(Skip)
+            }
+            fn visit_f64<E>(self, _: f64) -> Result<Skip, E> {
+                Ok(Skip)
+            }
+            fn visit_str<E>(self, _: &str) -> Result<Skip, E> {
+                Ok(Skip)
+            }
+            fn visit_unit<E>(self) -> Result<Skip, E> {
+                Ok(Skip)
+            }
+            fn visit_seq<A: serde::de::SeqAccess<'de>>(self, mut seq: A) -> Result<Skip, A::Error> {
+                while seq.next_element::<Skip>()?.is_some() {}
+                Ok(Skip)
+            }
+            fn visit_map<A: serde::de::MapAccess<'de>>(self, mut map: A) -> Result<Skip, A::Error> {
+                while map.next_entry::<Skip, Skip>()?.is_some() {}
+                Ok(Skip)
+            }
+        }
+        deserializer.deserialize_any(SkipVisitor)
+    }
+}
+
+impl<'de> serde::Deserialize<'de> for Shape<'de> {
+    fn deserialize<D: serde::Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        struct ShapeVisitor;
+        impl<'de> serde::de::Visitor<'de> for ShapeVisitor {
+            type Value = Shape<'de>;
+            fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+                f.write_str("any JSON value")
+            }
+            fn visit_bool<E>(self, _: bool) -> Result<Shape<'de>, E> {
+                Ok(Shape::Other)
+            }
+            fn visit_i64<E>(self, _: i64) -> Result<Shape<'de>, E> {
+                Ok(Shape::Other)
+            }
+            fn visit_u64<E>(self, _: u64) -> Result<Shape<'de>, E> {
+                Ok(Shape::Other)
+            }
+            fn visit_f64<E>(self, _: f64) -> Result<Shape<'de>, E> {
+                Ok(Shape::Other)
+            }
+            fn visit_str<E>(self, _: &str) -> Result<Shape<'de>, E> {
+                Ok(Shape::Other)
+            }
+            fn visit_unit<E>(self) -> Result<Shape<'de>, E> {
+                Ok(Shape::Other)
+            }
+            fn visit_seq<A: serde::de::SeqAccess<'de>>(
+                self,
+                mut seq: A,
+            ) -> Result<Shape<'de>, A::Error> {
+                let mut items = Vec::with_capacity(seq.size_hint().unwrap_or(1).min(16));
+                while let Some(item) = seq.next_element::<Shape<'de>>()? {
+                    items.push(item);
+                }
+                Ok(Shape::Array(items))
+            }
+            fn visit_map<A: serde::de::MapAccess<'de>>(
+                self,
+                mut map: A,
+            ) -> Result<Shape<'de>, A::Error> {
+                let mut object = ObjectShape {
+                    fields: CallFields::default(),
+                    function: None,
+                    tool_calls: None,
+                    keys: Keys::None,
+                    first_key: None,
+                };
+                while let Some(Key(key)) = map.next_key::<Key<'de>>()? {
+                    object.keys = match (&object.first_key, object.keys) {
+                        (None, _) => Keys::One,
+                        (Some(first), Keys::One) if *first == key => Keys::One,
+                        _ => Keys::More,
+                    };
+                    match key.as_ref() {
+                        "function" => {
+                            object.fields.only_call_keys = false;
+                            object.function = Some(Box::new(map.next_value::<Shape<'de>>()?));
+                        }
+                        "tool_calls" => {
+                            object.fields.only_call_keys = false;
+                            object.tool_calls = Some(Box::new(map.next_value::<Shape<'de>>()?));
+                        }
+                        "name" | "tool_name" | "arguments" | "parameters" | "input" => {
+                            let value = map.next_value::<Value>()?;
+                            object.fields.take(&key, value);
+                        }
+                        other => {
+                            if !CALL_KEYS.contains(&other) {
+                                object.fields.only_call_keys = false;
+                            }
+                            map.next_value::<Skip>()?;
+                        }
+                    }
+                    if object.first_key.is_none() {
+                        object.first_key = Some(key);
+                    }
+                }
+                Ok(Shape::Object(Box::new(object)))
+            }
+        }
+        deserializer.deserialize_any(ShapeVisitor)
+    }
+}
+
 /// The value of `key` in a small object, found by walking its entries.
 fn entry<'o>(object: &'o JsonObject, key: &str) -> Option<&'o Value> {
     object.iter().find_map(|(k, value)| (k == key).then_some(value))
@@ -186,11 +476,11 @@ impl Default for CallFields {
 }
 
 impl CallFields {
-    fn take(&mut self, key: String, value: Value) {
-        if !CALL_KEYS.contains(&key.as_str()) {
+    fn take(&mut self, key: &str, value: Value) {
+        if !CALL_KEYS.contains(&key) {
             self.only_call_keys = false;
         }
-        match key.as_str() {
+        match key {
             "name" => self.name = Some(value),
             "tool_name" => self.tool_name = Some(value),
             other => {
@@ -243,6 +533,13 @@ pub(crate) fn tool_name(name: &str, tools: Tools<'_>) -> Option<String> {
     checked_tool_name(name, tools).map(str::to_owned)
 }
 
+/// [`tool_name`] for a name read into a string of its own: kept when it needs no change.
+fn owned_tool_name(name: String, tools: Tools<'_>) -> Option<String> {
+    let checked = checked_tool_name(&name, tools)?;
+    // A part of `name` (trimmed, a prefix dropped): as long only when it is all of it.
+    Some(if checked.len() == name.len() { name } else { checked.to_owned() })
+}
+
 /// [`tool_name`] without the copy, for parsers that may still fail after reading the name.
 pub(crate) fn checked_tool_name<'n>(name: &'n str, tools: Tools<'_>) -> Option<&'n str> {
     let name = name.trim();
@@ -279,4 +576,70 @@ pub(crate) fn unwrap_envelope(mut arguments: JsonObject) -> JsonObject {
 /// A short quote of a text for a diagnostic.
 pub(crate) fn quote(text: &str) -> String {
     excerpt(text.trim(), 60)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Reading the envelope without building it gives what building it gives.
+    #[test]
+    fn envelopes_read_as_built() {
+        let deep = format!(
+            r#"{{"name":"query","arguments":{{}},"x":{}1{}}}"#,
+            "[".repeat(200),
+            "]".repeat(200)
+        );
+        let cases = [
+            r#"{"name": "query", "arguments": {"sql": "x"}}"#,
+            r#"{"name": "query", "arguments": {"sql": "x"}, "name": "hide_layer"}"#,
+            r#"{"name": 5, "arguments": {}}"#,
+            r#"{"name": "query"}"#,
+            r#"{"name": "query", "id": "1", "type": "function"}"#,
+            r#"{"name": "query", "extra": [1, {"a": null}]}"#,
+            r#"{"name": "other", "arguments": {}}"#,
+            r#"{"tool_name": "query", "parameters": {"a": 1}}"#,
+            r#"{"name": "query", "arguments": null, "parameters": {"b": 2}}"#,
+            r#"{"name": "query", "arguments": "{\"a\": 1}"}"#,
+            r#"{"name": "query", "input": [1]}"#,
+            r#"{"type": "function", "function": {"name": "query", "arguments": "{}"}}"#,
+            r#"{"function": "query", "name": "query"}"#,
+            r#"{"function": {"name": "query"}, "function": 3, "name": "query"}"#,
+            r#"{"tool_calls": [{"name": "query", "arguments": {}}, {"function": {"name": "fly_to"}}]}"#,
+            r#"{"tool_calls": [{"name": "query"}, 3]}"#,
+            r#"{"tool_calls": [], "x": 1}"#,
+            r#"{"tool_calls": {"name": "query"}}"#,
+            r#"[{"name": "query", "arguments": {"a": "\u00e9\n"}}, {"name": "fly_to"}]"#,
+            r#"[{"name": "query"}, [1]]"#,
+            r#"[]"#,
+            r#"{"query": {"sql": "x"}}"#,
+            r#"{"a\u0062": 1}"#,
+            "{\"name\": \"query\", \"arguments\": {\"sql\": \"a\nb\",},}",
+            "[1, 2,]",
+            "\"text\"",
+            "3",
+            &deep,
+        ];
+        let tools = Tools::new(&["query", "fly_to", "hide_layer"]);
+        for place in [Place::Wrapped, Place::Bare] {
+            for case in cases {
+                let mut built_diagnostics = Vec::new();
+                let value = crate::json::to_value(case);
+                let single = matches!(&value, Some(Value::Object(o)) if o.len() == 1);
+                let built = value.map(|value| {
+                    (calls_from_value(value, place, tools, &mut built_diagnostics), single)
+                });
+                let mut read_diagnostics = Vec::new();
+                let mut calls = vec![text_call("before".into(), JsonObject::new())];
+                let read = calls_from_text(case, place, tools, &mut read_diagnostics, &mut calls)
+                    .map(|(taken, single)| {
+                        assert_eq!(taken, calls.len() > 1, "{case} {place:?}");
+                        (taken.then(|| calls.split_off(1)), single)
+                    });
+                assert_eq!(calls.len(), 1, "{case} {place:?}");
+                assert_eq!(read, built, "{case} {place:?}");
+                assert_eq!(read_diagnostics, built_diagnostics, "{case} {place:?}");
+            }
+        }
+    }
 }

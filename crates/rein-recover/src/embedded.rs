@@ -19,8 +19,8 @@ use rein_protocol::ToolCall;
 
 use crate::args::{parameter_value, starts_with_ignore_case};
 use crate::call::{
-    Place, Tools, arguments_from_value, calls_from_value, checked_tool_name, insert_argument,
-    quote, scrub, text_call, tool_name, unwrap_envelope,
+    Place, Tools, arguments_from_value, calls_from_text, calls_from_value, checked_tool_name,
+    insert_argument, quote, scrub, text_call, tool_name, unwrap_envelope,
 };
 use crate::diagnostic::{Diagnostic, DiagnosticKind};
 use crate::find::{find1, find3};

@@ -448,7 +448,7 @@ pub(crate) fn to_value(text: &str) -> Option<Value> {
 }
 
 /// Escapes raw control characters inside strings and drops commas right before a closer.
-fn normalize(text: &str) -> String {
+pub(crate) fn normalize(text: &str) -> String {
     let bytes = text.as_bytes();
     let mut out = String::with_capacity(text.len() + 8);
     let mut in_string = false;

@@ -12,7 +12,8 @@
 //! short replies):
 //! 1. Not holding, and no byte of the delta may begin something recovery reads (`<b>`, `[1]`,
 //!    `(see`, a brace not followed by a key: see `may_start_markup`): the delta is prose,
-//!    released at once, no recovery.
+//!    released at once, no recovery. Inside an open reasoning block, likewise a delta with no
+//!    `<` or `[` that may begin the block's closing marker or a call tag (`may_end_reasoning`).
 //! 2. Not holding, a construct begins in the delta and nothing in it has closed yet: the prose
 //!    before it is released and the construct held, no recovery.
 //! 3. Holding: the delta is followed byte by byte ([`Held`]); recovery runs only when something
@@ -161,6 +162,29 @@ fn is_markup_byte(b: u8) -> bool {
     matches!(b, b'<' | b'>' | b'[' | b']' | b'{' | b'}' | b'(' | b')' | b'`' | b'|')
 }
 
+/// Whether the byte at `at` may begin the closing marker of a reasoning block or a call tag
+/// that ends it (see `reasoning::extract`): a `<` or `[` followed by what one of them may go on
+/// with (`</think>`, `</seed:think>`, `[/THINK]`, `<|…`, `<channel|>`, `<｜…`, `<tool_call`,
+/// `<function=`, `<seed:…`, `<start_function_call>`, `<minimax:…`, `[TOOL_CALLS]`, any case),
+/// or by nothing yet. Prose brackets (`<b>`, `</b>`, `[1]`) do not.
+fn may_end_reasoning(bytes: &[u8], at: usize) -> bool {
+    if !matches!(bytes[at], b'<' | b'[') {
+        return false;
+    }
+    let Some(&next) = bytes.get(at + 1) else { return true };
+    match next.to_ascii_lowercase() {
+        b'/' => bytes.get(at + 2).is_none_or(|b| matches!(b.to_ascii_lowercase(), b't' | b's')),
+        b'|' | b't' | b'f' | b's' | b'm' | b'c' | 0xEF => true,
+        _ => false,
+    }
+}
+
+/// The bytes [`StreamRecoverer::follow_held`] looks at outside strings (the others change
+/// nothing there).
+fn is_held_markup(b: u8) -> bool {
+    matches!(b, b'"' | b'{' | b'[' | b'}' | b']' | b'<' | b'>' | b')' | b'`' | b'\n')
+}
+
 /// How long a stretch of text written three times makes a reply degenerate.
 const REPEAT_WINDOW: usize = 256;
 
@@ -262,9 +286,17 @@ impl StreamRecoverer {
         if self.diverged {
             return events;
         }
-        // Inside reasoning, a bracket may begin or end the block's closing marker.
-        let reasoning_markup =
-            self.in_reasoning && (self.reasoning_held || delta.bytes().any(is_markup_byte));
+        // Inside reasoning, a `<` or `[` may begin the block's closing marker or a call tag that
+        // ends it (every one begins with one; one begun before is held, `reasoning_held`): a
+        // delta without either is more reasoning, released as written without a recovery
+        // (prose brackets, `(see` or `<b>`, no longer cost one).
+        let reasoning_markup = self.in_reasoning
+            && (self.reasoning_held
+                || (before..self.text.len()).any(|at| may_end_reasoning(self.text.as_bytes(), at)));
+        if self.in_reasoning && !reasoning_markup && !self.holding {
+            self.release_prose(delta, &mut events);
+            return events;
+        }
         let opens =
             if self.holding { None } else { first_opening(&self.text, before, &self.tools) };
         if !self.holding
@@ -362,19 +394,18 @@ impl StreamRecoverer {
         let mut events = Vec::new();
         let tools: Vec<&str> = self.tools.iter().map(String::as_str).collect();
         let reply = RawReply { content: &self.text, reasoning_content, tool_calls };
-        let recovered = recover_typed(&reply, &tools, &self.schemas);
+        let mut recovered = recover_typed(&reply, &tools, &self.schemas);
         if !self.diverged {
             // The last deltas, from the whole text's recovery (the streamed ones end here).
-            let streamed = RawReply { content: &self.text, ..RawReply::default() };
-            let whole;
-            let plain = if reasoning_content.is_none() && tool_calls.is_empty() {
-                &recovered
-            } else {
-                whole = recover_typed(&streamed, &tools, &self.schemas);
-                &whole
-            };
             self.settled = Settled::default();
-            self.release(plain, 0, "", Some(usize::MAX), &mut events);
+            if reasoning_content.is_none() && tool_calls.is_empty() {
+                // Its calls are returned in `recovered` too: they are copied.
+                self.release(&mut recovered, 0, "", Some(usize::MAX), false, &mut events);
+            } else {
+                let streamed = RawReply { content: &self.text, ..RawReply::default() };
+                let mut whole = recover_typed(&streamed, &tools, &self.schemas);
+                self.release(&mut whole, 0, "", Some(usize::MAX), true, &mut events);
+            }
         }
         let replaced = self.diverged || self.shown_text != recovered.visible_text;
         StreamEnd { events, recovered, replaced }
@@ -425,7 +456,7 @@ impl StreamRecoverer {
             }
             _ => None,
         };
-        self.release(&recovered, from, &joint, open_cut, events);
+        self.release(&mut recovered, from, &joint, open_cut, true, events);
         self.trace = None;
         if self.holding {
             let at = self.held.at;
@@ -522,7 +553,28 @@ impl StreamRecoverer {
         let bytes = self.text.as_bytes();
         let mut closed = false;
         let held = &mut self.held;
-        for (at, &b) in bytes.iter().enumerate().skip(held.scanned) {
+        let mut next = held.scanned;
+        while next < bytes.len() {
+            // Bytes that change nothing are passed over in runs: inside a string up to its
+            // quote or an escape, outside one up to a byte of [`is_held_markup`] (following the
+            // held text a byte at a time was 6% of the instructions streaming short replies took).
+            if !held.closers {
+                let rest = &bytes[next..];
+                let skip = if held.in_string && !held.escaped {
+                    crate::find::find2(b'"', b'\\', rest)
+                } else if held.in_string {
+                    Some(0)
+                } else {
+                    rest.iter().position(|&b| is_held_markup(b))
+                };
+                match skip {
+                    Some(skip) => next += skip,
+                    None => break,
+                }
+            }
+            let at = next;
+            let b = bytes[at];
+            next += 1;
             if held.closers {
                 if b.is_ascii_whitespace() {
                     continue;
@@ -533,7 +585,11 @@ impl StreamRecoverer {
                         held.scanned = at;
                         return closed;
                     }
-                    (true, b'<', Some(b'/')) => held.closers_done = false,
+                    // Another closing tag, or end token (`<|tool_calls_section_end|>`,
+                    // `<｜tool▁calls▁end｜>`).
+                    (true, b'<', Some(b'/' | b'|' | 0xEF)) => held.closers_done = false,
+                    // The rest of a fence.
+                    (true, b'`', _) if at > 0 && bytes[at - 1] == b'`' => {}
                     // Something other than a closer: the call's text is complete.
                     (true, ..) => return true,
                     (false, b'>' | b'`' | b'}' | b']', _) => held.closers_done = true,
@@ -555,7 +611,8 @@ impl StreamRecoverer {
                 b'{' | b'[' => held.depth += 1,
                 b'}' | b']' => {
                     held.depth = held.depth.saturating_sub(1);
-                    closed |= held.depth == 0;
+                    // Mistral's markers only frame a call: what they begin is still to come.
+                    closed |= held.depth == 0 && !ends_with_mistral_marker(&bytes[..=at]);
                 }
                 b'<' => held.last_open = Some(at),
                 // A closing tag (`</…>`, but a parameter's, which a call goes on after), or
@@ -635,13 +692,15 @@ impl StreamRecoverer {
     }
 
     /// Releases what `recovered` (recovery of the text from `from`, the settled point, or of
-    /// the whole text at the end) decides beyond what was shown.
+    /// the whole text at the end) decides beyond what was shown. With `owned`, the calls
+    /// released are moved out of `recovered` rather than copied (the caller drops it after).
     fn release(
         &mut self,
-        recovered: &Recovered,
+        recovered: &mut Recovered,
         from: usize,
         joint: &str,
         open_cut: Option<usize>,
+        owned: bool,
         events: &mut Vec<StreamEvent>,
     ) {
         let end = open_cut == Some(usize::MAX);
@@ -704,7 +763,7 @@ impl StreamRecoverer {
         }
         let known = self.calls_shown - self.settled.calls;
         let decided = recovered.calls.len().saturating_sub(usize::from(open_cut.is_some()));
-        for call in recovered.calls.iter().take(decided).skip(known) {
+        for call in recovered.calls.iter_mut().take(decided).skip(known) {
             let mut key = call.name.clone();
             key.push('\u{0}');
             // The arguments written out without a copy of them (a map serializes as it is).
@@ -714,7 +773,15 @@ impl StreamRecoverer {
             if *seen >= 3 {
                 self.repeated = true;
             }
-            events.push(StreamEvent::Call(call.clone()));
+            let call = if owned {
+                std::mem::replace(
+                    call,
+                    ToolCall::new(String::new(), String::new(), Default::default()),
+                )
+            } else {
+                call.clone()
+            };
+            events.push(StreamEvent::Call(call));
         }
         self.calls_shown = self.calls_shown.max(self.settled.calls + decided);
         let joined;
@@ -758,11 +825,22 @@ fn open_marker_start(reasoning: &str) -> Option<usize> {
 }
 
 /// Whether the token `token` begins a construct that goes on after it (a harmony header, a
-/// Kimi or DeepSeek section or call): its end decides nothing.
+/// Kimi or DeepSeek section or call, a wrapper token or Cohere's action opener, whose calls
+/// follow): its end decides nothing (what follows a wrapper token is held whatever a
+/// recovery at its end found, see [`held_tail`]).
 fn begins_construct(token: &[u8]) -> bool {
     token == b"<|channel|>"
         || token == b"<|start|>"
+        || token == b"<|START_ACTION|>"
+        || token == b"<|action_start|>"
+        || WRAPPER_TOKENS.iter().any(|wrapper| token == wrapper.as_bytes())
         || memchr::memmem::find(token, b"begin").is_some()
+}
+
+/// Whether `bytes` ends with one of Mistral's markers (`[TOOL_CALLS]`, `[CALL_ID]`, `[ARGS]`),
+/// which begin a call or its parts rather than end it.
+fn ends_with_mistral_marker(bytes: &[u8]) -> bool {
+    [&b"[TOOL_CALLS]"[..], b"[CALL_ID]", b"[ARGS]"].iter().any(|marker| bytes.ends_with(marker))
 }
 
 /// What may end a call's text after it, only whitespace between (a fence, a closing tag, an
@@ -833,9 +911,13 @@ fn python_line(text: &str, tools: &[String]) -> Option<usize> {
     }
     let written = &rest[..name];
     let after = rest[name..].trim_start_matches(' ');
-    let prefix_of_tool = tools.iter().any(|tool| tool.starts_with(written));
-    let known_call = tools.iter().any(|tool| tool == written) && after.starts_with('(');
-    ((after.is_empty() && prefix_of_tool) || known_call).then_some(line_start)
+    // Most lines are prose: a word followed by anything but `(` settles it without the tools.
+    let held = if after.is_empty() {
+        tools.iter().any(|tool| tool.starts_with(written))
+    } else {
+        after.starts_with('(') && tools.iter().any(|tool| tool == written)
+    };
+    held.then_some(line_start)
 }
 
 /// Where the raw text of a construct that may still become markup starts in `visible` (which

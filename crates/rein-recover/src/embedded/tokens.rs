@@ -38,7 +38,7 @@ use serde_json::Value;
 
 use super::{Ctx, MAX_TEXT_CALLS, is_ident_byte, is_name_byte, name_attribute};
 use crate::args::parameter_value;
-use crate::call::{Place, arguments_from_value, calls_from_value, scrub, text_call, tool_name};
+use crate::call::{Place, arguments_from_value, calls_from_text, scrub, text_call, tool_name};
 use crate::json::to_value;
 
 /// How the body after an open token is read.
@@ -462,10 +462,15 @@ impl<'t> Ctx<'t, '_> {
             return None;
         }
         let end = self.json.value_end(body).ok()?;
-        let value = to_value(&self.text[body..end])?;
-        let mut calls = calls_from_value(value, Place::Wrapped, self.tools, &mut self.diagnostics)?;
-        self.calls.append(&mut calls);
-        Some(start..end)
+        let text = &self.text[body..end];
+        let (taken, _) = calls_from_text(
+            text,
+            Place::Wrapped,
+            self.tools,
+            &mut self.diagnostics,
+            &mut self.calls,
+        )?;
+        taken.then_some(start..end)
     }
 
     /// Functionary v3's `>>>NAME` right before the JSON object at `at` (ending at `end`): the

@@ -141,21 +141,24 @@ impl<'t> Ctx<'t, '_> {
         };
         match scanned {
             Ok(end) => {
-                let value = to_value(&self.text[i..end])?;
-                // Only an object with one key can be the fallback shape below: keep a copy
-                // of that one alone.
-                let single_key = match &value {
-                    Value::Object(object) if object.len() == 1 => Some(object.clone()),
-                    _ => None,
-                };
-                if let Some(mut calls) =
-                    calls_from_value(value, place, self.tools, &mut self.diagnostics)
-                {
-                    self.calls.append(&mut calls);
+                let text = &self.text[i..end];
+                let (taken, single_key) = calls_from_text(
+                    text,
+                    place,
+                    self.tools,
+                    &mut self.diagnostics,
+                    &mut self.calls,
+                )?;
+                if taken {
                     return Some(end);
                 }
-                // `{"tool_name": {...}}`: the tool's name as the only key.
-                let (key, arguments) = single_key?.into_iter().next()?;
+                // `{"tool_name": {...}}`: the tool's name as the only key (rare: its value is
+                // built only now).
+                if !single_key {
+                    return None;
+                }
+                let Some(Value::Object(object)) = to_value(text) else { return None };
+                let (key, arguments) = object.into_iter().next()?;
                 if self.tools.knows(&key) && arguments.is_object() {
                     let arguments = arguments_from_value(arguments, &key, &mut self.diagnostics);
                     return Some(self.push(text_call(key, arguments), end));
@@ -207,13 +210,7 @@ impl<'t> Ctx<'t, '_> {
         if memchr::memmem::find(slice.as_bytes(), b"\"name\"").is_none() {
             return false;
         }
-        let Some(value) = to_value(slice) else { return false };
-        match calls_from_value(value, Place::Bare, self.tools, &mut self.diagnostics) {
-            Some(mut calls) => {
-                self.calls.append(&mut calls);
-                true
-            }
-            None => false,
-        }
+        calls_from_text(slice, Place::Bare, self.tools, &mut self.diagnostics, &mut self.calls)
+            .is_some_and(|(taken, _)| taken)
     }
 }

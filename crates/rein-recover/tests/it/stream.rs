@@ -141,3 +141,44 @@ proptest! {
         prop_assert!(same_end, "{} chunked: the end state differs from recover", name);
     }
 }
+
+/// The reasoning released while streaming is the final reasoning (up to trailing whitespace,
+/// which a delta may release before the block's end trims it), at every chunk size: a delta
+/// of reasoning released without a recovery must not be the end of the block.
+#[test]
+fn reasoning_streams_as_the_final_reasoning() {
+    let mut bad = Vec::new();
+    for (name, tools, content) in cases() {
+        let tools: Vec<&str> = tools.iter().map(String::as_str).collect();
+        if content.len() > 4096 {
+            continue;
+        }
+        for size in [1usize, 2, 3, 5, 7, 11, 20] {
+            let mut recoverer = StreamRecoverer::new(&tools, ToolSchemas::new());
+            let mut reasoning = String::new();
+            let mut take = |events: Vec<StreamEvent>| {
+                for event in events {
+                    if let StreamEvent::Reasoning(r) = event {
+                        reasoning.push_str(&r);
+                    }
+                }
+            };
+            let mut at = 0;
+            while at < content.len() {
+                let mut end = (at + size).min(content.len());
+                while !content.is_char_boundary(end) {
+                    end += 1;
+                }
+                take(recoverer.push(&content[at..end]));
+                at = end;
+            }
+            let end = recoverer.finish(None, &[]);
+            take(end.events);
+            let expected = end.recovered.reasoning.unwrap_or_default();
+            if reasoning.trim_end() != expected {
+                bad.push(format!("{name} size {size}: {reasoning:?} vs {expected:?}"));
+            }
+        }
+    }
+    assert!(bad.is_empty(), "{} mismatches: {:#?}", bad.len(), &bad[..bad.len().min(10)]);
+}
