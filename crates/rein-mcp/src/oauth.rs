@@ -722,6 +722,15 @@ impl OAuthSession {
         }
     }
 
+    /// Whether the server uses OAuth here: it has an `oauth` key, or it asked for a token (one
+    /// was had, or is kept in the store). A server that never did needs no per-principal
+    /// connections.
+    pub(crate) fn engaged(&self) -> bool {
+        self.config != OAuthConfig::default()
+            || self.manager.try_lock().map_or(true, |manager| manager.is_some())
+            || self.store.as_ref().is_some_and(|store| store.path().exists())
+    }
+
     /// Whether another step-up authorization is allowed.
     pub(crate) fn may_step_up(&self) -> bool {
         self.failed_step_ups.load(std::sync::atomic::Ordering::Relaxed) < MAX_AUTHORIZATIONS

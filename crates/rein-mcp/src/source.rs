@@ -195,8 +195,9 @@ impl McpToolSource {
     /// server's connection of that principal's (its tokens in a file of their own, its
     /// authorizations shown to that principal), else this one.
     fn for_principal(&self, principal: Option<&str>) -> McpToolSource {
-        let (Some(principal), true, McpTransport::Http(http)) =
-            (principal, self.inner.options.tokens_per_principal, &self.inner.transport)
+        let engaged = self.inner.oauth.as_ref().is_some_and(|oauth| oauth.engaged());
+        let (Some(principal), true, true, McpTransport::Http(http)) =
+            (principal, self.inner.options.tokens_per_principal, engaged, &self.inner.transport)
         else {
             return self.clone();
         };
