@@ -272,6 +272,16 @@ await check('a streamed reply with <think> and an embedded call shows no markup'
   await page.screenshot({ path: join(shots, 'streamed-markup-free.png') });
 });
 
+await check('a retried model request is shown in the turn', async () => {
+  await sendText('retry please');
+  await lastTurn().locator('.answer', { hasText: 'Done.' }).waitFor();
+  await lastTurn().locator('details.activity > summary').click();
+  const notice = lastTurn().locator('.notice', { hasText: 'Retrying the model request in 1 s (attempt 2)' });
+  await notice.waitFor();
+  assert((await notice.textContent()).includes('HTTP 503: the model is overloaded'), 'the reason is shown');
+  await page.waitForSelector('#send:not([hidden])');
+});
+
 await check('answer an MCP server\'s question in its form', async () => {
   await sendText('greet me');
   const form = page.locator('form.elicitation').last();

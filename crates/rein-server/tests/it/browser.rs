@@ -236,7 +236,7 @@ async fn chat_in_headless_chromium() -> anyhow::Result<()> {
     println!("{stdout}");
     assert!(output.status.success(), "browser checks failed:\n{stdout}\n{stderr}");
     assert!(!stdout.contains("FAIL"), "{stdout}");
-    assert!(stdout.matches("ok   ").count() >= 17, "not every check ran:\n{stdout}");
+    assert!(stdout.matches("ok   ").count() >= 18, "not every check ran:\n{stdout}");
     Ok(())
 }
 

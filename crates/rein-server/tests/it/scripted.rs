@@ -3,7 +3,8 @@
 //! [`ByPrompt`] picks a `rein_testkit::ScriptedModel` by the newest user message (a key ending
 //! in `*` matches messages starting with the rest), so each message of a test has its own
 //! script whatever the number of model calls before it; extra calls get a plain default answer
-//! (`Done.`), and a message starting with `echo ` is answered with its own text. Replies are
+//! (`Done.`), a message starting with `echo ` is answered with its own text, and one starting
+//! with `retry ` first reports a retried request (`ReplyDelta::Retry`), as a provider does. Replies are
 //! streamed word by word, so clients see text arrive in pieces.
 
 use std::{collections::HashMap, sync::Arc, time::Duration};
@@ -80,6 +81,14 @@ impl Model for ByPrompt {
                 })
                 .map(|(_, script)| script)
         });
+        if prompt.starts_with("retry ") {
+            // As a provider does when a request failed and is sent again.
+            deltas(ReplyDelta::Retry {
+                attempt: 2,
+                delay_ms: 1000,
+                reason: "HTTP 503: the model is overloaded".to_owned(),
+            });
+        }
         let reply = match script {
             Some(script) if script.remaining() > 0 => script.complete(request, &|_| {}).await?,
             _ if prompt.starts_with("echo ") => reply::text(prompt.clone()),
