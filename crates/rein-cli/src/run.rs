@@ -32,18 +32,11 @@ pub(crate) struct RunArgs {
 /// The answer of a run to an MCP server's question: with `--yes`, the form's defaults (each
 /// property's `default`); declined otherwise.
 fn run_answer(yes: bool, requested_schema: &rein_protocol::JsonObject) -> ElicitationReply {
-    if !yes {
-        return ElicitationReply::Decline;
+    if yes {
+        ElicitationReply::Accept(rein_mcp::form_defaults(requested_schema))
+    } else {
+        ElicitationReply::Decline
     }
-    let mut content = rein_protocol::JsonObject::new();
-    if let Some(serde_json::Value::Object(properties)) = requested_schema.get("properties") {
-        for (name, property) in properties {
-            if let Some(default) = property.get("default") {
-                content.insert(name.clone(), default.clone());
-            }
-        }
-    }
-    ElicitationReply::Accept(content)
 }
 
 pub(crate) async fn run(args: RunArgs) -> anyhow::Result<ExitCode> {

@@ -45,16 +45,21 @@ pub struct ElicitationRequest {
 impl ElicitationRequest {
     /// The answer a person who accepts the form as it is gives: each property's `default`.
     pub fn defaults(&self) -> JsonObject {
-        let mut content = JsonObject::new();
-        if let Some(Value::Object(properties)) = self.requested_schema.get("properties") {
-            for (name, property) in properties {
-                if let Some(default) = property.get("default") {
-                    content.insert(name.clone(), default.clone());
-                }
+        form_defaults(&self.requested_schema)
+    }
+}
+
+/// The answer to a form of `requested_schema` accepted as it is: each property's `default`.
+pub fn form_defaults(requested_schema: &JsonObject) -> JsonObject {
+    let mut content = JsonObject::new();
+    if let Some(Value::Object(properties)) = requested_schema.get("properties") {
+        for (name, property) in properties {
+            if let Some(default) = property.get("default") {
+                content.insert(name.clone(), default.clone());
             }
         }
-        content
     }
+    content
 }
 
 /// The person's answer.

@@ -43,7 +43,7 @@ pub use crate::{
         ReconnectPolicy, ServerTransport, StdioServer,
     },
     connect::McpTransport,
-    elicit::{ElicitFlow, ElicitationAnswer, ElicitationRequest, Elicitor},
+    elicit::{ElicitFlow, ElicitationAnswer, ElicitationRequest, Elicitor, form_defaults},
     error::McpError,
     naming::{RENAME_SEPARATOR, SharedToolName},
     oauth::{

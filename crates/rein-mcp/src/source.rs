@@ -195,12 +195,15 @@ impl McpToolSource {
     /// server's connection of that principal's (its tokens in a file of their own, its
     /// authorizations shown to that principal), else this one.
     fn for_principal(&self, principal: Option<&str>) -> McpToolSource {
-        let engaged = self.inner.oauth.as_ref().is_some_and(|oauth| oauth.engaged());
-        let (Some(principal), true, true, McpTransport::Http(http)) =
-            (principal, self.inner.options.tokens_per_principal, engaged, &self.inner.transport)
+        let (Some(principal), true, McpTransport::Http(http)) =
+            (principal, self.inner.options.tokens_per_principal, &self.inner.transport)
         else {
             return self.clone();
         };
+        // Asked only with per-principal tokens (it may look at the token file).
+        if !self.inner.oauth.as_ref().is_some_and(|oauth| oauth.engaged()) {
+            return self.clone();
+        }
         let mut principals =
             self.inner.principals.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
         let inner = &self.inner;

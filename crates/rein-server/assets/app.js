@@ -271,9 +271,13 @@ function showMcpServers(servers) {
 const MCP_AUTH_POLL_MS = 3000;
 
 /** Reads the list again shortly (a tool call may be waiting for this person to authorize its
- * server: per-principal tokens). */
+ * server: per-principal tokens); one read for a burst of tool calls. */
+let mcpCheckPending = false;
 function checkMcpServersSoon() {
+  if (mcpCheckPending) return;
+  mcpCheckPending = true;
   setTimeout(async () => {
+    mcpCheckPending = false;
     try {
       showMcpServers((await api('GET', '/mcp/servers')).servers);
     } catch {
