@@ -76,25 +76,29 @@ pub struct ServerConfig {
     pub mcp_principal_authorizations: McpPrincipalAuthorizations,
 }
 
-/// The host's authorizations of MCP servers waiting for one principal: given the principal and
-/// the server's name, the URL to open. Clones share it; two are equal when they are the same.
-#[derive(Clone, Default)]
-#[allow(clippy::type_complexity)] // One closure type, named once here.
-pub struct McpPrincipalAuthorizations(
-    pub Option<Arc<dyn Fn(&str, &str) -> Option<String> + Send + Sync>>,
-);
+/// A function the host hands the server (clones share it; two are equal when they are the same
+/// one); `None` when the host gave none.
+pub struct HostHook<F: ?Sized>(pub Option<Arc<F>>);
 
-impl std::fmt::Debug for McpPrincipalAuthorizations {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str(if self.0.is_some() {
-            "McpPrincipalAuthorizations(..)"
-        } else {
-            "McpPrincipalAuthorizations(None)"
-        })
+impl<F: ?Sized> Clone for HostHook<F> {
+    fn clone(&self) -> Self {
+        HostHook(self.0.clone())
     }
 }
 
-impl PartialEq for McpPrincipalAuthorizations {
+impl<F: ?Sized> Default for HostHook<F> {
+    fn default() -> Self {
+        HostHook(None)
+    }
+}
+
+impl<F: ?Sized> std::fmt::Debug for HostHook<F> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(if self.0.is_some() { "HostHook(..)" } else { "HostHook(None)" })
+    }
+}
+
+impl<F: ?Sized> PartialEq for HostHook<F> {
     fn eq(&self, other: &Self) -> bool {
         match (&self.0, &other.0) {
             (Some(a), Some(b)) => Arc::ptr_eq(a, b),
@@ -103,33 +107,15 @@ impl PartialEq for McpPrincipalAuthorizations {
         }
     }
 }
+
+/// The host's authorizations of MCP servers waiting for one principal: given the principal and
+/// the server's name, the URL to open.
+pub type McpPrincipalAuthorizations = HostHook<dyn Fn(&str, &str) -> Option<String> + Send + Sync>;
 
 /// The host's receiver of MCP OAuth redirects: given the redirect's path and query, it hands
 /// them to the authorization waiting for their `state` and returns the server's name, or says
-/// why it could not. Clones share it; two are equal when they are the same one.
-#[derive(Clone, Default)]
-#[allow(clippy::type_complexity)] // One closure type, named once here.
-pub struct McpOAuthCallback(pub Option<Arc<dyn Fn(&str) -> Result<String, String> + Send + Sync>>);
-
-impl std::fmt::Debug for McpOAuthCallback {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str(if self.0.is_some() {
-            "McpOAuthCallback(..)"
-        } else {
-            "McpOAuthCallback(None)"
-        })
-    }
-}
-
-impl PartialEq for McpOAuthCallback {
-    fn eq(&self, other: &Self) -> bool {
-        match (&self.0, &other.0) {
-            (Some(a), Some(b)) => Arc::ptr_eq(a, b),
-            (None, None) => true,
-            _ => false,
-        }
-    }
-}
+/// why it could not.
+pub type McpOAuthCallback = HostHook<dyn Fn(&str) -> Result<String, String> + Send + Sync>;
 
 /// The host's transcriber, if any (clones share it; two are equal when they are the same one).
 #[derive(Clone, Default)]
@@ -263,7 +249,7 @@ impl ServerConfig {
         mut self,
         complete: impl Fn(&str) -> Result<String, String> + Send + Sync + 'static,
     ) -> Self {
-        self.mcp_oauth = McpOAuthCallback(Some(Arc::new(complete)));
+        self.mcp_oauth = HostHook(Some(Arc::new(complete)));
         self
     }
 
@@ -273,7 +259,7 @@ impl ServerConfig {
         mut self,
         pending: impl Fn(&str, &str) -> Option<String> + Send + Sync + 'static,
     ) -> Self {
-        self.mcp_principal_authorizations = McpPrincipalAuthorizations(Some(Arc::new(pending)));
+        self.mcp_principal_authorizations = HostHook(Some(Arc::new(pending)));
         self
     }
 

@@ -52,7 +52,8 @@ pub use crate::{
         ViewContext, ViewContextInput,
     },
     config::{
-        McpOAuthCallback, McpPrincipalAuthorizations, ModelCheck, ServerConfig, Transcription,
+        HostHook, McpOAuthCallback, McpPrincipalAuthorizations, ModelCheck, ServerConfig,
+        Transcription,
     },
     error::ApiError,
 };
