@@ -22,55 +22,14 @@ use std::{
 
 use serde_json::{Value, json};
 
-use crate::support::{create_session, http, send_in_background, serve, stop, write_json};
+use crate::support::{
+    create_session, http, read_request, send_in_background, serve, stop, write_json,
+};
 
 const RT: &str = "/agent/api/runtime";
 
 /// The access token the authorization server issues and the MCP endpoint accepts.
 const ACCESS_TOKEN: &str = "access-token-7f3a9c";
-
-/// One request as the fake reads it.
-struct Request {
-    method: String,
-    target: String,
-    headers: Vec<(String, String)>,
-    body: Vec<u8>,
-}
-
-impl Request {
-    fn header(&self, name: &str) -> Option<&str> {
-        self.headers.iter().find(|(n, _)| n == name).map(|(_, v)| v.as_str())
-    }
-}
-
-fn read(reader: &mut impl BufRead) -> Option<Request> {
-    let mut line = String::new();
-    if reader.read_line(&mut line).ok()? == 0 {
-        return None;
-    }
-    let mut parts = line.split_whitespace();
-    let method = parts.next()?.to_owned();
-    let target = parts.next()?.to_owned();
-    let mut headers = Vec::new();
-    loop {
-        let mut header = String::new();
-        if reader.read_line(&mut header).ok()? == 0 {
-            return None;
-        }
-        let header = header.trim_end();
-        if header.is_empty() {
-            break;
-        }
-        if let Some((name, value)) = header.split_once(':') {
-            headers.push((name.trim().to_ascii_lowercase(), value.trim().to_owned()));
-        }
-    }
-    let mut request = Request { method, target, headers, body: Vec::new() };
-    let length = request.header("content-length").and_then(|v| v.parse().ok()).unwrap_or(0);
-    request.body = vec![0u8; length];
-    reader.read_exact(&mut request.body).ok()?;
-    Some(request)
-}
 
 fn write(stream: &mut TcpStream, status: &str, headers: &[(&str, String)], body: &str) -> bool {
     let mut head = format!("HTTP/1.1 {status}\r\ncontent-length: {}\r\n", body.len());
@@ -123,7 +82,7 @@ fn connection(stream: TcpStream, port: u16, log: &Log) {
     let mut reader = BufReader::new(stream.try_clone().expect("clone"));
     let mut writer = stream;
     let origin = format!("http://127.0.0.1:{port}");
-    while let Some(request) = read(&mut reader) {
+    while let Some(request) = read_request(&mut reader) {
         let authorization = request.header("authorization").map(str::to_owned);
         log.lock()
             .unwrap_or_else(std::sync::PoisonError::into_inner)

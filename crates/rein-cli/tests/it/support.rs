@@ -99,6 +99,10 @@ impl Drop for ScriptedModel {
 
 /// One HTTP/1.1 request as a test server reads it.
 pub(crate) struct HttpRequest {
+    /// The method (`GET`, `POST`, …).
+    pub(crate) method: String,
+    /// The request target: path and query.
+    pub(crate) target: String,
     /// Header names (lowercased) and values, in order.
     pub(crate) headers: Vec<(String, String)>,
     pub(crate) body: Vec<u8>,
@@ -117,6 +121,9 @@ pub(crate) fn read_request(reader: &mut impl BufRead) -> Option<HttpRequest> {
     if reader.read_line(&mut request_line).ok()? == 0 {
         return None;
     }
+    let mut parts = request_line.split_whitespace();
+    let method = parts.next().unwrap_or_default().to_owned();
+    let target = parts.next().unwrap_or_default().to_owned();
     let mut headers = Vec::new();
     loop {
         let mut header = String::new();
@@ -131,7 +138,7 @@ pub(crate) fn read_request(reader: &mut impl BufRead) -> Option<HttpRequest> {
             headers.push((name.trim().to_ascii_lowercase(), value.trim().to_owned()));
         }
     }
-    let mut request = HttpRequest { headers, body: Vec::new() };
+    let mut request = HttpRequest { method, target, headers, body: Vec::new() };
     let length = request.header("content-length").and_then(|v| v.parse().ok()).unwrap_or(0);
     request.body = vec![0u8; length];
     reader.read_exact(&mut request.body).ok()?;
@@ -337,12 +344,8 @@ pub(crate) fn everything_peer() -> PathBuf {
     if let Some(path) = std::env::var_os("REIN_PEER_EVERYTHING").filter(|p| !p.is_empty()) {
         return PathBuf::from(path);
     }
-    // Where `cargo xtask peers` installs it (xtask/src/peers.rs): `$REIN_PEERS`, else
-    // `~/.cache/rein-peers`; building xtask just to learn that is slow, so look first.
-    let root =
-        std::env::var_os("REIN_PEERS").filter(|root| !root.is_empty()).map(PathBuf::from).or_else(
-            || std::env::var_os("HOME").map(|home| PathBuf::from(home).join(".cache/rein-peers")),
-        );
+    // Building xtask just to learn where the peers are is slow, so look first.
+    let root = peers_root();
     if let Some(root) = root {
         let entry =
             root.join("npm/node_modules/@modelcontextprotocol/server-everything/dist/index.js");
@@ -350,6 +353,20 @@ pub(crate) fn everything_peer() -> PathBuf {
             return entry;
         }
     }
+    from_xtask_peers("REIN_PEER_EVERYTHING")
+}
+
+/// Where `cargo xtask peers` installs (xtask/src/peers.rs): `$REIN_PEERS`, else
+/// `~/.cache/rein-peers`.
+fn peers_root() -> Option<PathBuf> {
+    std::env::var_os("REIN_PEERS").filter(|root| !root.is_empty()).map(PathBuf::from).or_else(
+        || std::env::var_os("HOME").map(|home| PathBuf::from(home).join(".cache/rein-peers")),
+    )
+}
+
+/// Runs `cargo xtask peers` (which installs what is missing) and returns the path it exports
+/// as `variable`.
+fn from_xtask_peers(variable: &str) -> PathBuf {
     let workspace = Path::new(env!("CARGO_MANIFEST_DIR")).join("../..");
     let output = Command::new(env!("CARGO"))
         .args(["xtask", "peers"])
@@ -362,10 +379,11 @@ pub(crate) fn everything_peer() -> PathBuf {
         String::from_utf8_lossy(&output.stderr)
     );
     let stdout = String::from_utf8_lossy(&output.stdout);
+    let prefix = format!("export {variable}=");
     let line = stdout
         .lines()
-        .find_map(|line| line.strip_prefix("export REIN_PEER_EVERYTHING="))
-        .expect("cargo xtask peers prints REIN_PEER_EVERYTHING");
+        .find_map(|line| line.strip_prefix(prefix.as_str()))
+        .unwrap_or_else(|| panic!("cargo xtask peers prints {variable}"));
     PathBuf::from(line.trim_matches('\''))
 }
 
@@ -536,10 +554,7 @@ pub(crate) fn peer_python() -> PathBuf {
     if let Some(path) = std::env::var_os("REIN_PEER_PYTHON").filter(|p| !p.is_empty()) {
         return PathBuf::from(path);
     }
-    let root =
-        std::env::var_os("REIN_PEERS").filter(|root| !root.is_empty()).map(PathBuf::from).or_else(
-            || std::env::var_os("HOME").map(|home| PathBuf::from(home).join(".cache/rein-peers")),
-        );
+    let root = peers_root();
     if let Some(python) = root.map(|root| root.join("venv/bin/python")) {
         let ready = Command::new(&python)
             .args(["-c", "import mcp.server.mcpserver"])
@@ -549,19 +564,7 @@ pub(crate) fn peer_python() -> PathBuf {
             return python;
         }
     }
-    let workspace = Path::new(env!("CARGO_MANIFEST_DIR")).join("../..");
-    let output = Command::new(env!("CARGO"))
-        .args(["xtask", "peers"])
-        .current_dir(&workspace)
-        .output()
-        .expect("run `cargo xtask peers`");
-    assert!(output.status.success(), "{}", String::from_utf8_lossy(&output.stderr));
-    let stdout = String::from_utf8_lossy(&output.stdout);
-    let line = stdout
-        .lines()
-        .find_map(|line| line.strip_prefix("export REIN_PEER_PYTHON="))
-        .expect("cargo xtask peers prints REIN_PEER_PYTHON");
-    PathBuf::from(line.trim_matches('\''))
+    from_xtask_peers("REIN_PEER_PYTHON")
 }
 
 /// An OpenAI-compatible test model on a free loopback port, one thread per connection:
