@@ -190,16 +190,15 @@ fn unreachable_model(check: &ModelCheck) {
     });
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn chat_in_headless_chromium() -> anyhow::Result<()> {
-    let chromium = tokio::task::spawn_blocking(ensure_chromium).await??;
-    tokio::task::spawn_blocking(ensure_playwright).await??;
+/// What [`start`] returns: the bound address, the sender that stops the server, its task.
+type Started = (
+    std::net::SocketAddr,
+    tokio::sync::oneshot::Sender<()>,
+    tokio::task::JoinHandle<Result<(), rein_server::ServeError>>,
+);
 
-    let dir = tempfile::tempdir()?;
-    let runtime = runtime(dir.path())?;
-    let dispatcher = runtime.start_dispatcher();
-    let config = ServerConfig::default().with_addr(([127, 0, 0, 1], 0).into());
-    unreachable_model(&config.model_check);
+/// Serves `runtime` with `config` (on a free port) until the returned sender fires.
+async fn start(config: ServerConfig, runtime: Runtime) -> anyhow::Result<Started> {
     let (addr_tx, addr_rx) = tokio::sync::oneshot::channel();
     let (stop_tx, stop_rx) = tokio::sync::oneshot::channel::<()>();
     let server = tokio::spawn(rein_server::serve_until(
@@ -212,7 +211,20 @@ async fn chat_in_headless_chromium() -> anyhow::Result<()> {
             let _ = stop_rx.await;
         },
     ));
-    let addr = addr_rx.await?;
+    Ok((addr_rx.await?, stop_tx, server))
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn chat_in_headless_chromium() -> anyhow::Result<()> {
+    let chromium = tokio::task::spawn_blocking(ensure_chromium).await??;
+    tokio::task::spawn_blocking(ensure_playwright).await??;
+
+    let dir = tempfile::tempdir()?;
+    let runtime = runtime(dir.path())?;
+    let dispatcher = runtime.start_dispatcher();
+    let config = ServerConfig::default().with_addr(([127, 0, 0, 1], 0).into());
+    unreachable_model(&config.model_check);
+    let (addr, stop_tx, server) = start(config, runtime).await?;
 
     let shots = Path::new(env!("CARGO_TARGET_TMPDIR")).join("browser");
     std::fs::create_dir_all(&shots)?;
@@ -331,19 +343,8 @@ async fn widget_on_another_origin_in_headless_chromium() -> anyhow::Result<()> {
     // The fake microphone's sound: three seconds of a tone.
     let speech = dir.path().join("speech.wav");
     std::fs::write(&speech, crate::transcription::wav(48_000))?;
-    let (addr_tx, addr_rx) = tokio::sync::oneshot::channel();
-    let (stop_tx, stop_rx) = tokio::sync::oneshot::channel::<()>();
-    let server = tokio::spawn(rein_server::serve_until(
-        config,
-        runtime,
-        move |addr| {
-            let _ = addr_tx.send(addr);
-        },
-        async move {
-            let _ = stop_rx.await;
-        },
-    ));
-    let rein = format!("http://{}", addr_rx.await?);
+    let (addr, stop_tx, server) = start(config, runtime).await?;
+    let rein = format!("http://{addr}");
     let page = Arc::new(std::sync::OnceLock::new());
     let _ = page.set(host_page(&rein));
     let stop_hosts = rein_protocol::CancellationToken::new();
