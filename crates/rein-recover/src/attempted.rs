@@ -2,7 +2,7 @@
 
 use crate::args::starts_with_ignore_case;
 use crate::call::Tools;
-use crate::find::find1;
+use crate::find::{find_by, find1};
 
 /// How far apart a `"name"` key and an `"arguments"` key may be to count as one call object.
 const KEY_WINDOW: usize = 4096;
@@ -25,7 +25,7 @@ pub(crate) fn attempted(text: &str, tools: Tools<'_>) -> bool {
 /// header addressed to a function (`<|channel|>commentary to=functions.NAME`).
 fn tokens(text: &str) -> bool {
     let bytes = text.as_bytes();
-    if let Some(at) = memchr::memmem::find(bytes, b"[TOOL_CALLS]")
+    if let Some(at) = find_by(bytes, b"[TOOL_CALLS]", 0)
         && !mentioned(bytes, at)
     {
         let next = bytes.get(at + "[TOOL_CALLS]".len());
@@ -33,8 +33,7 @@ fn tokens(text: &str) -> bool {
             return true;
         }
     }
-    memchr::memmem::find(bytes, b"to=functions.").is_some()
-        && memchr::memmem::find(bytes, b"<|message|>").is_some()
+    find_by(bytes, b"to=functions.", 2).is_some() && find_by(bytes, b"<|message|>", 2).is_some()
 }
 
 fn mentioned(bytes: &[u8], at: usize) -> bool {

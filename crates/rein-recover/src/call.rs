@@ -543,12 +543,18 @@ fn owned_tool_name(name: String, tools: Tools<'_>) -> Option<String> {
 /// [`tool_name`] without the copy, for parsers that may still fail after reading the name.
 pub(crate) fn checked_tool_name<'n>(name: &'n str, tools: Tools<'_>) -> Option<&'n str> {
     let name = name.trim();
-    if name.is_empty()
-        || name.len() > 256
-        || name
-            .chars()
+    // An ASCII name (most) is checked a byte at a time; ASCII whitespace is what
+    // `char::is_whitespace` takes among ASCII characters.
+    let refused = if name.is_ascii() {
+        name.bytes().any(|b| {
+            matches!(b, b'\t' | b'\n' | 0x0B | 0x0C | b'\r' | b' ')
+                || matches!(b, b'<' | b'>' | b'{' | b'}' | b'"' | b'(' | b')')
+        })
+    } else {
+        name.chars()
             .any(|c| c.is_whitespace() || matches!(c, '<' | '>' | '{' | '}' | '"' | '(' | ')'))
-    {
+    };
+    if name.is_empty() || name.len() > 256 || refused {
         return None;
     }
     if let Some(rest) = name.strip_prefix("functions.")

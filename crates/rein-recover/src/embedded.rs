@@ -23,7 +23,7 @@ use crate::call::{
     insert_argument, quote, scrub, text_call, tool_name, unwrap_envelope,
 };
 use crate::diagnostic::{Diagnostic, DiagnosticKind};
-use crate::find::{find1, find3};
+use crate::find::{find_by, find1, find3};
 use crate::json::{Scanner, to_value};
 
 mod python;
@@ -256,8 +256,7 @@ fn could_open_call_in_run(bytes: &[u8], at: usize) -> bool {
 /// cut short inside a wrapper.
 fn names_a_call(text: &[u8]) -> bool {
     text.len() >= b"\"name\"".len()
-        && (memchr::memmem::find(text, b"\"name\"").is_some()
-            || memchr::memmem::find(text, b"\"function\"").is_some())
+        && (find_by(text, b"\"name\"", 3).is_some() || find_by(text, b"\"function\"", 1).is_some())
 }
 
 fn is_ident_byte(b: u8) -> bool {
@@ -482,20 +481,26 @@ impl<'t> Ctx<'t, '_> {
 }
 
 /// The spans to cut for the calls found at `spans`: calls separated only by whitespace form one
-/// group, and a group that is the only thing in a code fence takes the fence with it.
-pub(crate) fn cut_spans(text: &str, spans: &[Range<usize>]) -> Vec<Range<usize>> {
+/// group, and a group that is the only thing in a code fence takes the fence with it. The
+/// groups are merged in the place of `spans` (a vector of their own was an allocation per text).
+pub(crate) fn cut_spans(text: &str, mut spans: Vec<Range<usize>>) -> Vec<Range<usize>> {
     let bytes = text.as_bytes();
-    let mut groups: Vec<Range<usize>> = Vec::new();
-    for span in spans {
-        match groups.last_mut() {
-            Some(last)
-                if last.end <= span.start && text[last.end..span.start].trim().is_empty() =>
-            {
-                last.end = span.end;
-            }
-            _ => groups.push(span.clone()),
+    let mut len = 0usize;
+    for index in 0..spans.len() {
+        let span = spans[index].clone();
+        let joins = len.checked_sub(1).is_some_and(|last| {
+            let last = &spans[last];
+            last.end <= span.start && text[last.end..span.start].trim().is_empty()
+        });
+        if joins {
+            spans[len - 1].end = span.end;
+        } else {
+            spans[len] = span;
+            len += 1;
         }
     }
+    spans.truncate(len);
+    let mut groups = spans;
     let mut previous_end = 0;
     for group in &mut groups {
         // Back over whitespace to a fence line (```` ```lang ````), not past the previous group.

@@ -122,11 +122,15 @@ pub(crate) fn recover_counting(
     let mut scan = embedded::scan(&content, tools);
     diagnostics.append(&mut scan.diagnostics);
 
-    let native_ids: HashSet<&str> = reply.tool_calls.iter().map(|call| call.id.as_str()).collect();
+    // No sets for a reply without native calls (most replies): each one made seeds a hasher
+    // from the thread's keys, for nothing.
+    let native_ids: Option<HashSet<&str>> = (!reply.tool_calls.is_empty())
+        .then(|| reply.tool_calls.iter().map(|call| call.id.as_str()).collect());
     let mut fresh = FreshIds { taken: native_ids, next: 1 };
     let mut calls = Vec::with_capacity(reply.tool_calls.len());
-    let mut seen: HashSet<&str> = HashSet::new();
+    let mut seen: Option<HashSet<&str>> = None;
     for raw in reply.tool_calls {
+        let seen = seen.get_or_insert_with(HashSet::new);
         let name = raw.function.name.as_str();
         let (mut arguments, diagnostic) = repair_arguments(&raw.function.arguments);
         if let Some(mut diagnostic) = diagnostic {
@@ -176,7 +180,7 @@ pub(crate) fn recover_counting(
     let attempted_unparsed = calls.is_empty() && attempted::attempted(&content, tools);
     let work = scan.work + 2 * (reply.content.len() as u64) + content.len() as u64;
     let cuts =
-        if scan.spans.is_empty() { Vec::new() } else { embedded::cut_spans(&content, &scan.spans) };
+        if scan.spans.is_empty() { Vec::new() } else { embedded::cut_spans(&content, scan.spans) };
     let trace = Trace {
         work,
         reasoning_end,
@@ -189,9 +193,10 @@ pub(crate) fn recover_counting(
     (recovered, trace)
 }
 
-/// Hands out `call_rcv_<n>` ids that no native call of the reply uses.
+/// Hands out `call_rcv_<n>` ids that no native call of the reply uses (`taken`: their ids,
+/// `None` when there are none).
 struct FreshIds<'a> {
-    taken: HashSet<&'a str>,
+    taken: Option<HashSet<&'a str>>,
     next: usize,
 }
 
@@ -200,7 +205,7 @@ impl FreshIds<'_> {
         loop {
             let id = numbered_id(self.next);
             self.next += 1;
-            if !self.taken.contains(id.as_str()) {
+            if self.taken.as_ref().is_none_or(|taken| !taken.contains(id.as_str())) {
                 return id;
             }
         }

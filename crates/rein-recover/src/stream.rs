@@ -65,7 +65,7 @@ pub struct StreamEnd {
 /// The incremental recoverer of one reply's content (see the module doc).
 #[derive(Debug, Clone, Default)]
 pub struct StreamRecoverer {
-    tools: Vec<String>,
+    tools: ToolNames,
     schemas: ToolSchemas,
     text: String,
     shown_text: String,
@@ -74,7 +74,10 @@ pub struct StreamRecoverer {
     pending_space: String,
     calls_shown: usize,
     /// Text calls seen, by name and arguments, for [`Self::repeated_call`].
-    seen_calls: HashMap<String, usize>,
+    seen_calls: HashMap<Vec<u8>, usize>,
+    /// Scratch for a key of [`Self::seen_calls`]: building one per call (the name copied and
+    /// grown, the arguments written to a string of their own) was three or four allocations.
+    call_key: Vec<u8>,
     repeated: bool,
     repeating: bool,
     /// Whether the last recovery ended inside a reasoning block, or held text back.
@@ -156,6 +159,56 @@ struct Joint {
     plain: String,
 }
 
+/// The names of the offered tools, in one string: a string per name was most of the
+/// allocations of starting a stream (7 of 10 for the bench's tools), and each recovery copied
+/// them into a vector of its own.
+#[derive(Debug, Clone, Default)]
+struct ToolNames {
+    joined: String,
+    /// Where each name ends in `joined`.
+    ends: Vec<usize>,
+}
+
+impl ToolNames {
+    /// How many names [`ToolNames::lay_out`] lays out without an allocation.
+    const ON_STACK: usize = 32;
+
+    fn new(names: &[&str]) -> Self {
+        let mut joined = String::with_capacity(names.iter().map(|name| name.len()).sum());
+        let mut ends = Vec::with_capacity(names.len());
+        for name in names {
+            joined.push_str(name);
+            ends.push(joined.len());
+        }
+        ToolNames { joined, ends }
+    }
+
+    fn is_empty(&self) -> bool {
+        self.ends.is_empty()
+    }
+
+    fn iter(&self) -> impl Iterator<Item = &str> {
+        let starts = std::iter::once(0).chain(self.ends.iter().copied());
+        starts.zip(self.ends.iter().copied()).map(|(start, end)| &self.joined[start..end])
+    }
+
+    /// The names as a slice, laid out in `slots` when they fit (no allocation), else in `more`.
+    fn lay_out<'s>(
+        &'s self,
+        slots: &'s mut [&'s str; Self::ON_STACK],
+        more: &'s mut Vec<&'s str>,
+    ) -> &'s [&'s str] {
+        if self.ends.len() > slots.len() {
+            more.extend(self.iter());
+            return more;
+        }
+        for (slot, name) in slots.iter_mut().zip(self.iter()) {
+            *slot = name;
+        }
+        &slots[..self.ends.len()]
+    }
+}
+
 /// Bytes that may open or close markup: a delta without one is prose (with one, see
 /// [`may_start_markup`]).
 fn is_markup_byte(b: u8) -> bool {
@@ -225,7 +278,7 @@ impl StreamRecoverer {
     /// A recoverer for a reply offered `known_tools`, typed by `schemas` (may be empty).
     pub fn new(known_tools: &[&str], schemas: ToolSchemas) -> Self {
         StreamRecoverer {
-            tools: known_tools.iter().map(|name| (*name).to_owned()).collect(),
+            tools: ToolNames::new(known_tools),
             schemas,
             trace: Some(crate::Trace::default()),
             // Room for a short reply: growing the text from empty a delta at a time cost a
@@ -392,9 +445,10 @@ impl StreamRecoverer {
         tool_calls: &[rein_protocol::RawToolCall],
     ) -> StreamEnd {
         let mut events = Vec::new();
-        let tools: Vec<&str> = self.tools.iter().map(String::as_str).collect();
+        let (mut names, mut more) = ([""; ToolNames::ON_STACK], Vec::new());
+        let tools = self.tools.lay_out(&mut names, &mut more);
         let reply = RawReply { content: &self.text, reasoning_content, tool_calls };
-        let mut recovered = recover_typed(&reply, &tools, &self.schemas);
+        let mut recovered = recover_typed(&reply, tools, &self.schemas);
         if !self.diverged {
             // The last deltas, from the whole text's recovery (the streamed ones end here).
             self.settled = Settled::default();
@@ -403,7 +457,7 @@ impl StreamRecoverer {
                 self.release(&mut recovered, 0, "", Some(usize::MAX), false, &mut events);
             } else {
                 let streamed = RawReply { content: &self.text, ..RawReply::default() };
-                let mut whole = recover_typed(&streamed, &tools, &self.schemas);
+                let mut whole = recover_typed(&streamed, tools, &self.schemas);
                 self.release(&mut whole, 0, "", Some(usize::MAX), true, &mut events);
             }
         }
@@ -413,8 +467,9 @@ impl StreamRecoverer {
 
     /// Recovers the undecided text (from the settled point) and releases what is decided.
     fn recompute(&mut self, events: &mut Vec<StreamEvent>) {
-        let tools: Vec<&str> = self.tools.iter().map(String::as_str).collect();
-        let (mut recovered, mut trace) = self.recover_from(self.settled.at, &tools);
+        let (mut names, mut more) = ([""; ToolNames::ON_STACK], Vec::new());
+        let tools = self.tools.lay_out(&mut names, &mut more);
+        let (mut recovered, mut trace) = self.recover_from(self.settled.at, tools);
         // Where the text after a construct settled at holds reasoning, where its cuts stand in
         // the text is not known, nor so how it joins what was shown.
         let unjoinable = self.settled.joint.is_some() && trace.reasoning_end.is_some();
@@ -422,7 +477,7 @@ impl StreamRecoverer {
             // The text after the settled point reads differently alone (an orphan `</think>`,
             // the call limit): recovered whole again, from the start.
             self.settled = Settled::default();
-            (recovered, trace) = self.recover_from(0, &tools);
+            (recovered, trace) = self.recover_from(0, tools);
         }
         for (index, call) in recovered.calls.iter_mut().enumerate() {
             call.id = crate::numbered_id(self.settled.calls + index + 1);
@@ -764,11 +819,19 @@ impl StreamRecoverer {
         let known = self.calls_shown - self.settled.calls;
         let decided = recovered.calls.len().saturating_sub(usize::from(open_cut.is_some()));
         for call in recovered.calls.iter_mut().take(decided).skip(known) {
-            let mut key = call.name.clone();
-            key.push('\u{0}');
+            let key = &mut self.call_key;
+            key.clear();
+            key.extend_from_slice(call.name.as_bytes());
+            key.push(0);
             // The arguments written out without a copy of them (a map serializes as it is).
-            key.push_str(&serde_json::to_string(&call.arguments).unwrap_or_default());
-            let seen = self.seen_calls.entry(key).or_insert(0);
+            let name_len = key.len();
+            if serde_json::to_writer(&mut *key, &call.arguments).is_err() {
+                key.truncate(name_len);
+            }
+            let seen = match self.seen_calls.get_mut(key.as_slice()) {
+                Some(seen) => seen,
+                None => self.seen_calls.entry(key.clone()).or_insert(0),
+            };
             *seen += 1;
             if *seen >= 3 {
                 self.repeated = true;
@@ -784,17 +847,14 @@ impl StreamRecoverer {
             events.push(StreamEvent::Call(call));
         }
         self.calls_shown = self.calls_shown.max(self.settled.calls + decided);
-        let joined;
-        if !joint.is_empty() && !visible.is_empty() {
-            joined = format!("{joint}{visible}");
-            visible = &joined;
-        }
+        // The visible text is the joint, then `visible` (the joint only before some text).
+        let joint = if visible.is_empty() { "" } else { joint };
         let shown = &self.shown_text[self.settled.shown..];
-        match visible.strip_prefix(shown) {
-            Some(more) => {
+        match against_shown(joint, visible, shown) {
+            Against::Longer(more) => {
                 if !more.is_empty() {
-                    events.push(StreamEvent::Text(more.to_owned()));
-                    self.shown_text.push_str(more);
+                    self.shown_text.push_str(&more);
+                    events.push(StreamEvent::Text(more.into_owned()));
                 }
                 // Trailing whitespace of the text so far is not in `visible` (it is trimmed):
                 // it goes before the next prose delta.
@@ -804,14 +864,43 @@ impl StreamRecoverer {
                     self.pending_space.push_str(&self.text[body..]);
                 }
             }
-            None if visible.len() < shown.len() && shown.starts_with(visible) => {
+            Against::Shorter => {
                 // Text shown earlier is now held (the start of markup grew); it stays shown.
                 if !self.holding {
                     self.diverged = true;
                 }
             }
-            None => self.diverged = true,
+            Against::Differs => self.diverged = true,
         }
+    }
+}
+
+/// How a text written as two parts compares with the text shown from it.
+enum Against<'a> {
+    /// It starts with the shown text; what follows it.
+    Longer(std::borrow::Cow<'a, str>),
+    /// It is shorter, and the shown text starts with it.
+    Shorter,
+    /// Neither starts with the other.
+    Differs,
+}
+
+/// `head` then `tail` (one text, not joined: joining them was an allocation per recovery)
+/// against `shown`.
+fn against_shown<'a>(head: &'a str, tail: &'a str, shown: &str) -> Against<'a> {
+    if shown.len() <= head.len() {
+        let Some(rest) = head.strip_prefix(shown) else { return Against::Differs };
+        return Against::Longer(if rest.is_empty() {
+            std::borrow::Cow::Borrowed(tail)
+        } else {
+            std::borrow::Cow::Owned([rest, tail].concat())
+        });
+    }
+    let Some(shown_rest) = shown.strip_prefix(head) else { return Against::Differs };
+    match tail.strip_prefix(shown_rest) {
+        Some(more) => Against::Longer(std::borrow::Cow::Borrowed(more)),
+        None if tail.len() < shown_rest.len() && shown_rest.starts_with(tail) => Against::Shorter,
+        None => Against::Differs,
     }
 }
 
@@ -834,7 +923,7 @@ fn begins_construct(token: &[u8]) -> bool {
         || token == b"<|START_ACTION|>"
         || token == b"<|action_start|>"
         || WRAPPER_TOKENS.iter().any(|wrapper| token == wrapper.as_bytes())
-        || memchr::memmem::find(token, b"begin").is_some()
+        || crate::find::find_by(token, b"begin", 0).is_some()
 }
 
 /// Whether `bytes` ends with one of Mistral's markers (`[TOOL_CALLS]`, `[CALL_ID]`, `[ARGS]`),
@@ -896,7 +985,7 @@ const WRAPPER_TOKENS: [&str; 6] = [
 /// Where the last line of `text` starts when it may be becoming a Python-style call: an
 /// identifier (after spaces and backticks) that begins the name of an offered tool, and no `(`
 /// closed on it yet.
-fn python_line(text: &str, tools: &[String]) -> Option<usize> {
+fn python_line(text: &str, tools: &ToolNames) -> Option<usize> {
     if tools.is_empty() {
         return None;
     }
@@ -1005,13 +1094,13 @@ const LONGEST_WRAPPER_TOKEN: usize = "<|tool_calls_section_begin|>".len();
 /// recovery reads: a tag or token it knows, a closer, a JSON call, a fence, a Python-style call
 /// of an offered tool. The brackets of prose (`<b>`, `[1]`, `{approx.}`, `(see`) do not, and a
 /// delta holding only those is released as prose without a recovery.
-fn first_opening(text: &str, from: usize, tools: &[String]) -> Option<usize> {
+fn first_opening(text: &str, from: usize, tools: &ToolNames) -> Option<usize> {
     let bytes = text.as_bytes();
     (from..bytes.len()).find(|&at| is_markup_byte(bytes[at]) && may_start_markup(bytes, at, tools))
 }
 
 /// [`first_opening`] for the markup byte at `at`.
-fn may_start_markup(bytes: &[u8], at: usize, tools: &[String]) -> bool {
+fn may_start_markup(bytes: &[u8], at: usize, tools: &ToolNames) -> bool {
     let next = bytes.get(at + 1).copied();
     let next_solid = bytes[at + 1..].iter().copied().find(|b| !b.is_ascii_whitespace());
     match bytes[at] {
@@ -1050,7 +1139,7 @@ fn tag_letter(b: u8) -> bool {
 
 /// Whether the `(` at `paren` follows an offered tool's name at the start of its line (after
 /// spaces, tabs and backticks), as a Python-style call does.
-fn python_name_before(bytes: &[u8], paren: usize, tools: &[String]) -> bool {
+fn python_name_before(bytes: &[u8], paren: usize, tools: &ToolNames) -> bool {
     let mut name_end = paren;
     while name_end > 0 && bytes[name_end - 1] == b' ' {
         name_end -= 1;
@@ -1083,14 +1172,21 @@ fn could_open(tail: &str) -> bool {
             && !json_closed(bytes);
     }
     if bytes.starts_with(b"```") {
-        return memchr::memmem::find(&bytes[3..], b"```").is_none();
+        return crate::find::find_by(&bytes[3..], b"```", 0).is_none();
     }
+    if bytes.len() > MAX_HELD {
+        return false;
+    }
+    // The first two bytes are compared before the rest: most openers differ there, and a tail
+    // is compared with every opener.
     let opens = OPENERS.iter().any(|opener| {
         let opener = opener.as_bytes();
         let n = opener.len().min(bytes.len());
-        opener[0].eq_ignore_ascii_case(&bytes[0]) && bytes[..n].eq_ignore_ascii_case(&opener[..n])
+        opener[0].eq_ignore_ascii_case(&bytes[0])
+            && (n < 2 || opener[1].eq_ignore_ascii_case(&bytes[1]))
+            && bytes[..n].eq_ignore_ascii_case(&opener[..n])
     });
-    (opens || python_list_start(bytes)) && bytes.len() <= MAX_HELD
+    opens || python_list_start(bytes)
 }
 
 /// Whether the JSON value `bytes` starts with has closed (its brackets balance, strings
@@ -1258,5 +1354,44 @@ mod tests {
             recoverer.push(&paragraph);
         }
         assert!(recoverer.degenerate() && !recoverer.repeated_call());
+    }
+
+    #[test]
+    fn tool_names_lay_out_on_the_stack_and_past_it() {
+        let few = ["query", "", "fly_to"];
+        let names = ToolNames::new(&few);
+        assert_eq!(names.iter().collect::<Vec<_>>(), few);
+        let (mut slots, mut more) = ([""; ToolNames::ON_STACK], Vec::new());
+        assert_eq!(names.lay_out(&mut slots, &mut more), few);
+        let many: Vec<String> = (0..40).map(|n| format!("tool_{n}")).collect();
+        let many: Vec<&str> = many.iter().map(String::as_str).collect();
+        let names = ToolNames::new(&many);
+        let (mut slots, mut more) = ([""; ToolNames::ON_STACK], Vec::new());
+        assert_eq!(names.lay_out(&mut slots, &mut more), many);
+        assert!(ToolNames::new(&[]).is_empty());
+    }
+
+    /// `against_shown` says what joining the parts and comparing with the shown text says.
+    #[test]
+    fn parts_compare_as_joined() {
+        let parts = ["", "\n", " ", "ab", "a", "abc", "é"];
+        for head in parts {
+            for tail in parts {
+                for shown in ["", "\n", "\na", "ab", "a", "abc", "abca", " a", "é", "\nab"] {
+                    let joined = format!("{head}{tail}");
+                    let expected = match joined.strip_prefix(shown) {
+                        Some(more) => Some(more.to_owned()),
+                        None if joined.len() < shown.len() && shown.starts_with(&joined) => None,
+                        None => Some("differs".to_owned()),
+                    };
+                    let got = match against_shown(head, tail, shown) {
+                        Against::Longer(more) => Some(more.into_owned()),
+                        Against::Shorter => None,
+                        Against::Differs => Some("differs".to_owned()),
+                    };
+                    assert_eq!(got, expected, "{head:?} {tail:?} {shown:?}");
+                }
+            }
+        }
     }
 }

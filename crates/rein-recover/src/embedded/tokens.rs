@@ -39,6 +39,7 @@ use serde_json::Value;
 use super::{Ctx, MAX_TEXT_CALLS, is_ident_byte, is_name_byte, name_attribute};
 use crate::args::parameter_value;
 use crate::call::{Place, arguments_from_value, calls_from_text, scrub, text_call, tool_name};
+use crate::find::find_by;
 use crate::json::to_value;
 
 /// How the body after an open token is read.
@@ -179,8 +180,7 @@ impl<'t> Ctx<'t, '_> {
         }
         if starts_with(rest, "<|start|>") || starts_with(rest, "<|channel|>") {
             let window = &rest[..rest.len().min(96)];
-            let message =
-                memchr::memmem::find(window, b"<|message|>").map(|n| n + "<|message|>".len());
+            let message = find_by(window, b"<|message|>", 2).map(|n| n + "<|message|>".len());
             let end = message.or_else(|| {
                 // `<|start|>assistant` alone, before reasoning was cut out.
                 let after = "<|start|>".len();
@@ -188,7 +188,7 @@ impl<'t> Ctx<'t, '_> {
                     after + rest[after..].iter().take_while(|b| b.is_ascii_alphanumeric()).count()
                 })
             })?;
-            if memchr::memmem::find(&window[..end.min(window.len())], b"to=").is_some() {
+            if find_by(&window[..end.min(window.len())], b"to=", 2).is_some() {
                 return None;
             }
             self.work += end as u64;
@@ -413,7 +413,7 @@ impl<'t> Ctx<'t, '_> {
             }
             let name_start = j + BEGIN.len();
             let window = &self.bytes[name_start..self.bytes.len().min(name_start + 300)];
-            let Some(offset) = memchr::memmem::find(window, ARGS.as_bytes()) else { break };
+            let Some(offset) = find_by(window, ARGS.as_bytes(), 14) else { break };
             self.work += offset as u64;
             let Some(name) = kimi_name(&self.text[name_start..name_start + offset]) else { break };
             let args = self.skip_ws(name_start + offset + ARGS.len());
@@ -436,7 +436,7 @@ impl<'t> Ctx<'t, '_> {
     fn harmony(&mut self, at: usize) -> Option<usize> {
         const MESSAGE: &str = "<|message|>";
         let window = &self.bytes[at..self.bytes.len().min(at + 300)];
-        let header_len = memchr::memmem::find(window, MESSAGE.as_bytes())?;
+        let header_len = find_by(window, MESSAGE.as_bytes(), 2)?;
         self.work += header_len as u64;
         let header = &self.text[at..at + header_len];
         let to = header.find("to=")?;
@@ -549,7 +549,7 @@ impl<'t> Ctx<'t, '_> {
     /// One DeepSeek call after `<｜tool▁call▁begin｜>` at `i`.
     fn deepseek_call(&mut self, i: usize) -> Option<usize> {
         let window = &self.bytes[i..self.bytes.len().min(i + 300)];
-        let bar = memchr::memmem::find(window, "<｜".as_bytes())?;
+        let bar = find_by(window, "<｜".as_bytes(), 0)?;
         let (token, after_sep) = self.wide_token(i + bar)?;
         if !wide_is(token, "tool_sep") {
             return None;

@@ -207,7 +207,7 @@ impl<'t> Ctx<'t, '_> {
     pub(super) fn bare_json(&mut self, start: usize, end: usize) -> bool {
         let slice = &self.text[start..end];
         self.work += slice.len() as u64;
-        if memchr::memmem::find(slice.as_bytes(), b"\"name\"").is_none() {
+        if find_by(slice.as_bytes(), b"\"name\"", 3).is_none() {
             return false;
         }
         calls_from_text(slice, Place::Bare, self.tools, &mut self.diagnostics, &mut self.calls)
