@@ -41,6 +41,20 @@ pub enum StoreError {
         /// What SQLite said.
         detail: String,
     },
+    /// The database server could not be reached (connection refused, closed or timed out).
+    #[error("{detail}")]
+    Unreachable {
+        /// What failed, where, and what to check (the message names the fix).
+        detail: String,
+    },
+    /// The database server is older than the oldest this build supports.
+    #[error("the session database server is version {found}; rein needs at least {minimum}")]
+    UnsupportedServer {
+        /// The server's version.
+        found: String,
+        /// The oldest supported version.
+        minimum: String,
+    },
     /// Any other database failure.
     #[error("session database error: {detail}")]
     Database {

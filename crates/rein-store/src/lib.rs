@@ -84,6 +84,7 @@ pub use crate::{
     sqlite::{SqliteConfig, SqliteSessionStore, Synchronous},
     time::{Clock, ManualClock, SystemClock, Timestamp},
     transcript::{
-        NewEvent, PageLimit, RecoveryReport, TranscriptEvent, TranscriptPage, TranscriptStore,
+        AppendWatcher, NewEvent, PageLimit, RecoveryReport, TranscriptEvent, TranscriptPage,
+        TranscriptStore,
     },
 };

@@ -5,6 +5,10 @@ use serde_json::Value;
 
 use crate::Result;
 
+/// Told `(session_id, last_event_id)` when another process appended to a session's transcript
+/// (see [`TranscriptStore::watch_appends`]).
+pub type AppendWatcher = std::sync::Arc<dyn Fn(&str, u64) + Send + Sync>;
+
 /// One transcript line: `{"eventId","sessionId","type","createdAt","payload"}`.
 ///
 /// `eventId` starts at 1 and increases by one with every event of a session, so a client that
@@ -161,5 +165,19 @@ pub trait TranscriptStore: Send + Sync {
     fn sync(&self, session_id: &str) -> Result<()> {
         let _ = session_id;
         Ok(())
+    }
+
+    /// Whether other processes append to these transcripts too (a database shared by
+    /// replicas), so that a reader must be told of appends it did not make
+    /// ([`TranscriptStore::watch_appends`]). `false` unless the store says otherwise.
+    fn shared(&self) -> bool {
+        false
+    }
+
+    /// Calls `watcher` whenever another process appended to a transcript. It may also be called
+    /// for this process's own appends, or spuriously: the caller reads what is new. A store that
+    /// is not [`shared`](TranscriptStore::shared) never calls it (the default).
+    fn watch_appends(&self, watcher: AppendWatcher) {
+        let _ = watcher;
     }
 }

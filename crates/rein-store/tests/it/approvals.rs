@@ -195,10 +195,11 @@ fn audit_log_appends_and_outlives_its_session() {
 
     // Append-only is enforced by the database itself, not only by the API.
     drop(store);
-    let conn = rusqlite::Connection::open(dir.path().join("sessions.db")).unwrap();
-    let update =
-        conn.execute("UPDATE audit_log SET outcome = 'allowed' WHERE seq = ?1", [first.seq]);
-    assert!(update.unwrap_err().to_string().contains("append-only"));
-    let delete = conn.execute("DELETE FROM audit_log", []);
-    assert!(delete.unwrap_err().to_string().contains("append-only"));
+    let update = crate::raw_sql(
+        &dir,
+        &format!("UPDATE audit_log SET outcome = 'allowed' WHERE seq = {}", first.seq),
+    );
+    assert!(update.unwrap_err().contains("append-only"));
+    let delete = crate::raw_sql(&dir, "DELETE FROM audit_log");
+    assert!(delete.unwrap_err().contains("append-only"));
 }

@@ -14,19 +14,55 @@ mod sessions;
 mod snapshots;
 mod tasks;
 mod transcript;
+mod transcript_rules;
 
 use std::{
     sync::{Arc, Mutex},
     time::Duration,
 };
 
-use rein_store::{ManualClock, SqliteConfig, SqliteSessionStore, Timestamp};
+use rein_store::{
+    JsonlTranscriptStore, ManualClock, SqliteConfig, SqliteSessionStore, Timestamp,
+    TranscriptConfig,
+};
 
 /// A fixed start for manual clocks: 2026-01-01T00:00:00Z.
 pub(crate) const T0: Timestamp = Timestamp(1_767_225_600_000);
 
+// The backend-neutral test files (sessions, approvals, tasks, pages, transcript_rules) use only
+// the ports and the helpers below; rein-postgres includes the same files with helpers of its own.
+
+/// What keeps a test's stores alive and reachable (here: their temp dir).
+pub(crate) type Guard = tempfile::TempDir;
+/// The session store under test.
+pub(crate) type Sessions = SqliteSessionStore;
+/// The transcript store under test.
+pub(crate) type Transcripts = JsonlTranscriptStore;
+
+/// A fresh transcript store with a manual clock at [`T0`].
+pub(crate) fn transcripts() -> (Guard, Transcripts) {
+    let dir = tempfile::tempdir().unwrap();
+    let store = reopen_transcripts(&dir);
+    (dir, store)
+}
+
+/// Another transcript store on the same data (a restart).
+pub(crate) fn reopen_transcripts(guard: &Guard) -> Transcripts {
+    let config = TranscriptConfig {
+        clock: Arc::new(ManualClock::new(T0)),
+        ..TranscriptConfig::at(guard.path().join("transcripts"))
+    };
+    JsonlTranscriptStore::open(&config).unwrap()
+}
+
+/// Runs SQL on the session database of `guard` directly (not through the store).
+pub(crate) fn raw_sql(guard: &Guard, sql: &str) -> Result<(), String> {
+    let conn = rusqlite::Connection::open(guard.path().join("sessions.db")).unwrap();
+    conn.execute_batch(sql).map_err(|e| e.to_string())
+}
+
 /// An on-disk store in a fresh temp dir, with a manual clock.
-pub(crate) fn store() -> (tempfile::TempDir, SqliteSessionStore, Arc<ManualClock>) {
+pub(crate) fn store() -> (Guard, Sessions, Arc<ManualClock>) {
     let dir = tempfile::tempdir().unwrap();
     let clock = Arc::new(ManualClock::new(T0));
     let config =

@@ -8,8 +8,7 @@ use serde_json::json;
 
 use crate::{LEASE, T0, store};
 
-fn with_session()
--> (tempfile::TempDir, rein_store::SqliteSessionStore, std::sync::Arc<rein_store::ManualClock>) {
+fn with_session() -> (crate::Guard, crate::Sessions, std::sync::Arc<rein_store::ManualClock>) {
     let (dir, store, clock) = store();
     store.create_session(NewSession { id: Some("s".into()), ..NewSession::new("a") }).unwrap();
     (dir, store, clock)

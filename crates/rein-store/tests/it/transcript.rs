@@ -241,3 +241,26 @@ proptest! {
         prop_assert_eq!(store.append("s", "n", json!("x")).unwrap().event_id, complete as u64 + 1);
     }
 }
+
+#[test]
+fn damaged_lines_never_stall_a_page() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = open(dir.path());
+    store.append("s", "n", json!(1)).unwrap();
+    let path = store.path_of("s").unwrap();
+    drop(store);
+    // Hundreds of damaged lines between two events: a page skips them all to reach the next.
+    let mut bytes = std::fs::read(&path).unwrap();
+    for _ in 0..500 {
+        bytes.extend_from_slice(b"{\"eventId\":oops\n");
+    }
+    bytes.extend_from_slice(
+        br#"{"eventId":2,"sessionId":"s","type":"n","createdAt":"2026-01-01T00:00:00.000Z","payload":2}"#,
+    );
+    bytes.push(b'\n');
+    std::fs::write(&path, bytes).unwrap();
+    let store = open(dir.path());
+    let all = crate::pages::paged(&store, "s", 0, rein_store::PageLimit::new(1, 1));
+    assert_eq!(all.iter().map(|e| e.event_id).collect::<Vec<_>>(), [1, 2]);
+    assert_eq!(all, store.read_all("s").unwrap());
+}
