@@ -60,6 +60,16 @@ impl Core {
     ) -> Self {
         let events =
             Arc::new(EventHub::new(Arc::clone(&transcripts), config.limits.event_channel_capacity));
+        if transcripts.shared() {
+            // Other replicas append to these transcripts too: their lines reach the live
+            // subscribers here (the hub's ordering rule 6).
+            let hub = Arc::downgrade(&events);
+            transcripts.watch_appends(Arc::new(move |session_id: &str, last: u64| {
+                if let Some(hub) = hub.upgrade() {
+                    hub.follow(session_id, last);
+                }
+            }));
+        }
         Core {
             config,
             store,
@@ -218,6 +228,16 @@ impl Core {
             auto_approve: true,
             ..AgentConfig::default()
         }
+    }
+
+    /// The newest id of a session's transcript when other processes append to it too (a store
+    /// shared by replicas), so that a session held in memory can tell whether it is still what
+    /// the transcript says; `None` for a store only this process writes.
+    pub(crate) fn shared_transcript_position(&self, id: &str) -> Result<Option<u64>> {
+        if !self.transcripts.shared() {
+            return Ok(None);
+        }
+        self.transcripts.last_event_id(id).map(Some).map_store_err()
     }
 
     /// Reads a session from its transcript.

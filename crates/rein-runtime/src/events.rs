@@ -23,6 +23,12 @@
 //! 5. The sender, and its ring buffer, exists only while someone listens; a channel is dropped
 //!    only when nobody holds it, so a session never has two channels that could reorder its
 //!    events.
+//! 6. A transcript store shared by several processes (replicas on one database) also holds
+//!    events this process did not write. The channel remembers the newest id it has passed on
+//!    (`last_sent`); when the store says another process appended ([`EventHub::follow`], from
+//!    its watcher), or when this process's own append lands after a gap, the missing lines are
+//!    read from the transcript and sent first, under the same lock: live subscribers on every
+//!    replica see one sequence, in id order, without gap or repeat.
 //!
 //! # Locks
 //!
@@ -93,7 +99,65 @@ fn blocking<T>(f: impl FnOnce() -> T) -> T {
 /// One session's live channel; its lock orders the session's transcript writes.
 #[derive(Default)]
 struct Channel {
-    sender: Mutex<Option<broadcast::Sender<SessionEvent>>>,
+    state: Mutex<ChannelState>,
+}
+
+/// What a channel's lock guards.
+#[derive(Default)]
+struct ChannelState {
+    /// The live sender, while someone listens.
+    sender: Option<broadcast::Sender<SessionEvent>>,
+    /// The newest transcript id passed on to the sender (or known when it was made): a line
+    /// above it that this process did not write is read from the store before the next one is
+    /// sent (ordering rule 6).
+    last_sent: u64,
+}
+
+impl ChannelState {
+    /// Sends `event` (numbered `id`) to the live subscribers, dropping the sender once the last
+    /// of them has gone.
+    fn send(&mut self, id: u64, event: AgentEvent) {
+        self.last_sent = self.last_sent.max(id);
+        if let Some(live) = self.sender.as_ref()
+            && live.send(SessionEvent { id, event }).is_err()
+        {
+            self.sender = None;
+        }
+    }
+
+    /// Sends the stored lines after `last_sent` and before `until` (all when `None`), which
+    /// another process appended (ordering rule 6). A store failure ends the catch-up; the
+    /// subscribers resume from the transcript by id.
+    fn catch_up(&mut self, transcripts: &dyn TranscriptStore, id: &str, until: Option<u64>) {
+        loop {
+            let done = until.is_some_and(|until| self.last_sent + 1 >= until);
+            if self.sender.is_none() || done {
+                return;
+            }
+            let page = match transcripts.read_page(id, self.last_sent, REPLAY_PAGE) {
+                Ok(page) => page,
+                Err(error) => {
+                    tracing::warn!(session = id, %error, "could not read lines another process appended");
+                    return;
+                }
+            };
+            if page.events.is_empty() {
+                return;
+            }
+            for line in &page.events {
+                if until.is_some_and(|until| line.event_id >= until) {
+                    return;
+                }
+                match session_event(line) {
+                    Some(event) => self.send(event.id, event.event),
+                    None => self.last_sent = self.last_sent.max(line.event_id),
+                }
+            }
+            if !page.more {
+                return;
+            }
+        }
+    }
 }
 
 /// Every session's live channel, over the transcript store.
@@ -135,16 +199,14 @@ impl EventHub {
         }
         let kind = transcript::event_kind(&payload);
         let channel = self.channel(session_id);
-        let mut sender = lock(&channel.sender);
+        let mut state = lock(&channel.state);
         match self.append_now(|| self.transcripts.append(session_id, &kind, payload)) {
             Ok(line) => {
-                // No subscriber is fine: the event is in the transcript for later replay. Once
+                // Lines another process appended since come first (ordering rule 6). No
+                // subscriber is fine: the event is in the transcript for later replay. Once
                 // the last one has gone, the buffer goes too.
-                if let Some(live) = sender.as_ref()
-                    && live.send(SessionEvent { id: line.event_id, event }).is_err()
-                {
-                    *sender = None;
-                }
+                state.catch_up(self.transcripts.as_ref(), session_id, Some(line.event_id));
+                state.send(line.event_id, event);
                 true
             }
             Err(error) => {
@@ -157,9 +219,24 @@ impl EventHub {
     /// Appends a runtime bookkeeping line (not streamed).
     pub(crate) fn bookkeeping(&self, session_id: &str, kind: &str, payload: Value) -> Result<()> {
         let channel = self.channel(session_id);
-        let _order = lock(&channel.sender);
-        self.append_now(|| self.transcripts.append(session_id, kind, payload)).map_store_err()?;
+        let mut state = lock(&channel.state);
+        let line = self
+            .append_now(|| self.transcripts.append(session_id, kind, payload))
+            .map_store_err()?;
+        state.catch_up(self.transcripts.as_ref(), session_id, Some(line.event_id));
+        state.last_sent = state.last_sent.max(line.event_id);
         Ok(())
+    }
+
+    /// Another process appended to the session's transcript up to `last` (the store's watcher
+    /// said so): live subscribers here get those lines, in order (ordering rule 6). Nothing is
+    /// read for a session nobody here listens to.
+    pub(crate) fn follow(&self, session_id: &str, last: u64) {
+        let Some(channel) = lock(&self.channels).get(session_id).map(Arc::clone) else { return };
+        let mut state = lock(&channel.state);
+        if state.sender.is_some() && state.last_sent < last {
+            state.catch_up(self.transcripts.as_ref(), session_id, None);
+        }
     }
 
     /// Syncs the session's transcript to the disk (the commit point of a turn), off the async
@@ -187,8 +264,14 @@ impl EventHub {
         let receiver = {
             let capacity = self.capacity.max(16);
             let channel = self.channel(id);
-            let mut sender = lock(&channel.sender);
-            sender.get_or_insert_with(|| broadcast::channel(capacity).0).subscribe()
+            let mut state = lock(&channel.state);
+            if state.sender.is_none() {
+                // Every line up to here is the reader's to read from the transcript; the
+                // channel passes on what comes after (ordering rules 2 and 6).
+                state.last_sent = self.transcripts.last_event_id(id).map_store_err()?;
+            }
+            let state = &mut *state;
+            state.sender.get_or_insert_with(|| broadcast::channel(capacity).0).subscribe()
         };
         let mut reader = Reader {
             receiver,
@@ -216,7 +299,7 @@ impl EventHub {
             // A channel in use (someone listens, or an event is being published) stays: two
             // channels of one session could reorder its events.
             if channels.get(id).is_some_and(|channel| {
-                Arc::strong_count(channel) == 1 && lock(&channel.sender).is_none()
+                Arc::strong_count(channel) == 1 && lock(&channel.state).sender.is_none()
             }) {
                 channels.remove(id);
             }

@@ -36,6 +36,10 @@ pub(crate) struct LiveSession {
     /// The capabilities' generation the agent's tools were built at
     /// (`Capabilities::generation`): another one rebuilds them before the next turn.
     pub(crate) tools_generation: u64,
+    /// With a transcript store shared by replicas: the transcript's newest id when this state
+    /// last matched it. Another id before a turn means another replica wrote since, and the
+    /// agent is rebuilt from the transcript.
+    pub(crate) transcript_at: Option<u64>,
 }
 
 impl LiveSession {

@@ -46,6 +46,8 @@ pub(crate) struct Rebuilt {
     pub(crate) unfinished: Option<TurnUnfinished>,
     /// The last turn, when it paused at a checkpoint and was neither continued nor discarded.
     pub(crate) paused: Option<PausedTurn>,
+    /// The id of the last line read (0 for an empty transcript).
+    pub(crate) last_event_id: u64,
 }
 
 impl Rebuilt {
@@ -62,7 +64,10 @@ impl Rebuilt {
 
 /// Replays a transcript into the conversation and the state of its last turn.
 pub(crate) fn rebuild(lines: &[TranscriptEvent]) -> Rebuilt {
-    let mut rebuilt = Rebuilt::default();
+    let mut rebuilt = Rebuilt {
+        last_event_id: lines.last().map_or(0, |line| line.event_id),
+        ..Rebuilt::default()
+    };
     let mut open = false;
     let mut errored = false;
     for line in lines {

@@ -179,6 +179,17 @@ pub(crate) fn prepare(
         }
         live.agent = None;
     }
+    if live.agent.is_some() && core.shared_transcript_position(&id)? != live.transcript_at {
+        // Another replica wrote to the session since this one held it (the lease is ours now,
+        // so nobody writes a turn meanwhile): its agent is rebuilt from the transcript.
+        live.agent = None;
+        if request.mode == TurnMode::Continue {
+            attach_agent(core, &mut live, &session, &definition, &model)?;
+            if !live.is_suspended() {
+                return Err(RuntimeError::NoCheckpoint(id));
+            }
+        }
+    }
     let stop = CancellationToken::new();
     let lease = TurnLease {
         core: Arc::clone(core),
@@ -235,6 +246,8 @@ pub(crate) fn attach_agent(
 ) -> Result<()> {
     let rebuilt = core.rebuild(&session.id)?;
     live.history.replace(&rebuilt.history, &rebuilt.internal);
+    live.transcript_at =
+        core.shared_transcript_position(&session.id)?.map(|_| rebuilt.last_event_id);
     live.tools_generation = core.caps().generation();
     let (registry, hidden) = session_tools::registry(core, session, definition, &live.history);
     live.hidden = Arc::new(hidden);
@@ -368,6 +381,8 @@ impl Prepared {
                 lease.unfinished =
                     transcript::unfinished_from_tail(agent.history(), &history.flags());
                 drop(lease);
+                // Rebuilt from the transcript before the next turn (a shared store).
+                live.transcript_at = None;
                 return Err(RuntimeError::Provider(error.to_string()));
             }
         };
@@ -388,6 +403,8 @@ impl Prepared {
             visible.last.map(|text| (transcript::preview(&text, 96), core.now().to_rfc3339()));
         lease.summary = SessionMeta::list_patch(visible.count, last);
         drop(lease);
+        // What the transcript holds now is what this process holds (a shared store).
+        live.transcript_at = core.shared_transcript_position(id).unwrap_or(None);
         drop(live);
         Ok(Finished { outcome, added: sink.added() })
     }

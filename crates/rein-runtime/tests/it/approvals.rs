@@ -5,7 +5,7 @@ use rein_protocol::{AgentEvent, Message};
 use rein_runtime::{
     ApprovalStatus, CreateSession, Decision, RuntimeError, SessionSettings, call_fingerprint,
 };
-use rein_store::{SessionStore, TranscriptStore};
+
 use rein_testkit::{Step, reply};
 use serde_json::{Value, json};
 

@@ -4,7 +4,7 @@
 use futures::StreamExt as _;
 use rein_protocol::{AgentEvent, TurnEnding};
 use rein_runtime::CreateSession;
-use rein_store::TranscriptStore;
+
 use rein_testkit::{Step, reply};
 use serde_json::json;
 

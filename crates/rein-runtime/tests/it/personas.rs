@@ -6,7 +6,7 @@ use rein_protocol::Message;
 use rein_runtime::{
     CreateSession, MEMO_RETRY_PROMPT, MemoField, MemoFieldKind, Persona, SUBMIT_MEMO, validate_memo,
 };
-use rein_store::{SessionFilter, SessionStore, TranscriptStore};
+use rein_store::SessionFilter;
 use rein_testkit::{args, reply};
 use serde_json::json;
 

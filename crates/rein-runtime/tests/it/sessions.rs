@@ -3,7 +3,7 @@
 
 use rein_protocol::{AgentEvent, Message, TurnEnding};
 use rein_runtime::{CreateSession, RuntimeError, SessionSettings, TurnUnfinished};
-use rein_store::{SessionStore, TranscriptStore};
+
 use rein_testkit::{Step, reply};
 use serde_json::json;
 

@@ -1,5 +1,9 @@
-//! The test harness: a runtime over a temporary SQLite store and JSONL transcripts, a manual
-//! clock, a scripted model and a few capabilities that record their calls.
+//! The test harness: a runtime over temporary stores, a manual clock, a scripted model and a
+//! few capabilities that record their calls.
+//!
+//! The stores are SQLite and JSONL transcripts, or with `REIN_TEST_BACKEND=postgres` a fresh
+//! schema of a real PostgreSQL (`REIN_TEST_DATABASE_URL`, which `cargo xtask test` sets, else a
+//! cluster this test process starts): the same tests pin both backends.
 
 use std::{
     sync::{Arc, Mutex},
@@ -7,14 +11,15 @@ use std::{
 };
 
 use rein_agent::FnTool;
+use rein_postgres::{PgDatabase, test_cluster::TestCluster};
 use rein_protocol::{JsonObject, ToolOutput, ToolSpec};
 use rein_runtime::{
     AgentDefinition, AgentPolicy, Capabilities, Capability, Limits, Runtime, RuntimeConfig,
     RuntimeError, RuntimeParts, StaticModels,
 };
 use rein_store::{
-    Durability, JsonlTranscriptStore, ManualClock, SqliteConfig, SqliteSessionStore, Timestamp,
-    TranscriptConfig,
+    Durability, JsonlTranscriptStore, ManualClock, SessionStore, SqliteConfig, SqliteSessionStore,
+    Timestamp, TranscriptConfig, TranscriptStore,
 };
 use rein_testkit::{ScriptedModel, Step};
 use serde_json::json;
@@ -23,14 +28,16 @@ pub(crate) struct Harness {
     pub(crate) rt: Runtime,
     pub(crate) model: ScriptedModel,
     pub(crate) clock: Arc<ManualClock>,
-    pub(crate) store: Arc<SqliteSessionStore>,
-    pub(crate) transcripts: Arc<JsonlTranscriptStore>,
+    pub(crate) store: Arc<dyn SessionStore>,
+    pub(crate) transcripts: Arc<dyn TranscriptStore>,
     /// Arguments of every call that reached `send_email` or `lookup`, with the tool name.
     pub(crate) calls: Arc<Mutex<Vec<(String, JsonObject)>>>,
     config: RuntimeConfig,
     caps: Capabilities,
     models: Arc<StaticModels>,
     _dir: tempfile::TempDir,
+    /// The PostgreSQL cluster the stores are on, when this process started one.
+    _cluster: Option<Arc<TestCluster>>,
 }
 
 impl Harness {
@@ -114,12 +121,7 @@ pub(crate) fn harness_with(
 ) -> Harness {
     let dir = tempfile::tempdir().unwrap();
     let clock = Arc::new(ManualClock::new(Timestamp(1_800_000_000_000)));
-    let mut sqlite = SqliteConfig::at(dir.path().join("sessions.sqlite3"));
-    sqlite.clock = clock.clone();
-    let store = Arc::new(SqliteSessionStore::open(&sqlite).unwrap());
-    let mut tc = TranscriptConfig::at(dir.path().join("transcripts"));
-    tc.durability = Durability::OsBuffered;
-    let transcripts = Arc::new(JsonlTranscriptStore::open(&tc).unwrap());
+    let (store, transcripts, cluster) = stores(&dir, &clock);
     let model = ScriptedModel::new(steps);
     let models = StaticModels::new()
         .with("scripted", Arc::new(model.clone()))
@@ -132,7 +134,56 @@ pub(crate) fn harness_with(
         .capabilities(caps.clone())
         .clock(clock.clone());
     let rt = Runtime::new(parts).unwrap();
-    Harness { rt, model, clock, store, transcripts, calls, config, caps, models, _dir: dir }
+    Harness {
+        rt,
+        model,
+        clock,
+        store,
+        transcripts,
+        calls,
+        config,
+        caps,
+        models,
+        _dir: dir,
+        _cluster: cluster,
+    }
+}
+
+/// A test's stores, and the PostgreSQL cluster they are on (when this process started one).
+type Stores = (Arc<dyn SessionStore>, Arc<dyn TranscriptStore>, Option<Arc<TestCluster>>);
+
+/// The stores of one test: on PostgreSQL with `REIN_TEST_BACKEND=postgres`, else SQLite and
+/// JSONL in `dir`; both with `clock`.
+fn stores(dir: &tempfile::TempDir, clock: &Arc<ManualClock>) -> Stores {
+    if std::env::var("REIN_TEST_BACKEND").is_ok_and(|backend| backend == "postgres") {
+        let cluster = postgres();
+        let database = PgDatabase::connect(&cluster.fresh_config(clock.clone())).unwrap();
+        return (
+            Arc::new(database.session_store()),
+            Arc::new(database.transcript_store()),
+            Some(cluster),
+        );
+    }
+    let mut sqlite = SqliteConfig::at(dir.path().join("sessions.sqlite3"));
+    sqlite.clock = clock.clone();
+    let store = Arc::new(SqliteSessionStore::open(&sqlite).unwrap());
+    let mut tc = TranscriptConfig::at(dir.path().join("transcripts"));
+    tc.durability = Durability::OsBuffered;
+    let transcripts = Arc::new(JsonlTranscriptStore::open(&tc).unwrap());
+    (store, transcripts, None)
+}
+
+/// This process's PostgreSQL cluster (the one `REIN_TEST_DATABASE_URL` names, or one started
+/// for the process and stopped when its last test is done with it).
+fn postgres() -> Arc<TestCluster> {
+    static CLUSTER: Mutex<std::sync::Weak<TestCluster>> = Mutex::new(std::sync::Weak::new());
+    let mut slot = CLUSTER.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+    if let Some(cluster) = slot.upgrade() {
+        return cluster;
+    }
+    let cluster = Arc::new(TestCluster::start().expect("a PostgreSQL for the tests"));
+    *slot = Arc::downgrade(&cluster);
+    cluster
 }
 
 pub(crate) fn policy(f: impl FnOnce(&mut AgentPolicy)) -> AgentPolicy {

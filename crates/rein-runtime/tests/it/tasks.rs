@@ -14,7 +14,7 @@ use async_trait::async_trait;
 use rein_agent::FnTool;
 use rein_protocol::{JsonObject, Message, ToolOutput, ToolSpec};
 use rein_runtime::{Capabilities, Capability, CreateSession, TaskContext, TaskHandler, TaskStatus};
-use rein_store::{SessionStore, Task};
+use rein_store::Task;
 use rein_testkit::{Step, args, reply};
 use serde_json::{Value, json};
 use tokio::sync::Notify;
