@@ -72,6 +72,7 @@ pub(crate) const ENV_OVERRIDES: &[(&str, &str)] = &[
     ("REIN_MODEL", "llm_model"),
     ("REIN_ADDR", "server.addr"),
     ("REIN_DATA_DIR", "server.data_dir"),
+    ("REIN_DATABASE_URL", "server.database_url"),
 ];
 
 /// One problem found in the configuration.
@@ -272,6 +273,14 @@ pub(crate) struct ServerSection {
     /// Where sessions and transcripts are stored.
     #[serde(default)]
     pub(crate) data_dir: Option<PathBuf>,
+    /// A PostgreSQL database (`postgres://user:password@host:port/db`) for sessions and
+    /// transcripts, shared by every replica that names it; SQLite and JSONL files in the data
+    /// directory when absent. `REIN_DATABASE_URL` overrides it.
+    #[serde(default)]
+    pub(crate) database_url: Option<String>,
+    /// Connections each replica keeps to that database; the store's default when absent.
+    #[serde(default)]
+    pub(crate) database_pool_size: Option<usize>,
     /// Bearer token → principal. Without tokens the server is single-user and local.
     #[serde(default)]
     pub(crate) tokens: BTreeMap<String, String>,
@@ -609,6 +618,21 @@ fn check_merged(config: &Config) -> Vec<Problem> {
         problems
             .push(error("server.addr", format!("`{addr}` is not HOST:PORT with an IP address")));
     }
+    if let Some(url) = config.database_url()
+        && !(url.starts_with("postgres://") || url.starts_with("postgresql://"))
+    {
+        // Printed without its password, like every mention of the database.
+        problems.push(error(
+            "server.database_url",
+            format!(
+                "`{}` is not a PostgreSQL URL (postgres://USER:PASSWORD@HOST:PORT/DATABASE)",
+                without_password(&url)
+            ),
+        ));
+    }
+    if config.server.database_pool_size == Some(0) {
+        problems.push(error("server.database_pool_size", "must be at least 1".to_owned()));
+    }
     // The key path names the table, not the token: a problem report must not print a secret.
     for (token, principal) in &config.server.tokens {
         let key = "server.tokens";
@@ -893,6 +917,12 @@ fn apply_env(document: &mut Value, env: &dyn Fn(&str) -> Option<String>) {
 }
 
 impl Config {
+    /// The PostgreSQL URL in force: `server.database_url` (which `REIN_DATABASE_URL` sets too);
+    /// an empty value counts as absent.
+    pub(crate) fn database_url(&self) -> Option<String> {
+        self.server.database_url.clone().filter(|url| !url.trim().is_empty())
+    }
+
     /// The models config, with the keyless local default when no model is configured.
     pub(crate) fn models_or_default(&self) -> ModelsConfig {
         if !self.models.llm_models.is_empty() {
@@ -965,9 +995,47 @@ impl Config {
     }
 }
 
+/// `url` with its password (and any query) left out, for messages and logs.
+pub(crate) fn without_password(url: &str) -> String {
+    let (scheme, rest) = url.split_once("://").unwrap_or(("postgres", url));
+    let (authority, path) = match rest.find('/') {
+        Some(slash) => rest.split_at(slash),
+        None => (rest, ""),
+    };
+    let path = path.split(['?', '#']).next().unwrap_or_default();
+    let host = match authority.rsplit_once('@') {
+        Some((user, host)) => {
+            let user = user.split(':').next().unwrap_or_default();
+            format!("{user}@{host}")
+        }
+        None => authority.to_owned(),
+    };
+    format!("{scheme}://{host}{path}")
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_database_urls_password_and_query_never_show() {
+        assert_eq!(
+            without_password("postgres://rein:s3cret@db.internal:5432/rein?sslmode=require"),
+            "postgres://rein@db.internal:5432/rein"
+        );
+        assert_eq!(without_password("postgres://127.0.0.1/rein"), "postgres://127.0.0.1/rein");
+        assert_eq!(without_password("postgresql://u@h"), "postgresql://u@h");
+    }
+
+    #[test]
+    fn an_empty_database_url_is_no_database() {
+        let mut config = Config::default();
+        assert_eq!(config.database_url(), None);
+        config.server.database_url = Some(" ".into());
+        assert_eq!(config.database_url(), None);
+        config.server.database_url = Some("postgres://h/db".into());
+        assert_eq!(config.database_url().as_deref(), Some("postgres://h/db"));
+    }
 
     fn doc(text: &str) -> Value {
         serde_json::from_str(text).expect("test JSON")

@@ -11,6 +11,7 @@ mod export;
 mod recover;
 mod run;
 mod serve;
+mod stores;
 mod wire;
 
 use std::process::ExitCode;
@@ -105,6 +106,7 @@ fn config_check(common: &CommonArgs, connect: bool) -> anyhow::Result<ExitCode> 
                 let token_dir = wire::mcp_token_dir_for(&loaded.config, common.data_dir.clone());
                 problems
                     .extend(runtime.block_on(config::mcp_tool_problems(&loaded.config, token_dir)));
+                problems.extend(stores::database_problem(&loaded.config));
             }
             problems
         }

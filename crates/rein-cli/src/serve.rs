@@ -85,7 +85,7 @@ pub(crate) async fn run(args: ServeArgs) -> anyhow::Result<ExitCode> {
     ));
     let dispatcher = wired.runtime.start_dispatcher();
     let model = wired.default_model.clone();
-    let data = wired.paths.session_db.parent().map(|p| p.display().to_string()).unwrap_or_default();
+    let data = wired.storage.to_string();
     let shutdown = async {
         let _ = tokio::signal::ctrl_c().await;
     };

@@ -18,15 +18,9 @@ use rein_runtime::{
     LiveCapabilities, Persona, PinnedContext, Runtime, RuntimeConfig, RuntimeParts, StaticModels,
     ToolServerState, ToolServerStatus,
 };
-use rein_store::{
-    Clock as _, Durability, JsonlTranscriptStore, PathConfig, SqliteConfig, SqliteSessionStore,
-    StorePaths, TranscriptConfig,
-};
+use rein_store::{Clock as _, PathConfig};
 
-use crate::{
-    config::{Config, DurabilityKey},
-    elicit::SessionElicitor,
-};
+use crate::{config::Config, elicit::SessionElicitor, stores::Storage};
 
 #[cfg(test)]
 mod documented_defaults;
@@ -73,7 +67,7 @@ pub(crate) struct Wired {
     /// That model as configured (for the check of its endpoint at start).
     pub(crate) default_provider: Arc<ProviderModel>,
     /// Where the stores are.
-    pub(crate) paths: StorePaths,
+    pub(crate) storage: Storage,
     /// MCP servers that could not be reached at start (name, error); they are retried in the
     /// background.
     pub(crate) unreachable: Vec<(String, String)>,
@@ -144,23 +138,8 @@ pub(crate) async fn wire(config: &Config, overrides: &Overrides) -> anyhow::Resu
         runtime_config.limits.client_tool_timeout = std::time::Duration::from_secs(seconds);
     }
 
-    let paths = StorePaths::from_env(&path_config).context("locating the data directory")?;
-    let store = SqliteSessionStore::open(&SqliteConfig {
-        path: Some(paths.session_db.clone()),
-        ..SqliteConfig::default()
-    })
-    .with_context(|| format!("opening the session database {}", paths.session_db.display()))?;
-    let durability = match config.server.durability {
-        DurabilityKey::Turn => Durability::OnSync,
-        DurabilityKey::Event => Durability::Fsync,
-    };
-    let transcript_config =
-        TranscriptConfig { durability, ..TranscriptConfig::at(paths.transcript_dir.clone()) };
-    let transcripts = JsonlTranscriptStore::open(&transcript_config).with_context(|| {
-        format!("opening the transcripts in {}", paths.transcript_dir.display())
-    })?;
-
-    let parts = RuntimeParts::new(Arc::new(store), Arc::new(transcripts), Arc::new(models))
+    let stores = crate::stores::open(config, &path_config)?;
+    let parts = RuntimeParts::new(stores.sessions, stores.transcripts, Arc::new(models))
         .config(runtime_config)
         .capabilities(capabilities);
     let runtime = Runtime::new(parts).context("starting the runtime")?;
@@ -169,7 +148,7 @@ pub(crate) async fn wire(config: &Config, overrides: &Overrides) -> anyhow::Resu
         runtime,
         default_model,
         default_provider,
-        paths,
+        storage: stores.storage,
         unreachable,
         transcriber,
         mcp_authorizations,

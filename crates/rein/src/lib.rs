@@ -13,6 +13,7 @@
 //! | `mcp` | `mcp` | `rein-mcp`: MCP servers (stdio, Streamable HTTP) as tool sources |
 //! | `agent` | `agent` | `rein-agent`: the loop, the tool registry, local function tools |
 //! | `store` | `store` | `rein-store`: SQLite sessions and JSONL transcripts |
+//! | `postgres` | `postgres` | `rein-postgres`: the same stores on PostgreSQL, shared by replicas |
 //! | `runtime` | `runtime` | `rein-runtime`: the hosted runtime (sessions, approvals, tasks, personas) |
 //! | `full` | all of the above | |
 
@@ -44,6 +45,10 @@ pub use rein_agent as agent;
 #[cfg(feature = "store")]
 #[doc(inline)]
 pub use rein_store as store;
+
+#[cfg(feature = "postgres")]
+#[doc(inline)]
+pub use rein_postgres as postgres;
 
 #[cfg(feature = "runtime")]
 #[doc(inline)]

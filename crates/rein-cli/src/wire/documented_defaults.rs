@@ -365,6 +365,14 @@ fn code_defaults() -> BTreeMap<&'static str, String> {
             other => format!("{other:?}"),
         },
     );
+    defaults.insert("server.database_url", none_or(empty.database_url().is_none(), "a database"));
+    defaults.insert(
+        "server.database_pool_size",
+        match empty.server.database_pool_size {
+            None => code(rein_postgres::PgConfig::new("").pool_size),
+            Some(size) => code(size),
+        },
+    );
     defaults.insert("server.tokens", none_or(empty.server.tokens.is_empty(), "tokens"));
     defaults
         .insert("server.cors_origins", none_or(empty.server.cors_origins.is_empty(), "origins"));

@@ -22,7 +22,7 @@ fn config_check_cases() {
             command.args(["--config", file]);
         }
         // The environment must not change what the files say.
-        for variable in ["REIN_MODEL", "REIN_ADDR", "REIN_DATA_DIR"] {
+        for variable in ["REIN_MODEL", "REIN_ADDR", "REIN_DATA_DIR", "REIN_DATABASE_URL"] {
             command.env_remove(variable);
         }
         let output = command.output().unwrap();
@@ -48,4 +48,50 @@ fn the_environment_overrides_the_files() {
     let stdout = String::from_utf8_lossy(&output.stdout);
     assert!(!output.status.success(), "{stdout}");
     assert!(stdout.contains("llm_model: no model named `missing-model`"), "{stdout}");
+}
+
+/// `rein` with `args` and `server.database_url = url` in its config file, in `dir`.
+fn with_database(dir: &Path, url: &str, args: &[&str]) -> std::process::Output {
+    let config = dir.join("rein.json");
+    let text = serde_json::json!({ "server": { "database_url": url } }).to_string();
+    std::fs::write(&config, text).unwrap();
+    Command::new(env!("CARGO_BIN_EXE_rein"))
+        .args(args)
+        .arg("--config")
+        .arg(&config)
+        .arg("--data-dir")
+        .arg(dir.join("data"))
+        .env_remove("REIN_DATABASE_URL")
+        .output()
+        .unwrap()
+}
+
+#[test]
+fn a_wrong_or_unreachable_database_is_a_clear_error_without_its_password() {
+    let dir = tempfile::tempdir().unwrap();
+    let wrong = with_database(dir.path(), "mysql://rein:hunter2@db/rein", &["config", "check"]);
+    let said = String::from_utf8_lossy(&wrong.stdout);
+    assert_eq!(wrong.status.code(), Some(1), "{said}");
+    assert!(
+        said.contains("server.database_url") && said.contains("not a PostgreSQL URL"),
+        "{said}"
+    );
+    assert!(!said.contains("hunter2"), "{said}");
+
+    // Port 1 on loopback: nothing listens there.
+    let unreachable = "postgres://rein:hunter2@127.0.0.1:1/rein";
+    let checked = with_database(dir.path(), unreachable, &["config", "check"]);
+    assert!(checked.status.success(), "{}", String::from_utf8_lossy(&checked.stdout));
+    let connected = with_database(dir.path(), unreachable, &["config", "check", "--connect"]);
+    let said = String::from_utf8_lossy(&connected.stdout);
+    assert_eq!(connected.status.code(), Some(1), "{said}");
+    assert!(said.contains("could not reach the session database at 127.0.0.1:1"), "{said}");
+    assert!(!said.contains("hunter2"), "{said}");
+
+    let served = with_database(dir.path(), unreachable, &["serve", "--addr", "127.0.0.1:0"]);
+    let said = String::from_utf8_lossy(&served.stderr);
+    assert!(!served.status.success(), "{said}");
+    assert!(said.contains("PostgreSQL at postgres://rein@127.0.0.1:1/rein"), "{said}");
+    assert!(said.contains("could not reach the session database"), "{said}");
+    assert!(!said.contains("hunter2"), "{said}");
 }

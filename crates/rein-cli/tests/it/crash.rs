@@ -152,6 +152,9 @@ fn a_turn_killed_mid_request_is_closed_at_restart_and_the_session_takes_a_messag
     create(&host, "c1");
     send_in_background(&host, "c1", "hang here");
     wait_for(&host, "c1", |s| s["metadata"]["turnInFlight"] == true);
+    // The lease is taken before the user's message is stored: killed in between, the turn
+    // left nothing unfinished. Mid-request is once the message is in the transcript.
+    wait_for_line(&data, "hang here");
     kill_hard(child);
 
     let (child, host) = serve(&["--config", &path], &data);

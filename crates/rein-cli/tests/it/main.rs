@@ -15,6 +15,7 @@ mod mcp_oauth;
 mod mcp_servers;
 mod model_check;
 mod recover;
+mod replicas;
 mod run;
 mod security;
 mod serve;

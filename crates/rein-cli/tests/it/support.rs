@@ -418,8 +418,9 @@ pub(crate) fn write_json(dir: &Path, name: &str, value: &Value) -> String {
 }
 
 /// A `rein serve` child process, killed when dropped: a test that fails half-way leaves no
-/// server running.
-pub(crate) struct Served(Option<Child>);
+/// server running. Its standard error is read as it comes (a long-running server's log would
+/// fill the pipe and stall it otherwise), for [`stop`] to return.
+pub(crate) struct Served(Option<Child>, Option<std::thread::JoinHandle<String>>);
 
 impl Served {
     fn take(&mut self) -> Child {
@@ -464,7 +465,13 @@ pub(crate) fn serve(args: &[&str], data: &Path) -> (Served, String) {
         .expect("spawn rein serve");
     let mut line = String::new();
     BufReader::new(child.stdout.take().expect("stdout")).read_line(&mut line).expect("a line");
-    let child = Served(Some(child));
+    let mut stderr = child.stderr.take().expect("stderr");
+    let log = std::thread::spawn(move || {
+        let mut text = Vec::new();
+        let _ = stderr.read_to_end(&mut text);
+        String::from_utf8_lossy(&text).into_owned()
+    });
+    let child = Served(Some(child), Some(log));
     let url = line
         .split_whitespace()
         .find(|word| word.starts_with("http://"))
@@ -527,10 +534,8 @@ pub(crate) fn send_in_background(
 pub(crate) fn stop(mut served: Served) -> String {
     let mut child = served.take();
     child.kill().expect("kill");
-    let mut stderr = String::new();
-    child.stderr.take().expect("stderr").read_to_string(&mut stderr).expect("read stderr");
     child.wait().expect("wait");
-    stderr
+    served.1.take().map(|log| log.join().unwrap_or_default()).unwrap_or_default()
 }
 
 /// The JSON lines of `rein run --json`.
