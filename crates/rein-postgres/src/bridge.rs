@@ -23,6 +23,10 @@ pub(crate) struct Bridge {
     pub(crate) runtime: Mutex<Option<tokio::runtime::Runtime>>,
     pub(crate) handle: tokio::runtime::Handle,
     pub(crate) pool: Pool,
+    /// The connections transcript appends commit on: [`Bridge::pool`] itself with
+    /// `Durability::Fsync`, else a pool whose sessions run with `synchronous_commit` off (an
+    /// append's commit does not wait for the disk; `sync` does, on [`Bridge::pool`]).
+    pub(crate) append_pool: Pool,
     pub(crate) pg: tokio_postgres::Config,
     pub(crate) clock: Arc<dyn Clock>,
     /// `host:port`, for messages.

@@ -14,7 +14,7 @@ use std::sync::{Arc, Mutex};
 use deadpool_postgres::{Manager, ManagerConfig, Pool, RecyclingMethod};
 use tokio_postgres::NoTls;
 
-use rein_store::{Result, StoreError};
+use rein_store::{Durability, Result, StoreError};
 
 use crate::{
     PgConfig,
@@ -63,27 +63,22 @@ impl PgDatabase {
                 detail: format!("could not start the database runtime: {e}"),
             })?;
         let handle = runtime.handle().clone();
-        let manager = Manager::from_config(
-            checked.pg.clone(),
-            NoTls,
-            ManagerConfig { recycling_method: RecyclingMethod::Fast },
-        );
-        let pool = Pool::builder(manager)
-            .max_size(config.pool_size)
-            .runtime(deadpool_postgres::Runtime::Tokio1)
-            .create_timeout(Some(config.connect_timeout))
-            .wait_timeout(Some(config.connect_timeout))
-            .recycle_timeout(Some(config.connect_timeout))
-            .build()
-            .map_err(|e| StoreError::Database {
-                detail: format!("could not build the connection pool: {e}"),
-            })?;
+        let pool = build_pool(checked.pg.clone(), config)?;
+        let append_pool = if config.durability == Durability::Fsync {
+            pool.clone()
+        } else {
+            let mut pg = checked.pg.clone();
+            let options = format!("{} -c synchronous_commit=off", pg.get_options().unwrap_or(""));
+            pg.options(options.trim_start());
+            build_pool(pg, config)?
+        };
         let id = rein_store::new_id("pgdb");
         let listener = Listener::new(&checked.schema, &id);
         let bridge = Bridge {
             runtime: Mutex::new(Some(runtime)),
             handle,
             pool,
+            append_pool,
             pg: checked.pg,
             clock: config.clock.clone(),
             target: checked.target,
@@ -137,6 +132,22 @@ impl PgDatabase {
     pub fn known_schema_version() -> i64 {
         migrations::known_version()
     }
+}
+
+/// A pool of at most `config.pool_size` connections made with `pg`.
+fn build_pool(pg: tokio_postgres::Config, config: &PgConfig) -> Result<Pool> {
+    let manager =
+        Manager::from_config(pg, NoTls, ManagerConfig { recycling_method: RecyclingMethod::Fast });
+    Pool::builder(manager)
+        .max_size(config.pool_size)
+        .runtime(deadpool_postgres::Runtime::Tokio1)
+        .create_timeout(Some(config.connect_timeout))
+        .wait_timeout(Some(config.connect_timeout))
+        .recycle_timeout(Some(config.connect_timeout))
+        .build()
+        .map_err(|e| StoreError::Database {
+            detail: format!("could not build the connection pool: {e}"),
+        })
 }
 
 async fn check_server(client: &tokio_postgres::Client) -> FResult<()> {

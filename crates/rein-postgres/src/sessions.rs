@@ -24,7 +24,7 @@ use rein_store::{
 };
 
 use crate::{
-    bridge::transaction,
+    bridge::{retry, transaction},
     fail::{FResult, Fail},
     inner::Inner,
     instances,
@@ -51,6 +51,11 @@ async fn query_opt<C: GenericClient>(
 ) -> FResult<Option<Row>> {
     let statement = c.prepare_cached(sql).await?;
     Ok(c.query_opt(&statement, params).await?)
+}
+
+async fn query_one<C: GenericClient>(c: &C, sql: &str, params: &[Param<'_>]) -> FResult<Row> {
+    let statement = c.prepare_cached(sql).await?;
+    Ok(c.query_one(&statement, params).await?)
 }
 
 async fn execute<C: GenericClient>(c: &C, sql: &str, params: &[Param<'_>]) -> FResult<u64> {
@@ -139,9 +144,14 @@ async fn active_tasks_in_tree<C: GenericClient>(c: &C, id: &str) -> FResult<usiz
 
 /// Drops the session's stop request (see the SQLite store: one asked for before a turn began,
 /// or one its turn ended under, is spent).
-async fn clear_stop<C: GenericClient>(c: &C, session_id: &str) -> FResult<()> {
-    execute(c, "DELETE FROM stop_requests WHERE session_id = $1", &[&session_id]).await?;
-    Ok(())
+/// What a single-statement lease change found: `(changed, the session exists)`; a missing
+/// session is `NotFound`.
+fn lease_outcome(row: &tokio_postgres::Row, id: &str) -> FResult<bool> {
+    let (changed, exists): (bool, bool) = (row.try_get(0)?, row.try_get(1)?);
+    if !changed && !exists {
+        return Err(not_found("session", id));
+    }
+    Ok(changed)
 }
 
 /// Moves a task to a terminal status; the lease expiry is cleared, the last owner is kept.
@@ -413,24 +423,24 @@ impl SessionStore for PgSessionStore {
         let (id, owner) = (id.to_owned(), owner.to_owned());
         let pool = self.pool();
         self.inner.run(async move {
-            transaction!(pool, |tx| {
-                // One statement: PostgreSQL re-checks the lease conditions on the newest row
-                // under its lock, so two processes never both take it.
-                let changed = execute(
-                    &tx,
-                    "UPDATE sessions SET turn_in_flight = true, turn_owner = $2, turn_expires_at = $3, \
-                     turn_unfinished = NULL, updated_at = $4 \
-                     WHERE id = $1 AND (NOT turn_in_flight OR turn_expires_at IS NULL \
-                     OR turn_expires_at <= $4 OR turn_owner = $2)",
+            retry(|| async {
+                // One statement, one round trip: PostgreSQL re-checks the lease conditions on
+                // the newest row under its lock, so two processes never both take it; the
+                // stop request goes with it.
+                let client = pool.get().await?;
+                let row = query_one(
+                    &client,
+                    "WITH taken AS ( \
+                       UPDATE sessions SET turn_in_flight = true, turn_owner = $2, turn_expires_at = $3, \
+                       turn_unfinished = NULL, updated_at = $4 \
+                       WHERE id = $1 AND (NOT turn_in_flight OR turn_expires_at IS NULL \
+                       OR turn_expires_at <= $4 OR turn_owner = $2) RETURNING id), \
+                     cleared AS (DELETE FROM stop_requests WHERE session_id IN (SELECT id FROM taken)) \
+                     SELECT EXISTS (SELECT 1 FROM taken), EXISTS (SELECT 1 FROM sessions WHERE id = $1)",
                     &[&id, &owner, &until, &now],
                 )
                 .await?;
-                if changed == 0 {
-                    require_session(&tx, &id).await?;
-                } else {
-                    clear_stop(&tx, &id).await?;
-                }
-                FResult::Ok(changed == 1)
+                lease_outcome(&row, &id)
             })
             .await
         })
@@ -500,22 +510,22 @@ impl SessionStore for PgSessionStore {
         let (id, owner) = (id.to_owned(), owner.to_owned());
         let pool = self.pool();
         self.inner.run(async move {
-            transaction!(pool, |tx| {
-                let changed = execute(
-                    &tx,
-                    "UPDATE sessions SET turn_in_flight = false, turn_owner = NULL, \
-                     turn_expires_at = NULL, turn_unfinished = $3, updated_at = $4, \
-                     metadata = merge_patch(metadata, $5::jsonb) \
-                     WHERE id = $1 AND turn_in_flight AND turn_owner = $2",
+            retry(|| async {
+                // One statement, one round trip (see `begin_turn`).
+                let client = pool.get().await?;
+                let row = query_one(
+                    &client,
+                    "WITH ended AS ( \
+                       UPDATE sessions SET turn_in_flight = false, turn_owner = NULL, \
+                       turn_expires_at = NULL, turn_unfinished = $3, updated_at = $4, \
+                       metadata = merge_patch(metadata, $5::jsonb) \
+                       WHERE id = $1 AND turn_in_flight AND turn_owner = $2 RETURNING id), \
+                     cleared AS (DELETE FROM stop_requests WHERE session_id IN (SELECT id FROM ended)) \
+                     SELECT EXISTS (SELECT 1 FROM ended), EXISTS (SELECT 1 FROM sessions WHERE id = $1)",
                     &[&id, &owner, &unfinished, &now, &patch],
                 )
                 .await?;
-                if changed == 0 {
-                    require_session(&tx, &id).await?;
-                } else {
-                    clear_stop(&tx, &id).await?;
-                }
-                FResult::Ok(changed == 1)
+                lease_outcome(&row, &id)
             })
             .await
         })

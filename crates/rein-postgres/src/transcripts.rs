@@ -1,14 +1,14 @@
 //! `PgTranscriptStore`: transcripts as rows, ids from a per-session counter row, appends announced
 //! with `NOTIFY`.
 //!
-//! Protocol of an append: one transaction upserts the session's row in `transcripts`, adding
-//! the batch's size to `last_event_id` (the row lock serializes appends to one session across
-//! processes and makes ids gapless from 1), inserts the events with one statement, runs
+//! Protocol of an append: one statement ([`APPEND_SQL`]) upserts the session's row in
+//! `transcripts`, adding the batch's size to `last_event_id` (the row lock serializes appends
+//! to one session across processes and makes ids gapless from 1), inserts the events, runs
 //! `pg_notify` (delivered on commit, see `notify.rs`), and commits once. A deletion removes the
 //! counter row (so the next append starts at 1) and moves the events into
 //! `deleted_transcript_events` in the same transaction: nothing is unlinked. With
-//! `Durability::OnSync` an append commits without waiting for the disk and `sync` waits for
-//! everything committed so far.
+//! `Durability::OnSync` an append commits (on the append pool) without waiting for the disk
+//! and `sync` waits for everything committed so far.
 
 use std::sync::Arc;
 
@@ -18,10 +18,10 @@ use rein_store::{
 };
 
 use crate::{
-    bridge::transaction,
+    bridge::{retry, transaction},
     fail::FResult,
     inner::Inner,
-    notify::{self, Announcement},
+    notify,
 };
 
 /// The transcript store on PostgreSQL: cheap to clone, shares its database's pool.
@@ -90,6 +90,29 @@ const PAGE_SQL: &str = "WITH page AS ( \
      LEFT JOIN transcript_events e ON m.keep AND e.session_id = $1 AND e.event_id = m.event_id \
      ORDER BY m.event_id";
 
+/// An append in one statement: the session's counter row moves up by the batch's size (its row
+/// lock orders appends to one session across processes), the events are inserted with the ids
+/// below it, and the other replicas are told with `pg_notify` (delivered on commit; the payload
+/// is an `Announcement`). Data-modifying CTEs always run to completion. `$1` session, `$2` the
+/// batch's size, `$3` the time, `$4`..`$6` kinds, payloads and line sizes, `$7` the channel,
+/// `$8` this handle's id. Returns the new last event id.
+const APPEND_SQL: &str = "WITH counter AS ( \
+       INSERT INTO transcripts (session_id, last_event_id, events) VALUES ($1::text, $2::bigint, $2::bigint) \
+       ON CONFLICT (session_id) DO UPDATE SET \
+       last_event_id = transcripts.last_event_id + excluded.last_event_id, \
+       events = transcripts.events + excluded.events \
+       RETURNING last_event_id), \
+     inserted AS ( \
+       INSERT INTO transcript_events (session_id, event_id, kind, created_at, payload, bytes) \
+       SELECT $1::text, c.last_event_id - $2::bigint + e.n, e.kind, $3::bigint, e.payload::json, \
+              e.bytes + length((c.last_event_id - $2::bigint + e.n)::text) \
+       FROM counter c, unnest($4::text[], $5::text[], $6::integer[]) WITH ORDINALITY AS e(kind, payload, bytes, n) \
+       RETURNING 1) \
+     SELECT c.last_event_id, \
+            pg_notify($7::text, json_build_object('db', $8::text, 'session', $1::text, 'last', c.last_event_id)::text), \
+            (SELECT count(*) FROM inserted) \
+     FROM counter c";
+
 impl TranscriptStore for PgTranscriptStore {
     fn append_batch(
         &self,
@@ -119,44 +142,19 @@ impl TranscriptStore for PgTranscriptStore {
             texts.push(text);
         }
         let count = i64::try_from(events.len()).unwrap_or(i64::MAX);
-        let pool = self.inner.pool.clone();
+        let pool = self.inner.append_pool.clone();
         let channel = self.inner.listener.channel().to_owned();
         let (session, db) = (session_id.to_owned(), self.inner.id.clone());
-        // Without `Fsync`, the commit does not wait for the disk (see `PgConfig::durability`).
-        let wait_for_disk = self.inner.durability == Durability::Fsync;
         let first = self.inner.run(async move {
-            transaction!(pool, |tx| {
-                if !wait_for_disk {
-                    tx.batch_execute("SET LOCAL synchronous_commit TO off").await?;
-                }
-                let counter = tx
-                    .prepare_cached(
-                        "INSERT INTO transcripts (session_id, last_event_id, events) VALUES ($1, $2, $2) \
-                         ON CONFLICT (session_id) DO UPDATE SET \
-                         last_event_id = transcripts.last_event_id + excluded.last_event_id, \
-                         events = transcripts.events + excluded.events \
-                         RETURNING last_event_id",
-                    )
-                    .await?;
-                let last: i64 = tx.query_one(&counter, &[&session, &count]).await?.try_get(0)?;
-                let first = last - count + 1;
-                let ids: Vec<i64> = (first..=last).collect();
-                let insert = tx
-                    .prepare_cached(
-                        "INSERT INTO transcript_events (session_id, event_id, kind, created_at, payload, bytes) \
-                         SELECT $1, e.id, e.kind, $3, e.payload::json, e.bytes + length(e.id::text) \
-                         FROM unnest($2::bigint[], $4::text[], $5::text[], $6::integer[]) \
-                         AS e(id, kind, payload, bytes)",
-                    )
-                    .await?;
-                tx.execute(&insert, &[&session, &ids, &now.as_millis(), &kinds, &texts, &sizes])
-                    .await?;
-                let told = Announcement { db: db.clone(), session: session.clone(), last: event_id(last) };
-                let payload = serde_json::to_string(&told)
-                    .map_err(|source| StoreError::Json { what: "append notification", source })?;
-                let notify = tx.prepare_cached("SELECT pg_notify($1, $2)").await?;
-                tx.execute(&notify, &[&channel, &payload]).await?;
-                FResult::Ok(first)
+            retry(|| async {
+                // One statement, so one round trip and one commit: on the append pool, which
+                // waits for the disk only with `Durability::Fsync` (see `PgConfig::durability`).
+                let client = pool.get().await?;
+                let append = client.prepare_cached(APPEND_SQL).await?;
+                let params: [&(dyn tokio_postgres::types::ToSql + Sync); 8] =
+                    [&session, &count, &now.as_millis(), &kinds, &texts, &sizes, &channel, &db];
+                let last: i64 = client.query_one(&append, &params).await?.try_get(0)?;
+                FResult::Ok(last - count + 1)
             })
             .await
         })?;
