@@ -5,6 +5,8 @@ mod loop_bench;
 
 mod recover;
 
+mod replicas;
+
 mod rng;
 
 mod context;
@@ -42,6 +44,15 @@ pub(crate) fn run(args: &[String]) -> anyhow::Result<()> {
     let Some(name) = args.first() else {
         anyhow::bail!("usage: cargo xtask bench NAME (one of: {})", NAMES.join(", "));
     };
+    let flags = &args[1..];
+    if name == "serve" && flags.iter().any(|flag| flag == "--replica") {
+        // One replica process of `bench serve --postgres`: it serves, it prints no figures.
+        replicas::run(flags)?;
+        return Ok(());
+    }
+    if name == "serve" && flags.iter().any(|flag| flag == "--postgres" || flag == "--replicas") {
+        return write_figures("serve-postgres", &replicas::run(flags)?);
+    }
     let figures: Figures = match name.as_str() {
         "loop" => loop_bench::run()?,
         "recover" => recover::run()?,

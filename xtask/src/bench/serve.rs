@@ -111,16 +111,12 @@ async fn measure(root: &std::path::Path) -> anyhow::Result<Figures> {
         durability: Durability::OnSync,
         ..TranscriptConfig::at(root.join("transcripts"))
     })?;
-    let model = SlowModel { info: ModelInfo::named("mock-200ms") };
-    let models = StaticModels::new().with("mock-200ms", Arc::new(model));
-    let runtime =
-        Runtime::new(RuntimeParts::new(Arc::new(store), Arc::new(transcripts), Arc::new(models)))?;
-    let mut config = ServerConfig::default().with_addr(([127, 0, 0, 1], 0).into());
-    // The 1,000 users all connect from 127.0.0.1, and think up to 10 s between messages on
-    // their kept-alive connections: neither the per-client cap nor the header timeout (which
-    // also closes idle kept-alive connections) is what this bench measures.
-    config.max_connections_per_client = None;
-    config.header_read_timeout = None;
+    let runtime = Runtime::new(RuntimeParts::new(
+        Arc::new(store),
+        Arc::new(transcripts),
+        Arc::new(slow_models()),
+    ))?;
+    let config = server_config();
     let (ready_tx, ready_rx) = tokio::sync::oneshot::channel();
     let (stop_tx, stop_rx) = tokio::sync::oneshot::channel::<()>();
     let server = tokio::spawn(rein_server::serve_until(
@@ -168,6 +164,31 @@ async fn measure(root: &std::path::Path) -> anyhow::Result<Figures> {
 
     // 1,000 sessions, each on its own connection, all open at once; each user thinks before
     // every message.
+    figures.extend(paced_load(&[addr], "bench").await?);
+
+    // Every connection is closed and every turn over: 1,000 more idle sessions, plus whatever
+    // the allocator kept of the burst.
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    let after_load_kb = (rss_kb()? - before_load_kb) / SESSIONS as f64;
+    figures.push(("after_load_rss_per_session_kb".into(), after_load_kb.max(0.0)));
+
+    // Saturation: every user sends again the moment an answer arrives.
+    figures.push(("saturated_turns_per_s".into(), saturate(&[addr], "bench").await?));
+
+    let _ = stop_tx.send(());
+    server.await??;
+    Ok(figures)
+}
+
+/// The paced load against `servers`: [`SESSIONS`] sessions named `PREFIX-N`, session `N` on
+/// server `N % servers.len()`, each created then sending [`TURNS`] messages with a think time
+/// before each. Figures: the latency a turn adds to the model's (p50, p99, max), turns per
+/// second, the most turns in flight at once.
+pub(super) async fn paced_load(
+    servers: &[std::net::SocketAddr],
+    prefix: &str,
+) -> anyhow::Result<Figures> {
+    let mut figures = Figures::new();
     let wall = Instant::now();
     let in_flight = Arc::new(AtomicUsize::new(0));
     let peak_in_flight = Arc::new(AtomicUsize::new(0));
@@ -177,10 +198,12 @@ async fn measure(root: &std::path::Path) -> anyhow::Result<Figures> {
         let peak_in_flight = Arc::clone(&peak_in_flight);
         let start = RAMP_UP.mul_f64(n as f64 / SESSIONS as f64);
         let mut think = Rng::stream(n as u64);
+        let addr = servers[n % servers.len()];
+        let id = format!("{prefix}-{n}");
         handles.push(tokio::spawn(async move {
             tokio::time::sleep(start).await;
             let mut client = Client::connect(addr).await.context("connecting")?;
-            let id = client.create_session(&format!("bench-{n}")).await?;
+            let id = client.create_session(&id).await?;
             let mut latencies = Vec::with_capacity(TURNS);
             for turn in 0..TURNS {
                 tokio::time::sleep(THINK_MIN.mul_f64(1.0 + think.unit())).await;
@@ -210,20 +233,22 @@ async fn measure(root: &std::path::Path) -> anyhow::Result<Figures> {
     figures.push(("turns_per_s".into(), added_ms.len() as f64 / wall.as_secs_f64()));
     figures
         .push(("peak_turns_in_flight_count".into(), peak_in_flight.load(Ordering::Relaxed) as f64));
+    Ok(figures)
+}
 
-    // Every connection is closed and every turn over: 1,000 more idle sessions, plus whatever
-    // the allocator kept of the burst.
-    tokio::time::sleep(Duration::from_millis(200)).await;
-    let after_load_kb = (rss_kb()? - before_load_kb) / SESSIONS as f64;
-    figures.push(("after_load_rss_per_session_kb".into(), after_load_kb.max(0.0)));
-
-    // Saturation: every user sends again the moment an answer arrives.
+/// Saturation: the sessions of [`paced_load`] (`PREFIX-N` on server `N % servers.len()`) each
+/// send [`SATURATION_TURNS`] messages, the next as soon as an answer arrives. Turns per second.
+pub(super) async fn saturate(
+    servers: &[std::net::SocketAddr],
+    prefix: &str,
+) -> anyhow::Result<f64> {
     let wall = Instant::now();
     let mut handles = Vec::with_capacity(SESSIONS);
     for n in 0..SESSIONS {
+        let addr = servers[n % servers.len()];
+        let id = format!("{prefix}-{n}");
         handles.push(tokio::spawn(async move {
             let mut client = Client::connect(addr).await.context("connecting")?;
-            let id = format!("bench-{n}");
             for turn in 0..SATURATION_TURNS {
                 client.send(&id, &format!("again {turn}")).await?;
             }
@@ -234,11 +259,23 @@ async fn measure(root: &std::path::Path) -> anyhow::Result<Figures> {
         handle.await??;
     }
     let turns = (SESSIONS * SATURATION_TURNS) as f64;
-    figures.push(("saturated_turns_per_s".into(), turns / wall.elapsed().as_secs_f64()));
+    Ok(turns / wall.elapsed().as_secs_f64())
+}
 
-    let _ = stop_tx.send(());
-    server.await??;
-    Ok(figures)
+/// The mock model every bench server runs: a short streamed answer after [`MODEL_LATENCY`].
+pub(super) fn slow_models() -> StaticModels {
+    let model = SlowModel { info: ModelInfo::named("mock-200ms") };
+    StaticModels::new().with("mock-200ms", Arc::new(model))
+}
+
+/// The bench servers' config: no cap per client address and no header timeout (the users all
+/// connect from 127.0.0.1 and think up to 10 s between messages on kept-alive connections;
+/// neither limit is what the benches measure).
+pub(super) fn server_config() -> ServerConfig {
+    let mut config = ServerConfig::default().with_addr(([127, 0, 0, 1], 0).into());
+    config.max_connections_per_client = None;
+    config.header_read_timeout = None;
+    config
 }
 
 /// A minimal HTTP/1.1 keep-alive client: enough for JSON requests to the bench server.
