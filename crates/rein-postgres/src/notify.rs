@@ -11,8 +11,9 @@
 //! - the first [`watch`] starts a task on the private runtime that connects outside the pool,
 //!   runs `LISTEN`, and forwards each notification of another handle (its `db` differs) to a
 //!   std thread of the store's own (`rein-pg-watchers`). A lost connection is opened again with
-//!   a backoff of 0.1 s doubling to 10 s; appends made while it was down are not announced (a
-//!   reader catches up at its next read);
+//!   a backoff of 0.1 s doubling to 10 s; appends made while it was down are not announced, so
+//!   once it listens again the watchers are told `Appended::MaybeMissed` (read what is new
+//!   everywhere);
 //! - that thread calls every watcher, outside every lock, never on a Tokio worker, so a watcher
 //!   may call back into the store. A watcher that panics is logged and kept.
 
@@ -25,7 +26,15 @@ use std::{
 use serde::{Deserialize, Serialize};
 use tokio_postgres::{AsyncMessage, NoTls};
 
-use rein_store::AppendWatcher;
+use rein_store::{AppendWatcher, Appended};
+
+/// What the listener passes to the watchers' thread.
+enum Heard {
+    /// An append of another handle: the session and its last event id.
+    To(String, u64),
+    /// The connection was lost and is back: announcements may be missing.
+    MaybeMissed,
+}
 
 use crate::bridge::Bridge;
 
@@ -78,17 +87,23 @@ pub(crate) fn watch(inner: &Bridge, listener: &Listener, watcher: AppendWatcher)
     if *started {
         return;
     }
-    let (send, receive) = std::sync::mpsc::channel::<(String, u64)>();
+    let (send, receive) = std::sync::mpsc::channel::<Heard>();
     let watchers = listener.watchers.clone();
     let spawned = std::thread::Builder::new().name("rein-pg-watchers".into()).spawn(move || {
         // Ends when the listener task is dropped with the runtime (the sender goes with it).
-        while let Ok((session, last)) = receive.recv() {
+        while let Ok(heard) = receive.recv() {
+            let appended = match &heard {
+                Heard::To(session_id, last_event_id) => {
+                    Appended::To { session_id, last_event_id: *last_event_id }
+                }
+                Heard::MaybeMissed => Appended::MaybeMissed,
+            };
             let current: Vec<AppendWatcher> =
                 watchers.lock().unwrap_or_else(PoisonError::into_inner).clone();
             for watcher in current {
-                let called = std::panic::catch_unwind(AssertUnwindSafe(|| watcher(&session, last)));
+                let called = std::panic::catch_unwind(AssertUnwindSafe(|| watcher(appended)));
                 if called.is_err() {
-                    tracing::error!(session, "an append watcher panicked");
+                    tracing::error!(?appended, "an append watcher panicked");
                 }
             }
         }
@@ -122,7 +137,7 @@ async fn listen(
     pg: tokio_postgres::Config,
     channel: String,
     own_id: String,
-    send: std::sync::mpsc::Sender<(String, u64)>,
+    send: std::sync::mpsc::Sender<Heard>,
     ready: tokio::sync::oneshot::Sender<()>,
 ) {
     let mut ready = Some(ready);
@@ -151,8 +166,18 @@ async fn listen(
                 match client.batch_execute(&format!("LISTEN {channel}")).await {
                     Ok(()) => {
                         backoff = BACKOFF_START;
-                        if let Some(ready) = ready.take() {
-                            let _ = ready.send(());
+                        match ready.take() {
+                            Some(ready) => {
+                                let _ = ready.send(());
+                            }
+                            // Listening again after the connection was lost: what was announced
+                            // meanwhile is gone, so the watchers read what is new everywhere.
+                            None => {
+                                if send.send(Heard::MaybeMissed).is_err() {
+                                    driver.abort();
+                                    return;
+                                }
+                            }
                         }
                         while let Some(note) = notes.recv().await {
                             let Ok(told) = serde_json::from_str::<Announcement>(note.payload())
@@ -166,7 +191,7 @@ async fn listen(
                             if told.db == own_id {
                                 continue;
                             }
-                            if send.send((told.session, told.last)).is_err() {
+                            if send.send(Heard::To(told.session, told.last)).is_err() {
                                 driver.abort();
                                 return;
                             }

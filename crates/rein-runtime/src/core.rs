@@ -7,7 +7,9 @@ use std::sync::Arc;
 
 use rein_agent::{AgentConfig, StopMode};
 use rein_protocol::{JsonObject, Model};
-use rein_store::{Clock, NewAuditEntry, Session, SessionStore, Timestamp, TranscriptStore};
+use rein_store::{
+    Appended, Clock, NewAuditEntry, Session, SessionStore, Timestamp, TranscriptStore,
+};
 
 use crate::{
     capability::Capabilities,
@@ -64,9 +66,9 @@ impl Core {
             // Other replicas append to these transcripts too: their lines reach the live
             // subscribers here (the hub's ordering rule 6).
             let hub = Arc::downgrade(&events);
-            transcripts.watch_appends(Arc::new(move |session_id: &str, last: u64| {
+            transcripts.watch_appends(Arc::new(move |appended: Appended<'_>| {
                 if let Some(hub) = hub.upgrade() {
-                    hub.follow(session_id, last);
+                    hub.follow(appended);
                 }
             }));
         }

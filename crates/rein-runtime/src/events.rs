@@ -47,7 +47,7 @@ use std::{
 
 use futures::{StreamExt as _, stream::BoxStream};
 use rein_protocol::AgentEvent;
-use rein_store::{PageLimit, StoreError, TranscriptEvent, TranscriptStore};
+use rein_store::{Appended, PageLimit, StoreError, TranscriptEvent, TranscriptStore};
 use serde_json::Value;
 use tokio::sync::broadcast;
 
@@ -228,14 +228,30 @@ impl EventHub {
         Ok(())
     }
 
-    /// Another process appended to the session's transcript up to `last` (the store's watcher
-    /// said so): live subscribers here get those lines, in order (ordering rule 6). Nothing is
-    /// read for a session nobody here listens to.
-    pub(crate) fn follow(&self, session_id: &str, last: u64) {
-        let Some(channel) = lock(&self.channels).get(session_id).map(Arc::clone) else { return };
-        let mut state = lock(&channel.state);
-        if state.sender.is_some() && state.last_sent < last {
-            state.catch_up(self.transcripts.as_ref(), session_id, None);
+    /// Another process appended (the store's watcher says so): live subscribers here get the
+    /// new lines, in order (ordering rule 6). For one session, only when someone here listens
+    /// to it and its channel has not passed them on yet; when announcements may have been
+    /// lost, every channel with listeners reads what is new.
+    pub(crate) fn follow(&self, appended: Appended<'_>) {
+        let channels: Vec<(String, Arc<Channel>)> = match appended {
+            Appended::To { session_id, .. } => lock(&self.channels)
+                .get(session_id)
+                .map(|channel| vec![(session_id.to_owned(), Arc::clone(channel))])
+                .unwrap_or_default(),
+            Appended::MaybeMissed => lock(&self.channels)
+                .iter()
+                .map(|(id, channel)| (id.clone(), Arc::clone(channel)))
+                .collect(),
+        };
+        for (session_id, channel) in channels {
+            let mut state = lock(&channel.state);
+            let behind = match appended {
+                Appended::To { last_event_id, .. } => state.last_sent < last_event_id,
+                Appended::MaybeMissed => true,
+            };
+            if state.sender.is_some() && behind {
+                state.catch_up(self.transcripts.as_ref(), &session_id, None);
+            }
         }
     }
 

@@ -84,7 +84,7 @@ pub use crate::{
     sqlite::{SqliteConfig, SqliteSessionStore, Synchronous},
     time::{Clock, ManualClock, SystemClock, Timestamp},
     transcript::{
-        AppendWatcher, NewEvent, PageLimit, RecoveryReport, TranscriptEvent, TranscriptPage,
-        TranscriptStore,
+        AppendWatcher, Appended, NewEvent, PageLimit, RecoveryReport, TranscriptEvent,
+        TranscriptPage, TranscriptStore,
     },
 };

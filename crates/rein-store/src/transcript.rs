@@ -5,9 +5,23 @@ use serde_json::Value;
 
 use crate::Result;
 
-/// Told `(session_id, last_event_id)` when another process appended to a session's transcript
-/// (see [`TranscriptStore::watch_appends`]).
-pub type AppendWatcher = std::sync::Arc<dyn Fn(&str, u64) + Send + Sync>;
+/// Told what other processes appended (see [`TranscriptStore::watch_appends`]).
+pub type AppendWatcher = std::sync::Arc<dyn Fn(Appended<'_>) + Send + Sync>;
+
+/// What an [`AppendWatcher`] is told.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Appended<'a> {
+    /// Another process appended to `session_id`'s transcript, up to `last_event_id`.
+    To {
+        /// The session.
+        session_id: &'a str,
+        /// Its newest event id after the append.
+        last_event_id: u64,
+    },
+    /// Announcements may have been lost (the store's link to the other processes was down and
+    /// is back): read what is new in every transcript followed.
+    MaybeMissed,
+}
 
 /// One transcript line: `{"eventId","sessionId","type","createdAt","payload"}`.
 ///

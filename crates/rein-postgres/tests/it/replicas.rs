@@ -10,7 +10,9 @@ use std::{
 };
 
 use rein_postgres::{PgConfig, PgDatabase};
-use rein_store::{NewSession, NewTask, SessionStore, StoreError, TaskOutcome, TranscriptStore};
+use rein_store::{
+    Appended, NewSession, NewTask, SessionStore, StoreError, TaskOutcome, TranscriptStore,
+};
 use serde_json::json;
 
 use crate::{LEASE, connect, guard};
@@ -138,10 +140,11 @@ fn a_watcher_of_one_replica_hears_the_appends_of_the_other() {
     assert!(a.shared() && b.shared());
     let (told, heard) = mpsc::channel();
     let reader = b.clone();
-    b.watch_appends(Arc::new(move |session: &str, last: u64| {
+    b.watch_appends(Arc::new(move |appended: Appended<'_>| {
+        let Appended::To { session_id, last_event_id } = appended else { return };
         // Watchers may call back into the store.
-        let events = reader.read_all(session).unwrap().len();
-        let _ = told.send((session.to_owned(), last, events));
+        let events = reader.read_all(session_id).unwrap().len();
+        let _ = told.send((session_id.to_owned(), last_event_id, events));
     }));
     // The first watcher returns once the listener runs: every append after it is heard.
     a.append("s1", "message", json!(1)).unwrap();
@@ -159,6 +162,27 @@ fn a_watcher_of_one_replica_hears_the_appends_of_the_other() {
     a.append("s3", "message", json!(1)).unwrap();
     let third = heard.recv_timeout(Duration::from_secs(10)).unwrap();
     assert_eq!((third.0.as_str(), third.1), ("s3", 1));
+}
+
+#[test]
+fn a_listener_that_lost_its_connection_says_announcements_may_be_missing_once_back() {
+    let (guard, _clock) = guard();
+    let (a, b) = (connect(&guard).transcript_store(), connect(&guard).transcript_store());
+    let (told, heard) = mpsc::channel();
+    b.watch_appends(Arc::new(move |appended: Appended<'_>| {
+        let _ = told.send(matches!(appended, Appended::MaybeMissed));
+    }));
+    // The server ends the LISTEN connection (as a network failure or a restart would).
+    let channel = format!("LISTEN rein_appends_{}", guard.config.schema);
+    crate::cluster()
+        .execute(&format!(
+            "SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE query = '{channel}'"
+        ))
+        .unwrap();
+    assert!(heard.recv_timeout(Duration::from_secs(10)).unwrap(), "told that some may be missing");
+    // And it listens again.
+    a.append("s1", "message", json!(1)).unwrap();
+    assert!(!heard.recv_timeout(Duration::from_secs(10)).unwrap(), "an append after it is heard");
 }
 
 #[test]
