@@ -22,7 +22,8 @@ use std::{
 use serde_json::{Value, json};
 
 use crate::support::{
-    Served, http, model_server, peer_python, serve, stop, write_completion, write_json,
+    Served, http, model_server, peer_python, serve, stop, stream_words, write_completion,
+    write_json,
 };
 
 const RT: &str = "/agent/api/runtime";
@@ -145,7 +146,7 @@ fn answer(request: &Value, writer: &mut TcpStream) -> bool {
         std::thread::sleep(Duration::from_secs(120));
         return false;
     } else if user.starts_with("stream") {
-        stream_words(writer);
+        stream_words(writer, 30);
         return false;
     } else if user.starts_with("loop") {
         call("record", format!("{}-0", word(2)))
@@ -191,22 +192,6 @@ fn write_streamed(writer: &mut TcpStream, message: &Value, finish: &str) {
         && writer.write_all(chunk(delta, None).as_bytes()).is_ok()
         && writer.write_all(chunk(json!({}), Some(finish)).as_bytes()).is_ok()
         && writer.write_all(b"data: [DONE]\n\n").is_ok();
-}
-
-fn stream_words(writer: &mut TcpStream) {
-    if !sse_head(writer) {
-        return;
-    }
-    for n in 0..30 {
-        let delta = json!({"role": "assistant", "content": format!("word{n} ")});
-        if writer.write_all(chunk(delta, None).as_bytes()).is_err() {
-            return;
-        }
-        let _ = writer.flush();
-        std::thread::sleep(Duration::from_millis(50));
-    }
-    let _ = writer.write_all(chunk(json!({}), Some("stop")).as_bytes());
-    let _ = writer.write_all(b"data: [DONE]\n\n");
 }
 
 fn config(endpoint: &str, python: &str, server: &str, ledger: &str) -> Value {

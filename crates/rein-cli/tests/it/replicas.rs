@@ -26,8 +26,8 @@ use rein_postgres::test_cluster::TestCluster;
 use serde_json::{Value, json};
 
 use crate::support::{
-    Served, http, model_server, peer_python, send_in_background, serve, stop, write_completion,
-    write_json,
+    Served, http, model_server, peer_python, send_in_background, serve, stop, stream_words,
+    write_completion, write_json,
 };
 
 const RT: &str = "/agent/api/runtime";
@@ -89,7 +89,7 @@ fn answer(request: &Value, writer: &mut TcpStream) -> bool {
     let (message, finish) = if last["role"] == "tool" {
         (json!({"role": "assistant", "content": "Done."}), "stop")
     } else if user.starts_with("stream") {
-        stream_words(writer);
+        stream_words(writer, 60);
         return false;
     } else if user.starts_with("record") {
         call("record")
@@ -101,28 +101,6 @@ fn answer(request: &Value, writer: &mut TcpStream) -> bool {
         (json!({"role": "assistant", "content": format!("Answer to: {user}")}), "stop")
     };
     write_completion(writer, message, finish)
-}
-
-fn stream_words(writer: &mut TcpStream) {
-    let head = "HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\nconnection: close\r\n\r\n";
-    if writer.write_all(head.as_bytes()).is_err() {
-        return;
-    }
-    let chunk = |delta: Value, finish: Option<&str>| {
-        let chunk = json!({"id": "chatcmpl-r", "object": "chat.completion.chunk", "model": "scripted",
-            "choices": [{"index": 0, "delta": delta, "finish_reason": finish}]});
-        format!("data: {chunk}\n\n")
-    };
-    for n in 0..60 {
-        let delta = json!({"role": "assistant", "content": format!("word{n} ")});
-        if writer.write_all(chunk(delta, None).as_bytes()).is_err() {
-            return;
-        }
-        let _ = writer.flush();
-        std::thread::sleep(Duration::from_millis(50));
-    }
-    let _ = writer.write_all(chunk(json!({}), Some("stop")).as_bytes());
-    let _ = writer.write_all(b"data: [DONE]\n\n");
 }
 
 fn parse(body: &str) -> Value {

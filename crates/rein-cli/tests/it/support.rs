@@ -328,6 +328,25 @@ pub(crate) fn sse_chunk(delta: Value, finish: Option<&str>) -> String {
     format!("data: {chunk}\n\n")
 }
 
+/// A streamed reply of `words` words (`word0 word1 ...`) 50 ms apart, then `stop`; the
+/// connection closes after it (no keep-alive).
+pub(crate) fn stream_words(writer: &mut TcpStream, words: usize) {
+    let head = "HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\nconnection: close\r\n\r\n";
+    if writer.write_all(head.as_bytes()).is_err() {
+        return;
+    }
+    for n in 0..words {
+        let delta = json!({"role": "assistant", "content": format!("word{n} ")});
+        if writer.write_all(sse_chunk(delta, None).as_bytes()).is_err() {
+            return;
+        }
+        let _ = writer.flush();
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    let _ = writer.write_all(sse_chunk(json!({}), Some("stop")).as_bytes());
+    let _ = writer.write_all(b"data: [DONE]\n\n");
+}
+
 fn content_text(content: &Value) -> String {
     match content {
         Value::String(text) => text.clone(),
