@@ -8,6 +8,7 @@
 //!   and `Last-Event-ID` resumes on B without gap or repeat;
 //! - an interrupt sent through C stops the turn where it runs, on A;
 //! - an approval decided through B lets the call run in a turn sent through C;
+//! - a session's settings changed through B hold for its next turn, through C;
 //! - SIGKILL of a replica mid-turn: the session takes a message through another at once (the
 //!   dead replica's lease is taken over), and no acknowledged turn is lost;
 //! - SIGKILL of the replica running a read-only task: another replica claims it again and it
@@ -314,6 +315,20 @@ fn three_replicas_on_one_postgres_share_sessions_locks_events_approvals_and_task
     assert_eq!(status, 200, "{run}");
     assert_eq!(run["toolResults"][0]["isError"], false, "{run}");
     assert_eq!(ledger_counts(&ledger).get("approved-1"), Some(&1));
+
+    // A session's settings changed through B hold for its next turn through C.
+    create(&hosts[0], "settings", "assistant");
+    let (status, run) = send(&hosts[0], "settings", "record first-run");
+    assert_eq!(status, 200, "{run}");
+    assert_eq!(run["toolResults"][0]["isError"], false, "auto-approved at first: {run}");
+    let body = json!({ "autoApprove": false }).to_string();
+    let (status, patched) =
+        http(&hosts[1], "PATCH", &format!("{RT}/sessions/settings"), Some(&body), None);
+    assert_eq!(status, 200, "{patched}");
+    let (status, run) = send(&hosts[2], "settings", "record second-run");
+    assert_eq!(status, 200, "{run}");
+    assert_eq!(run["toolResults"][0]["payload"]["approvalRequired"], true, "read fresh: {run}");
+    assert_eq!(ledger_counts(&ledger).get("second-run"), None);
 
     // SIGKILL of A mid-turn: B takes the session at once.
     create(&hosts[1], "killed", "assistant");
