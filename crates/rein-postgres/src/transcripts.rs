@@ -284,8 +284,9 @@ impl TranscriptStore for PgTranscriptStore {
     }
 
     fn appends_wait_for_disk(&self) -> bool {
-        // A round trip to the server at least: the async caller hands its thread over.
-        true
+        // Only with `Fsync` does an append wait for the server's disk; otherwise it is one
+        // round trip, like every other store call the runtime makes inline.
+        self.inner.durability == Durability::Fsync
     }
 
     fn sync(&self, session_id: &str) -> Result<()> {
