@@ -101,6 +101,11 @@ impl RuntimeError {
             RuntimeError::PolicyDenied(_) => "hosted_agent_policy_denied",
             RuntimeError::NotConfigured(_) => "hosted_agent_not_configured",
             RuntimeError::Provider(_) => "hosted_agent_provider_error",
+            // The database cannot be reached or is too busy now: the request may be tried
+            // again (replicas on PostgreSQL; a locked SQLite file).
+            RuntimeError::Store(StoreError::Unreachable { .. } | StoreError::Busy { .. }) => {
+                "hosted_store_unavailable"
+            }
             RuntimeError::Store(_) | RuntimeError::Internal(_) => "internal_error",
         }
     }

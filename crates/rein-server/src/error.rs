@@ -175,6 +175,15 @@ impl From<RuntimeError> for ApiError {
             }
             // The provider's own words, without the runtime's prefix.
             RuntimeError::Provider(message) => (StatusCode::BAD_GATEWAY, message.clone(), None),
+            // Where the database is stays in the log, not in the answer.
+            RuntimeError::Store(_) if code == "hosted_store_unavailable" => {
+                tracing::warn!(%error, "the session store is unavailable");
+                (
+                    StatusCode::SERVICE_UNAVAILABLE,
+                    "The session store is unavailable right now; try again shortly.".to_owned(),
+                    None,
+                )
+            }
             // Storage, internal failures, and whatever the runtime adds later.
             _ => (StatusCode::INTERNAL_SERVER_ERROR, error.to_string(), None),
         };
@@ -240,4 +249,28 @@ pub(crate) fn payload_too_large() -> ApiError {
         "payload_too_large",
         "The request body is larger than this server accepts.",
     )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn an_unreachable_or_busy_store_is_503_without_where_it_is() {
+        for store in [
+            rein_store::StoreError::Unreachable { detail: "db.internal:5432: refused".into() },
+            rein_store::StoreError::Busy { detail: "locked".into() },
+        ] {
+            let error = ApiError::from(RuntimeError::Store(store));
+            assert_eq!(error.status, StatusCode::SERVICE_UNAVAILABLE);
+            assert_eq!(error.code, "hosted_store_unavailable");
+            assert!(!error.message.contains("db.internal"), "{}", error.message);
+        }
+        let other = rein_store::StoreError::Database { detail: "disk I/O error".into() };
+        let error = ApiError::from(RuntimeError::Store(other));
+        assert_eq!(
+            (error.status, error.code),
+            (StatusCode::INTERNAL_SERVER_ERROR, "internal_error")
+        );
+    }
 }
