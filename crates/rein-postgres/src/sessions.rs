@@ -53,6 +53,15 @@ async fn query_opt<C: GenericClient>(
     Ok(c.query_opt(&statement, params).await?)
 }
 
+/// `outcome`, with a foreign-key violation (the session `session_id` was deleted between the
+/// check and the write) as the session's `NotFound`.
+fn session_gone<T>(outcome: FResult<T>, session_id: &str) -> FResult<T> {
+    match outcome {
+        Err(fail) if fail.is_foreign_key_violation() => Err(not_found("session", session_id)),
+        other => other,
+    }
+}
+
 async fn query_one<C: GenericClient>(c: &C, sql: &str, params: &[Param<'_>]) -> FResult<Row> {
     let statement = c.prepare_cached(sql).await?;
     Ok(c.query_one(&statement, params).await?)
@@ -290,13 +299,8 @@ impl SessionStore for PgSessionStore {
                 }
             })
             .await;
-            match created {
-                // The parent was deleted between the check and the insert.
-                Err(fail) if fail.is_foreign_key_violation() => {
-                    Err(not_found("session", new.parent_id.as_deref().unwrap_or_default()))
-                }
-                other => other,
-            }
+            // The parent was deleted between the check and the insert.
+            session_gone(created, new.parent_id.as_deref().unwrap_or_default())
         })
     }
 
@@ -649,12 +653,7 @@ impl SessionStore for PgSessionStore {
                 }
             })
             .await;
-            match created {
-                Err(fail) if fail.is_foreign_key_violation() => {
-                    Err(not_found("session", &new.session_id))
-                }
-                other => other,
-            }
+            session_gone(created, &new.session_id)
         })
     }
 
@@ -944,12 +943,7 @@ impl SessionStore for PgSessionStore {
                 }
             })
             .await;
-            match created {
-                Err(fail) if fail.is_foreign_key_violation() => {
-                    Err(not_found("session", &new.session_id))
-                }
-                other => other,
-            }
+            session_gone(created, &new.session_id)
         })
     }
 
@@ -1206,12 +1200,7 @@ impl SessionStore for PgSessionStore {
                 rows::stop(&row)
             })
             .await;
-            match requested {
-                Err(fail) if fail.is_foreign_key_violation() => {
-                    Err(not_found("session", &session_id))
-                }
-                other => other,
-            }
+            session_gone(requested, &session_id)
         })
     }
 

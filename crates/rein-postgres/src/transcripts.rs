@@ -14,7 +14,7 @@ use std::sync::Arc;
 
 use rein_store::{
     AppendWatcher, Durability, NewEvent, PageLimit, RecoveryReport, Result, StoreError, Timestamp,
-    TranscriptEvent, TranscriptPage, TranscriptStore, check_session_id,
+    TranscriptEvent, TranscriptPage, TranscriptStore, check_new_events, check_session_id,
 };
 
 use crate::{
@@ -120,12 +120,7 @@ impl TranscriptStore for PgTranscriptStore {
         events: Vec<NewEvent>,
     ) -> Result<Vec<TranscriptEvent>> {
         check_session_id(session_id)?;
-        if let Some(bad) = events.iter().find(|e| e.kind.is_empty()) {
-            return Err(StoreError::InvalidInput {
-                what: "event type",
-                detail: format!("empty type for {:?}", bad.payload),
-            });
-        }
+        check_new_events(&events)?;
         if events.is_empty() {
             return Ok(Vec::new());
         }

@@ -13,7 +13,7 @@ use serde::Deserialize;
 
 use crate::{
     Clock, NewEvent, PageLimit, RecoveryReport, Result, StoreError, SystemClock, TranscriptEvent,
-    TranscriptPage, TranscriptStore, private_fs,
+    TranscriptPage, TranscriptStore, check_new_events, private_fs,
     session_id::{decode_session_id, encode_session_id},
     snapshot::{Snapshot, Unusable},
 };
@@ -633,12 +633,7 @@ impl TranscriptStore for JsonlTranscriptStore {
         session_id: &str,
         events: Vec<NewEvent>,
     ) -> Result<Vec<TranscriptEvent>> {
-        if let Some(bad) = events.iter().find(|e| e.kind.is_empty()) {
-            return Err(StoreError::InvalidInput {
-                what: "event type",
-                detail: format!("empty type for {:?}", bad.payload),
-            });
-        }
+        check_new_events(&events)?;
         if events.is_empty() {
             return Ok(Vec::new());
         }

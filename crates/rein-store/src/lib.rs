@@ -85,6 +85,6 @@ pub use crate::{
     time::{Clock, ManualClock, SystemClock, Timestamp},
     transcript::{
         AppendWatcher, Appended, NewEvent, PageLimit, RecoveryReport, TranscriptEvent,
-        TranscriptPage, TranscriptStore,
+        TranscriptPage, TranscriptStore, check_new_events,
     },
 };

@@ -43,6 +43,19 @@ pub struct TranscriptEvent {
     pub payload: Value,
 }
 
+/// The rule every store keeps for events to append: each has a type. Fails with
+/// [`StoreError::InvalidInput`](crate::StoreError::InvalidInput) (`what: "event type"`) before
+/// anything is written.
+pub fn check_new_events(events: &[NewEvent]) -> Result<()> {
+    match events.iter().find(|event| event.kind.is_empty()) {
+        Some(bad) => Err(crate::StoreError::InvalidInput {
+            what: "event type",
+            detail: format!("empty type for {:?}", bad.payload),
+        }),
+        None => Ok(()),
+    }
+}
+
 /// An event to append; the store assigns its id and time.
 #[derive(Debug, Clone, PartialEq)]
 pub struct NewEvent {
