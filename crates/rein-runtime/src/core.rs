@@ -232,11 +232,16 @@ impl Core {
         }
     }
 
+    /// Whether other processes append to the transcripts too (replicas on one database).
+    pub(crate) fn shares_transcripts(&self) -> bool {
+        self.transcripts.shared()
+    }
+
     /// The newest id of a session's transcript when other processes append to it too (a store
     /// shared by replicas), so that a session held in memory can tell whether it is still what
     /// the transcript says; `None` for a store only this process writes.
     pub(crate) fn shared_transcript_position(&self, id: &str) -> Result<Option<u64>> {
-        if !self.transcripts.shared() {
+        if !self.shares_transcripts() {
             return Ok(None);
         }
         self.transcripts.last_event_id(id).map(Some).map_store_err()

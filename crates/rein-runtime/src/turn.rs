@@ -179,17 +179,6 @@ pub(crate) fn prepare(
         }
         live.agent = None;
     }
-    if live.agent.is_some() && core.shared_transcript_position(&id)? != live.transcript_at {
-        // Another replica wrote to the session since this one held it (the lease is ours now,
-        // so nobody writes a turn meanwhile): its agent is rebuilt from the transcript.
-        live.agent = None;
-        if request.mode == TurnMode::Continue {
-            attach_agent(core, &mut live, &session, &definition, &model)?;
-            if !live.is_suspended() {
-                return Err(RuntimeError::NoCheckpoint(id));
-            }
-        }
-    }
     let stop = CancellationToken::new();
     let lease = TurnLease {
         core: Arc::clone(core),
@@ -199,6 +188,18 @@ pub(crate) fn prepare(
         summary: JsonObject::new(),
         done: CancellationToken::new(),
     };
+    if live.agent.is_some() && core.shared_transcript_position(&id)? != live.transcript_at {
+        // Another replica wrote to the session since this one held it (the lease is ours now,
+        // so nobody writes a turn meanwhile): its agent is rebuilt from the transcript. A way
+        // out from here drops the lease, which ends the turn in the store.
+        live.agent = None;
+        if request.mode == TurnMode::Continue {
+            attach_agent(core, &mut live, &session, &definition, &model)?;
+            if !live.is_suspended() {
+                return Err(RuntimeError::NoCheckpoint(id));
+            }
+        }
+    }
     // (Beginning the turn dropped any stop asked for before it: that one was not for it.)
     // A second stop ends at once the last step the first one asked for.
     let second_stop = CancellationToken::new();
@@ -246,8 +247,7 @@ pub(crate) fn attach_agent(
 ) -> Result<()> {
     let rebuilt = core.rebuild(&session.id)?;
     live.history.replace(&rebuilt.history, &rebuilt.internal);
-    live.transcript_at =
-        core.shared_transcript_position(&session.id)?.map(|_| rebuilt.last_event_id);
+    live.transcript_at = core.shares_transcripts().then_some(rebuilt.last_event_id);
     live.tools_generation = core.caps().generation();
     let (registry, hidden) = session_tools::registry(core, session, definition, &live.history);
     live.hidden = Arc::new(hidden);
