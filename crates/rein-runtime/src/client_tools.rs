@@ -9,14 +9,17 @@
 //! waiter is removed on every way out (a guard, also when the batch runner drops the call on a
 //! stop), so a late answer finds no call.
 //!
-//! The tool itself is in `client_tool.rs`. The sets live in memory only (a page registers its tools again when it loads), one lock for
-//! the sets and one for the waiters, each taken alone and never across an `.await`. A turn takes
+//! The tool itself is in `client_tool.rs`. The sets live in memory only (a page registers its
+//! tools again when it loads), under one lock, and the waiters are `waiters.rs`'s; each lock is
+//! taken alone and never across an `.await`. A turn takes
 //! the set as it is when the turn starts, as it takes the capabilities.
 
-use std::{collections::HashMap, sync::Mutex};
+use std::{collections::HashMap, convert::Infallible, sync::Mutex};
 
 use rein_protocol::{ToolOutput, ToolSpec};
 use tokio::sync::oneshot;
+
+use crate::waiters::{WaitGuard, Waiters};
 
 /// What the model reads when the client did not answer in time.
 pub(crate) fn not_answered(timeout: std::time::Duration) -> String {
@@ -34,8 +37,8 @@ pub const NOT_RUN: &str = "Not run: the turn was stopped before the page answere
 pub(crate) struct ClientTools {
     /// Session id to its client's tools.
     sets: Mutex<HashMap<String, Vec<ToolSpec>>>,
-    /// (session id, call id) to the waiting call.
-    waiting: Mutex<HashMap<(String, String), oneshot::Sender<ToolOutput>>>,
+    /// The calls waiting for the client's result, by (session id, call id).
+    waiting: Waiters<oneshot::Sender<ToolOutput>>,
 }
 
 impl ClientTools {
@@ -61,14 +64,7 @@ impl ClientTools {
 
     /// The ids of the calls of `session_id` waiting for an answer, sorted.
     pub(crate) fn pending(&self, session_id: &str) -> Vec<String> {
-        let waiting = self.waiting.lock().expect("client tool waiters lock");
-        let mut ids: Vec<String> = waiting
-            .keys()
-            .filter(|(session, _)| session == session_id)
-            .map(|(_, call)| call.clone())
-            .collect();
-        ids.sort();
-        ids
+        self.waiting.pending(session_id)
     }
 
     /// Forgets a deleted session's set.
@@ -78,34 +74,20 @@ impl ClientTools {
 
     /// Answers a waiting call; false when no call of that id waits in that session.
     pub(crate) fn answer(&self, session_id: &str, call_id: &str, output: ToolOutput) -> bool {
-        let key = (session_id.to_owned(), call_id.to_owned());
-        let sender = self.waiting.lock().expect("client tool waiters lock").remove(&key);
-        sender.is_some_and(|sender| sender.send(output).is_ok())
+        let sender = self.waiting.take_if(session_id, call_id, |_| Ok::<(), Infallible>(()));
+        match sender {
+            Some(Ok(sender)) => sender.send(output).is_ok(),
+            _ => false,
+        }
     }
 
     /// Registers a waiter; the guard removes it when dropped.
-    pub(crate) fn wait<'a>(
-        &'a self,
+    pub(crate) fn wait(
+        &self,
         session_id: &str,
         call_id: &str,
-    ) -> (oneshot::Receiver<ToolOutput>, WaitGuard<'a>) {
+    ) -> (oneshot::Receiver<ToolOutput>, WaitGuard<'_, oneshot::Sender<ToolOutput>>) {
         let (sender, receiver) = oneshot::channel();
-        let key = (session_id.to_owned(), call_id.to_owned());
-        self.waiting.lock().expect("client tool waiters lock").insert(key.clone(), sender);
-        (receiver, WaitGuard { tools: self, key })
-    }
-}
-
-/// Removes a waiter when its call ends, however it ends.
-pub(crate) struct WaitGuard<'a> {
-    tools: &'a ClientTools,
-    key: (String, String),
-}
-
-impl Drop for WaitGuard<'_> {
-    fn drop(&mut self) {
-        if let Ok(mut waiting) = self.tools.waiting.lock() {
-            waiting.remove(&self.key);
-        }
+        (receiver, self.waiting.wait(session_id, call_id, sender))
     }
 }

@@ -10,17 +10,16 @@
 //! answer finds nothing. The content of an answer goes to the server only: the events carry the
 //! action, never the content.
 //!
-//! The waiters live in memory only, under one lock taken alone and never across an `.await`.
+//! The waiters are `waiters.rs`'s: in memory only, under one lock taken alone and never across
+//! an `.await`.
 
-use std::{
-    collections::HashMap,
-    sync::{Mutex, MutexGuard, PoisonError},
-    time::Duration,
-};
+use std::time::Duration;
 
 use rein_protocol::{ElicitationAction, JsonObject};
 use serde_json::Value;
 use tokio::sync::oneshot;
+
+use crate::waiters::{WaitGuard, Waiters};
 
 /// A question of an MCP server for the person.
 #[derive(Debug, Clone, PartialEq)]
@@ -139,7 +138,7 @@ pub(crate) enum Answered {
 }
 
 /// A question waiting: where its answer goes, and the schema the answer must fit.
-struct Waiter {
+pub(crate) struct Waiter {
     reply: oneshot::Sender<ElicitationReply>,
     schema: JsonObject,
 }
@@ -147,70 +146,41 @@ struct Waiter {
 /// The questions waiting for an answer, by (session id, elicitation id).
 #[derive(Default)]
 pub(crate) struct Elicitations {
-    waiting: Mutex<Waiting>,
+    waiting: Waiters<Waiter>,
 }
 
-type Waiting = HashMap<(String, String), Waiter>;
-
 impl Elicitations {
-    fn waiting(&self) -> MutexGuard<'_, Waiting> {
-        self.waiting.lock().unwrap_or_else(PoisonError::into_inner)
-    }
-
     /// The ids of the questions waiting in `session_id`, sorted.
     pub(crate) fn pending(&self, session_id: &str) -> Vec<String> {
-        let mut ids: Vec<String> = self
-            .waiting()
-            .keys()
-            .filter(|(session, _)| session == session_id)
-            .map(|(_, id)| id.clone())
-            .collect();
-        ids.sort();
-        ids
+        self.waiting.pending(session_id)
     }
 
     /// Answers a waiting question: an acceptance must fit the question's schema.
     pub(crate) fn answer(&self, session_id: &str, id: &str, reply: ElicitationReply) -> Answered {
-        let key = (session_id.to_owned(), id.to_owned());
-        let waiter = {
-            let mut waiting = self.waiting();
-            let Some(waiter) = waiting.get(&key) else { return Answered::NotFound };
-            if let ElicitationReply::Accept(content) = &reply
-                && let Err(message) = check_content(&waiter.schema, content)
-            {
-                return Answered::Invalid(message);
-            }
-            waiting.remove(&key)
-        };
-        match waiter.map(|waiter| waiter.reply.send(reply)) {
-            Some(Ok(())) => Answered::Taken,
-            _ => Answered::NotFound,
+        let waiter = self.waiting.take_if(session_id, id, |waiter| match &reply {
+            ElicitationReply::Accept(content) => check_content(&waiter.schema, content),
+            _ => Ok(()),
+        });
+        match waiter {
+            None => Answered::NotFound,
+            Some(Err(message)) => Answered::Invalid(message),
+            Some(Ok(waiter)) => match waiter.reply.send(reply) {
+                Ok(()) => Answered::Taken,
+                // The question ended as the answer came.
+                Err(_) => Answered::NotFound,
+            },
         }
     }
 
     /// Registers a waiter for a question asking for `schema`; the guard removes it when dropped.
-    pub(crate) fn wait<'a>(
-        &'a self,
+    pub(crate) fn wait(
+        &self,
         session_id: &str,
         id: &str,
         schema: &JsonObject,
-    ) -> (oneshot::Receiver<ElicitationReply>, WaitGuard<'a>) {
+    ) -> (oneshot::Receiver<ElicitationReply>, WaitGuard<'_, Waiter>) {
         let (reply, receiver) = oneshot::channel();
-        let key = (session_id.to_owned(), id.to_owned());
-        self.waiting().insert(key.clone(), Waiter { reply, schema: schema.clone() });
-        (receiver, WaitGuard { elicitations: self, key })
-    }
-}
-
-/// Removes a waiter when its question ends, however it ends.
-pub(crate) struct WaitGuard<'a> {
-    elicitations: &'a Elicitations,
-    key: (String, String),
-}
-
-impl Drop for WaitGuard<'_> {
-    fn drop(&mut self) {
-        self.elicitations.waiting().remove(&self.key);
+        (receiver, self.waiting.wait(session_id, id, Waiter { reply, schema: schema.clone() }))
     }
 }
 

@@ -31,7 +31,8 @@
 //! - `live_sessions` (sessions held in memory, with their turn lock), `replay` (visible
 //!   conversations by transcript position), `cancels` (stop tokens of running work),
 //!   `history` (a session's messages with their internal flags), `session_meta` (the
-//!   runtime's keys in a session's metadata, typed), `names` (tool names and agent ids);
+//!   runtime's keys in a session's metadata, typed), `names` (tool names and agent ids),
+//!   `waiters` (answers awaited from outside a turn, by session and id);
 //! - `policy` (allowed tools, approvals, audit), `offer` (the one place that decides a
 //!   session's tools), `view_context`, `model_filter`, `sink` (a turn's events);
 //! - `memo` (a session's tool memo, glen's `tool_memo`), `persona` (the consult runner and
@@ -107,6 +108,7 @@ mod transcript;
 mod turn;
 mod types;
 mod view_context;
+mod waiters;
 
 pub use crate::{
     capability::{
