@@ -560,16 +560,21 @@ fn legacy_issuer_accepted(server_url: &str, expected_issuer: &str, received_issu
         && origin_of(received_issuer).as_deref() == Some(origin.as_str())
 }
 
+/// The client rein's own requests to an authorization server use: no redirects followed (an
+/// answer is read from the address asked), 30 s for the whole request.
+fn authorization_server_client() -> Result<reqwest::Client, reqwest::Error> {
+    reqwest::Client::builder()
+        .redirect(reqwest::redirect::Policy::none())
+        .timeout(std::time::Duration::from_secs(30))
+        .build()
+}
+
 /// The authorization server metadata at the root well-known URL of `origin`, whose issuer
 /// [`legacy_issuer_accepted`] allowed (it must still name `issuer`).
 async fn origin_metadata(origin: &str, issuer: &str) -> Result<AuthorizationMetadata, String> {
     let url = format!("{}/.well-known/oauth-authorization-server", origin.trim_end_matches('/'));
     let fail = |error: &dyn std::fmt::Display| format!("{url}: {error}");
-    let http = reqwest::Client::builder()
-        .redirect(reqwest::redirect::Policy::none())
-        .timeout(std::time::Duration::from_secs(30))
-        .build()
-        .map_err(|error| fail(&error))?;
+    let http = authorization_server_client().map_err(|error| fail(&error))?;
     let response = http.get(&url).send().await.map_err(|error| fail(&error))?;
     if !response.status().is_success() {
         return Err(fail(&response.status()));
@@ -640,11 +645,7 @@ async fn token_request(
     pairs: &[(&str, &str)],
 ) -> Result<serde_json::Value, String> {
     let fail = |error: &dyn std::fmt::Display| format!("token request to {endpoint}: {error}");
-    let http = reqwest::Client::builder()
-        .redirect(reqwest::redirect::Policy::none())
-        .timeout(std::time::Duration::from_secs(30))
-        .build()
-        .map_err(|error| fail(&error))?;
+    let http = authorization_server_client().map_err(|error| fail(&error))?;
     let response = http
         .post(endpoint)
         .header(http::header::CONTENT_TYPE, "application/x-www-form-urlencoded")
