@@ -270,16 +270,22 @@ fn wait_for_as(
     }
 }
 
-#[test]
-fn a_server_behind_oauth_needs_auth_until_the_callback_then_connects_with_its_token() {
-    let fake = OAuthServer::start();
-    let dir = tempfile::tempdir().expect("temp dir");
+/// A config file in `dir` with `fake` as the one MCP server (`secure`) and a model that is
+/// never reached; its path.
+fn secure_only(dir: &std::path::Path, fake: &OAuthServer) -> String {
     let config = json!({
         "llm_models": [{"value": "scripted", "endpoint": "http://127.0.0.1:9/v1", "stream": false}],
         "llm_model": "scripted",
         "mcpServers": {"secure": {"url": fake.url()}},
     });
-    let config = write_json(dir.path(), "config.json", &config);
+    write_json(dir, "config.json", &config)
+}
+
+#[test]
+fn a_server_behind_oauth_needs_auth_until_the_callback_then_connects_with_its_token() {
+    let fake = OAuthServer::start();
+    let dir = tempfile::tempdir().expect("temp dir");
+    let config = secure_only(dir.path(), &fake);
     let data = dir.path().join("data");
     let started = Instant::now();
     let (served, host) = serve(&["--config", &config], &data);
@@ -364,12 +370,7 @@ fn rein_run_prints_the_url_and_takes_the_redirect_on_a_loopback_port() {
 
     let fake = OAuthServer::start();
     let dir = tempfile::tempdir().expect("temp dir");
-    let config = json!({
-        "llm_models": [{"value": "scripted", "endpoint": "http://127.0.0.1:9/v1", "stream": false}],
-        "llm_model": "scripted",
-        "mcpServers": {"secure": {"url": fake.url()}},
-    });
-    let config = write_json(dir.path(), "config.json", &config);
+    let config = secure_only(dir.path(), &fake);
     let data = dir.path().join("data");
     let mut child = Command::new(env!("CARGO_BIN_EXE_rein"))
         .args(["run", "--config", &config, "--data-dir", data.to_str().expect("utf-8"), "hi"])
@@ -449,12 +450,7 @@ fn the_web_chat_connects_a_server_behind_oauth_in_headless_chromium() {
     let (browser_dir, chromium) = browser();
     let fake = OAuthServer::start();
     let dir = tempfile::tempdir().expect("temp dir");
-    let config = json!({
-        "llm_models": [{"value": "scripted", "endpoint": "http://127.0.0.1:9/v1", "stream": false}],
-        "llm_model": "scripted",
-        "mcpServers": {"secure": {"url": fake.url()}},
-    });
-    let config = write_json(dir.path(), "config.json", &config);
+    let config = secure_only(dir.path(), &fake);
     let (served, host) = serve(&["--config", &config], &dir.path().join("data"));
     wait_for(&host, "secure", Duration::from_secs(20), |s| s["status"] == "needs_auth");
 
