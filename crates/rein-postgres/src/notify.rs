@@ -23,7 +23,7 @@ use std::{
     time::Duration,
 };
 
-use serde::{Deserialize, Serialize};
+use serde::Deserialize;
 use tokio_postgres::{AsyncMessage, NoTls};
 
 use rein_store::{AppendWatcher, Appended};
@@ -38,15 +38,16 @@ enum Heard {
 
 use crate::bridge::Bridge;
 
-/// What an append announces.
-#[derive(Debug, Serialize, Deserialize)]
-pub(crate) struct Announcement {
+/// What an append announces (written by `transcripts.rs`'s `APPEND_SQL` with
+/// `json_build_object`, read here).
+#[derive(Debug, Deserialize)]
+struct Announcement {
     /// The handle that appended.
-    pub(crate) db: String,
+    db: String,
     /// The session appended to.
-    pub(crate) session: String,
+    session: String,
     /// Its last event id after the append.
-    pub(crate) last: u64,
+    last: u64,
 }
 
 /// The watchers of one database handle, and whether its listener runs.
