@@ -231,8 +231,9 @@ impl Agent {
         self
     }
 
-    /// Sets who says, before every round, whether calls are asked about (the checkpoint
-    /// threshold follows it). Without one, the config's `auto_approve` says.
+    /// Sets who says, before every round that reaches the lower checkpoint threshold, whether
+    /// calls are asked about (the threshold follows it). Without one, the config's
+    /// `auto_approve` says.
     pub fn set_approval_mode(&mut self, mode: Option<Arc<dyn ApprovalMode>>) {
         self.approval_mode = mode;
     }
@@ -753,7 +754,11 @@ impl Agent {
             if turn.cancel.is_cancelled() {
                 return self.stopped(turn).await;
             }
+            let reached = turn.iterations.max(turn.local_streak);
             let threshold = match &self.approval_mode {
+                // Short of both thresholds, which one applies does not matter: the host is not
+                // asked (for the runtime, a read of the session saved on most rounds).
+                Some(_) if !self.config.may_checkpoint_at(reached) => 0,
                 Some(mode) => self.config.checkpoint_threshold_when(mode.asks()),
                 None => self.config.checkpoint_threshold(),
             };

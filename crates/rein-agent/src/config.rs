@@ -136,10 +136,17 @@ impl AgentConfig {
     pub fn checkpoint_threshold_when(&self, asks: bool) -> u32 {
         if asks { self.max_tool_calls_manual } else { self.max_tool_calls }
     }
+
+    /// Whether `reached` rounds reach either threshold (whichever applies).
+    pub(crate) fn may_checkpoint_at(&self, reached: u32) -> bool {
+        [self.max_tool_calls, self.max_tool_calls_manual]
+            .into_iter()
+            .any(|threshold| threshold > 0 && reached >= threshold)
+    }
 }
 
-/// Whether the host asks before remote and side-effecting calls, read before every round: the
-/// checkpoint threshold follows it. For hosts that approve outside the loop (the runtime's
+/// Whether the host asks before remote and side-effecting calls, read before every round that
+/// reaches the lower of the two thresholds: the checkpoint threshold follows it. For hosts that approve outside the loop (the runtime's
 /// pending approvals, a session's auto-approve toggle) while the loop's own `auto_approve`
 /// stays on.
 pub trait ApprovalMode: Send + Sync {

@@ -287,3 +287,46 @@ async fn turn_limits_the_host_mode_is_read_before_every_round() {
     assert_eq!(ran.outcome().ending.as_str(), "checkpoint");
     assert_eq!(ran.outcome().tool_rounds, 3, "not 2 while asking, then at once after the switch");
 }
+
+/// An `ApprovalMode` that counts how often it is asked.
+struct Counted {
+    asks: bool,
+    asked: std::sync::atomic::AtomicUsize,
+}
+
+impl rein_agent::ApprovalMode for Counted {
+    fn asks(&self) -> bool {
+        self.asked.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+        self.asks
+    }
+}
+
+#[tokio::test]
+async fn turn_limits_the_host_mode_is_asked_only_once_a_threshold_is_reached() {
+    let tool = remote_local(|_| ());
+    let mut script = fetch_rounds(4);
+    script.push(reply::text("paused"));
+    let model = ScriptedModel::new(script);
+    let config =
+        AgentConfig { max_tool_calls: 5, max_tool_calls_manual: 3, ..AgentConfig::default() };
+    let mut looping = agent(&model, registry(&[&tool]), config);
+    let mode = Arc::new(Counted { asks: true, asked: Default::default() });
+    looping.set_approval_mode(Some(Arc::clone(&mode) as Arc<dyn rein_agent::ApprovalMode>));
+    let ran = run(&mut looping, "fetch").await;
+    assert_eq!(ran.outcome().ending.as_str(), "checkpoint");
+    assert_eq!(ran.outcome().tool_rounds, 3, "the manual threshold applied");
+    // Rounds 1 to 3 are short of both thresholds; the fourth reaches 3 and asks.
+    assert_eq!(mode.asked.load(std::sync::atomic::Ordering::SeqCst), 1);
+
+    let model = ScriptedModel::new(vec![reply::text("hello")]);
+    let mut answering = agent(&model, registry(&[&tool]), AgentConfig::default());
+    let mode = Arc::new(Counted { asks: false, asked: Default::default() });
+    answering.set_approval_mode(Some(Arc::clone(&mode) as Arc<dyn rein_agent::ApprovalMode>));
+    let ran = run(&mut answering, "hi").await;
+    assert_eq!(ran.outcome().ending.as_str(), "answered");
+    assert_eq!(
+        mode.asked.load(std::sync::atomic::Ordering::SeqCst),
+        0,
+        "a text answer asks nothing"
+    );
+}
