@@ -29,6 +29,10 @@
 //!    its watcher), or when this process's own append lands after a gap, the missing lines are
 //!    read from the transcript and sent first, under the same lock: live subscribers on every
 //!    replica see one sequence, in id order, without gap or repeat.
+//! 7. A turn that holds its session tells the channel where the transcript ends
+//!    ([`EventHub::expect_end`]); the channel moves that end with each of its own appends that
+//!    follows directly, and forgets it when one does not. So the turn knows, without asking the
+//!    store, where it left the transcript, or that another process wrote in between.
 //!
 //! # Locks
 //!
@@ -111,9 +115,22 @@ struct ChannelState {
     /// above it that this process did not write is read from the store before the next one is
     /// sent (ordering rule 6).
     last_sent: u64,
+    /// Where the transcript ends, as far as this process can tell without asking the store:
+    /// set by [`EventHub::expect_end`], moved by each of this process's appends that follows it
+    /// directly, and forgotten (`None`) once an append lands after a line this process did not
+    /// write, or fails.
+    known_end: Option<u64>,
 }
 
 impl ChannelState {
+    /// Takes the outcome of an append into [`ChannelState::known_end`].
+    fn appended(&mut self, appended: Option<u64>) {
+        self.known_end = match (self.known_end, appended) {
+            (Some(end), Some(id)) if id == end + 1 => Some(id),
+            _ => None,
+        };
+    }
+
     /// Sends `event` (numbered `id`) to the live subscribers, dropping the sender once the last
     /// of them has gone.
     fn send(&mut self, id: u64, event: AgentEvent) {
@@ -200,7 +217,9 @@ impl EventHub {
         let kind = transcript::event_kind(&payload);
         let channel = self.channel(session_id);
         let mut state = lock(&channel.state);
-        match self.append_now(|| self.transcripts.append(session_id, &kind, payload)) {
+        let appended = self.append_now(|| self.transcripts.append(session_id, &kind, payload));
+        state.appended(appended.as_ref().ok().map(|line| line.event_id));
+        match appended {
             Ok(line) => {
                 // Lines another process appended since come first (ordering rule 6). No
                 // subscriber is fine: the event is in the transcript for later replay. Once
@@ -220,9 +239,9 @@ impl EventHub {
     pub(crate) fn bookkeeping(&self, session_id: &str, kind: &str, payload: Value) -> Result<()> {
         let channel = self.channel(session_id);
         let mut state = lock(&channel.state);
-        let line = self
-            .append_now(|| self.transcripts.append(session_id, kind, payload))
-            .map_store_err()?;
+        let appended = self.append_now(|| self.transcripts.append(session_id, kind, payload));
+        state.appended(appended.as_ref().ok().map(|line| line.event_id));
+        let line = appended.map_store_err()?;
         state.catch_up(self.transcripts.as_ref(), session_id, Some(line.event_id));
         state.last_sent = state.last_sent.max(line.event_id);
         Ok(())
@@ -253,6 +272,22 @@ impl EventHub {
                 state.catch_up(self.transcripts.as_ref(), &session_id, None);
             }
         }
+    }
+
+    /// Records that the session's transcript ends at `end` now (read by the caller, who holds
+    /// the session's turn): this process's appends that follow move it on, so that the end can
+    /// be told without asking the store ([`EventHub::known_end`]).
+    pub(crate) fn expect_end(&self, session_id: &str, end: u64) {
+        lock(&self.channel(session_id).state).known_end = Some(end);
+    }
+
+    /// Where the session's transcript ends, when this process knows it without asking the
+    /// store: since [`EventHub::expect_end`], every line was this process's own append. `None`
+    /// once another process's line came between them, an append failed, or the session's
+    /// channel was dropped.
+    pub(crate) fn known_end(&self, session_id: &str) -> Option<u64> {
+        let channel = lock(&self.channels).get(session_id).cloned()?;
+        lock(&channel.state).known_end
     }
 
     /// Syncs the session's transcript to the disk (the commit point of a turn), off the async

@@ -1,8 +1,8 @@
-//! `ReplayCache`: each session's visible conversation, unfinished mark and paused turn as
-//! replayed from its transcript, kept by the transcript's last event id so that repeated reads
-//! of an unchanged
-//! session do not replay it again. Its lock is held only to look up or store an entry, never
-//! while the transcript is read.
+//! `ReplayCache`: each session as replayed from its transcript (its conversation, how its last
+//! turn was left, its paused turn), kept with the id of the last line read. A read of an
+//! unchanged session replays nothing; a read after new lines (a turn) reads and folds only
+//! those. Its lock is held only to look up or store an entry, never while the transcript is
+//! read.
 
 use std::{
     collections::HashMap,
@@ -14,48 +14,82 @@ use rein_store::{TranscriptStore, TurnUnfinished};
 
 use crate::{
     error::{Result, StoreResult as _},
-    transcript,
+    transcript::Replay,
 };
 
-/// A session's visible conversation and how its last turn was left, read from its transcript.
-#[derive(Debug, Clone, Default, PartialEq)]
+/// A session replayed from its transcript, as far as it was read.
+#[derive(Debug, Clone, Default)]
 pub(crate) struct Replayed {
-    /// The messages a person sees.
-    pub(crate) messages: Vec<Message>,
+    replay: Replay,
     /// How the last turn was left unfinished (`None` when it ended).
     pub(crate) unfinished: Option<TurnUnfinished>,
     /// The summary of the last turn when it is paused at a checkpoint.
     pub(crate) checkpoint: Option<String>,
 }
 
-/// Replays by session id, each with the last event id it was read at.
+impl Replayed {
+    fn new(replay: Replay) -> Self {
+        Replayed {
+            unfinished: replay.unfinished(),
+            checkpoint: replay.paused().map(|paused| paused.summary.clone()),
+            replay,
+        }
+    }
+
+    /// The messages a person sees.
+    pub(crate) fn messages(&self) -> Vec<Message> {
+        self.replay.visible()
+    }
+}
+
+/// Replays by session id.
 #[derive(Default)]
 pub(crate) struct ReplayCache {
-    replays: Mutex<HashMap<String, (u64, Arc<Replayed>)>>,
+    replays: Mutex<HashMap<String, Arc<Replayed>>>,
 }
 
 impl ReplayCache {
-    fn replays(&self) -> MutexGuard<'_, HashMap<String, (u64, Arc<Replayed>)>> {
+    fn replays(&self) -> MutexGuard<'_, HashMap<String, Arc<Replayed>>> {
         self.replays.lock().unwrap_or_else(PoisonError::into_inner)
     }
 
-    /// The session's replay, read again only when its transcript has changed since.
-    pub(crate) fn get(&self, transcripts: &dyn TranscriptStore, id: &str) -> Result<Arc<Replayed>> {
-        let last = transcripts.last_event_id(id).map_store_err()?;
-        if let Some((seen, replayed)) = self.replays().get(id)
-            && *seen == last
-        {
-            return Ok(Arc::clone(replayed));
+    /// The session's replay up to the transcript's end: `known` when the caller knows where
+    /// the transcript ends (it just wrote there), else asked of the store. Lines the cached
+    /// replay has not read are read and folded into a copy of it; a transcript shorter than
+    /// what was read (deleted and begun again) is read from its start, unless the end was
+    /// `known` (the cached replay read lines appended after it then).
+    pub(crate) fn get(
+        &self,
+        transcripts: &dyn TranscriptStore,
+        id: &str,
+        known: Option<u64>,
+    ) -> Result<Arc<Replayed>> {
+        let last = match known {
+            Some(last) => last,
+            None => transcripts.last_event_id(id).map_store_err()?,
+        };
+        let cached = self.replays().get(id).cloned();
+        let mut replay = match cached {
+            Some(cached)
+                if cached.replay.last_event_id() == last
+                    || (known.is_some() && cached.replay.last_event_id() > last) =>
+            {
+                return Ok(cached);
+            }
+            Some(cached) if cached.replay.last_event_id() < last => cached.replay.clone(),
+            _ => Replay::default(),
+        };
+        let lines = transcripts.read_since(id, replay.last_event_id()).map_store_err()?;
+        replay.fold(&lines);
+        let replayed = Arc::new(Replayed::new(replay));
+        let mut replays = self.replays();
+        // A reader that read further meanwhile keeps its replay.
+        let newer = replays
+            .get(id)
+            .is_some_and(|other| other.replay.last_event_id() > replayed.replay.last_event_id());
+        if !newer {
+            replays.insert(id.to_owned(), Arc::clone(&replayed));
         }
-        let lines = transcripts.read_all(id).map_store_err()?;
-        let last = lines.last().map_or(0, |line| line.event_id);
-        let rebuilt = transcript::rebuild(&lines);
-        let replayed = Arc::new(Replayed {
-            messages: rebuilt.visible(),
-            unfinished: rebuilt.unfinished,
-            checkpoint: rebuilt.paused.as_ref().map(|paused| paused.summary.clone()),
-        });
-        self.replays().insert(id.to_owned(), (last, Arc::clone(&replayed)));
         Ok(replayed)
     }
 
@@ -65,5 +99,101 @@ impl ReplayCache {
         for id in ids {
             replays.remove(id);
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::Mutex;
+
+    use rein_protocol::{AgentEvent, Message, TurnEnding, Usage};
+    use rein_store::{
+        JsonlTranscriptStore, NewEvent, RecoveryReport, Result, TranscriptConfig, TranscriptEvent,
+        TranscriptStore,
+    };
+
+    use super::ReplayCache;
+    use crate::transcript;
+
+    /// A JSONL store that records where each `read_since` started.
+    struct Counting {
+        inner: JsonlTranscriptStore,
+        reads: Mutex<Vec<u64>>,
+    }
+
+    impl TranscriptStore for Counting {
+        fn append_batch(&self, id: &str, events: Vec<NewEvent>) -> Result<Vec<TranscriptEvent>> {
+            self.inner.append_batch(id, events)
+        }
+        fn read_since(&self, id: &str, after: u64) -> Result<Vec<TranscriptEvent>> {
+            self.reads.lock().unwrap().push(after);
+            self.inner.read_since(id, after)
+        }
+        fn last_event_id(&self, id: &str) -> Result<u64> {
+            self.inner.last_event_id(id)
+        }
+        fn open(&self, id: &str) -> Result<RecoveryReport> {
+            self.inner.open(id)
+        }
+        fn delete(&self, id: &str) -> Result<bool> {
+            self.inner.delete(id)
+        }
+        fn list_sessions(&self) -> Result<Vec<String>> {
+            self.inner.list_sessions()
+        }
+    }
+
+    fn turn(store: &Counting, question: &str, answer: &str) -> u64 {
+        let events = [
+            AgentEvent::TurnStarted { text: question.into() },
+            AgentEvent::Message { message: Message::user(question) },
+            AgentEvent::Message { message: Message::assistant(answer) },
+            AgentEvent::TurnEnd {
+                ending: TurnEnding::Answered,
+                text: answer.into(),
+                usage: Usage::default(),
+            },
+        ];
+        let lines = events.iter().map(|event| {
+            let payload = serde_json::to_value(event).unwrap();
+            NewEvent::new(transcript::event_kind(&payload), payload)
+        });
+        store.append_batch("s", lines.collect()).unwrap().last().unwrap().event_id
+    }
+
+    fn texts(messages: &[Message]) -> Vec<String> {
+        messages.iter().map(Message::text).collect()
+    }
+
+    #[test]
+    fn a_session_read_again_reads_only_the_lines_after_the_last_read() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = Counting {
+            inner: JsonlTranscriptStore::open(&TranscriptConfig::at(dir.path())).unwrap(),
+            reads: Mutex::default(),
+        };
+        let cache = ReplayCache::default();
+        let first = turn(&store, "hi", "hello");
+        let read = cache.get(&store, "s", None).unwrap();
+        assert_eq!(texts(&read.messages()), ["hi", "hello"]);
+        // Unchanged: nothing is read again.
+        cache.get(&store, "s", None).unwrap();
+        assert_eq!(*store.reads.lock().unwrap(), [0]);
+
+        let second = turn(&store, "again", "still here");
+        let read = cache.get(&store, "s", Some(second)).unwrap();
+        assert_eq!(texts(&read.messages()), ["hi", "hello", "again", "still here"]);
+        assert_eq!(read.unfinished, None);
+        assert_eq!(*store.reads.lock().unwrap(), [0, first], "only the second turn's lines");
+        // An end known to be behind what was read keeps the newer replay.
+        cache.get(&store, "s", Some(first)).unwrap();
+        assert_eq!(store.reads.lock().unwrap().len(), 2);
+
+        // Deleted and begun again, shorter: read from the start.
+        store.delete("s").unwrap();
+        turn(&store, "new", "fresh");
+        let read = cache.get(&store, "s", None).unwrap();
+        assert_eq!(texts(&read.messages()), ["new", "fresh"]);
+        assert_eq!(*store.reads.lock().unwrap(), [0, first, 0]);
     }
 }

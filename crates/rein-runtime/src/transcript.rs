@@ -42,35 +42,44 @@ pub(crate) struct Rebuilt {
     pub(crate) history: Vec<Message>,
     /// Whether each message of `history` is internal (hidden from people).
     pub(crate) internal: Vec<bool>,
-    /// How the last turn was left, when it did not end cleanly.
-    pub(crate) unfinished: Option<TurnUnfinished>,
     /// The last turn, when it paused at a checkpoint and was neither continued nor discarded.
     pub(crate) paused: Option<PausedTurn>,
     /// The id of the last line read (0 for an empty transcript).
     pub(crate) last_event_id: u64,
 }
 
-impl Rebuilt {
-    /// The messages a person sees.
-    pub(crate) fn visible(&self) -> Vec<Message> {
-        self.history
-            .iter()
-            .zip(&self.internal)
-            .filter(|(_, internal)| !**internal)
-            .map(|(m, _)| m.clone())
-            .collect()
-    }
-}
-
 /// Replays a transcript into the conversation and the state of its last turn.
 pub(crate) fn rebuild(lines: &[TranscriptEvent]) -> Rebuilt {
-    let mut rebuilt = Rebuilt {
-        last_event_id: lines.last().map_or(0, |line| line.event_id),
-        ..Rebuilt::default()
-    };
-    let mut open = false;
-    let mut errored = false;
-    for line in lines {
+    let mut replay = Replay::default();
+    replay.fold(lines);
+    replay.into_rebuilt()
+}
+
+/// A transcript read so far into a conversation: the fold behind [`rebuild`], which the lines
+/// appended later continue ([`Replay::fold`]), so that reading a session again after a turn
+/// reads that turn's lines only.
+#[derive(Debug, Clone, Default)]
+pub(crate) struct Replay {
+    history: Vec<Message>,
+    internal: Vec<bool>,
+    paused: Option<PausedTurn>,
+    /// A turn started and has not ended.
+    open: bool,
+    /// The last turn that ended ended with an error.
+    errored: bool,
+    last_event_id: u64,
+}
+
+impl Replay {
+    /// Reads `lines`, the transcript's lines after those read so far, in order.
+    pub(crate) fn fold(&mut self, lines: &[TranscriptEvent]) {
+        for line in lines {
+            self.last_event_id = self.last_event_id.max(line.event_id);
+            self.read(line);
+        }
+    }
+
+    fn read(&mut self, line: &TranscriptEvent) {
         if line.kind == kind::HISTORY_REPLACED {
             let messages: Vec<Message> = line
                 .payload
@@ -82,40 +91,74 @@ pub(crate) fn rebuild(lines: &[TranscriptEvent]) -> Rebuilt {
                 .get("internal")
                 .and_then(|m| serde_json::from_value(m.clone()).ok())
                 .unwrap_or_default();
-            rebuilt.internal =
+            self.internal =
                 (0..messages.len()).map(|i| internal.get(i).copied().unwrap_or(false)).collect();
-            rebuilt.history = messages;
-            rebuilt.paused = None;
-            continue;
+            self.history = messages;
+            self.paused = None;
+            return;
         }
         if line.kind == kind::TURN_PAUSED {
-            rebuilt.paused = serde_json::from_value(line.payload.clone()).ok();
-            continue;
+            self.paused = serde_json::from_value(line.payload.clone()).ok();
+            return;
         }
-        let Some(event) = agent_event(line) else { continue };
+        let Some(event) = agent_event(line) else { return };
         match event {
             AgentEvent::TurnStarted { .. } => {
-                open = true;
-                errored = false;
-                rebuilt.paused = None;
+                self.open = true;
+                self.errored = false;
+                self.paused = None;
             }
             AgentEvent::TurnEnd { ending, .. } => {
-                open = false;
-                errored = ending == TurnEnding::Error;
+                self.open = false;
+                self.errored = ending == TurnEnding::Error;
             }
             AgentEvent::Message { message } => {
                 let internal =
                     line.payload.get("internal").and_then(Value::as_bool).unwrap_or(false);
-                rebuilt.history.push(message);
-                rebuilt.internal.push(internal);
+                self.history.push(message);
+                self.internal.push(internal);
             }
             _ => {}
         }
     }
-    if open || errored {
-        rebuilt.unfinished = unfinished_from_tail(&rebuilt.history, &rebuilt.internal);
+
+    /// The id of the last line read (0 when none was).
+    pub(crate) fn last_event_id(&self) -> u64 {
+        self.last_event_id
     }
-    rebuilt
+
+    /// How the last turn was left, when it did not end cleanly.
+    pub(crate) fn unfinished(&self) -> Option<TurnUnfinished> {
+        if self.open || self.errored {
+            unfinished_from_tail(&self.history, &self.internal)
+        } else {
+            None
+        }
+    }
+
+    /// The last turn, when it paused at a checkpoint and was neither continued nor discarded.
+    pub(crate) fn paused(&self) -> Option<&PausedTurn> {
+        self.paused.as_ref()
+    }
+
+    /// The messages a person sees.
+    pub(crate) fn visible(&self) -> Vec<Message> {
+        self.history
+            .iter()
+            .zip(&self.internal)
+            .filter(|(_, internal)| !**internal)
+            .map(|(m, _)| m.clone())
+            .collect()
+    }
+
+    fn into_rebuilt(self) -> Rebuilt {
+        Rebuilt {
+            history: self.history,
+            internal: self.internal,
+            paused: self.paused,
+            last_event_id: self.last_event_id,
+        }
+    }
 }
 
 /// TerraFin's `turnUnfinished` read from the end of a conversation whose turn did not end:

@@ -142,6 +142,9 @@ pub(crate) struct Finished {
     pub(crate) outcome: TurnOutcome,
     /// The visible messages the turn added.
     pub(crate) added: Vec<Message>,
+    /// Where the transcript ended with the turn's last line, when this process knows it
+    /// without asking the store.
+    pub(crate) transcript_end: Option<u64>,
 }
 
 /// Locks and leases the session for a turn and gets its agent ready. `turns` receives the
@@ -221,6 +224,11 @@ pub(crate) fn prepare(
         // turn keeps the tools it started with.
         refresh_tools(core, &mut live, &session, &definition);
     }
+    if let Some(end) = live.transcript_at {
+        // What the agent holds is the transcript up to here, and the lease is ours: the turn's
+        // own appends follow (a shared store; see `Prepared::run` for the turn's end).
+        core.events().expect_end(&id, end);
+    }
     let hidden = Arc::clone(&live.hidden);
     let Some(agent) = live.agent.as_mut() else {
         return Err(RuntimeError::Internal("the session's agent vanished".to_owned()));
@@ -287,7 +295,8 @@ fn refresh_tools(
     }
 }
 
-/// A session's effective auto-approve, read from the store before every round: the loop's
+/// A session's effective auto-approve, read from the store before every round that could end
+/// at a checkpoint (the loop asks once the lower of the two thresholds is reached): the loop's
 /// checkpoint threshold is `max_tool_rounds` without asking, `max_tool_rounds_manual` when
 /// asking, so a toggle between turns or mid-turn switches it.
 struct SessionApprovalMode {
@@ -403,10 +412,12 @@ impl Prepared {
             visible.last.map(|text| (transcript::preview(&text, 96), core.now().to_rfc3339()));
         lease.summary = SessionMeta::list_patch(visible.count, last);
         drop(lease);
-        // What the transcript holds now is what this process holds (a shared store).
-        live.transcript_at = core.shared_transcript_position(id).unwrap_or(None);
+        // What this process holds is the transcript up to where its own appends took it; when
+        // another process's line came between them, the next turn rebuilds (a shared store).
+        let end = core.events().known_end(id);
+        live.transcript_at = end.filter(|_| core.shares_transcripts());
         drop(live);
-        Ok(Finished { outcome, added: sink.added() })
+        Ok(Finished { outcome, added: sink.added(), transcript_end: end })
     }
 }
 

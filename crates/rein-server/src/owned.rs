@@ -70,23 +70,12 @@ impl<'a> Owned<'a> {
     /// stored before namespaces) the bare id when the caller owns it. Anything else is not
     /// found, whoever owns it.
     fn resolve(&self, id: &str) -> Result<String> {
-        let not_found = || RuntimeError::SessionNotFound(id.to_owned());
-        if check_client_id("session id", id).is_err() {
-            return Err(not_found());
+        for stored in self.stored_ids(id)? {
+            if self.owns(&stored)? {
+                return Ok(stored);
+            }
         }
-        let scoped = self.owner.scope(id);
-        let owned = |stored: &str| match self.runtime.owner_of(stored) {
-            Ok(Some(found)) => Ok(found == self.owner.as_str()),
-            Ok(None) | Err(RuntimeError::SessionNotFound(_)) => Ok(false),
-            Err(other) => Err(other),
-        };
-        if owned(&scoped)? {
-            return Ok(scoped);
-        }
-        if scoped != id && owned(id)? {
-            return Ok(id.to_owned());
-        }
-        Err(not_found())
+        Err(RuntimeError::SessionNotFound(id.to_owned()))
     }
 
     /// Whether the stored session `session_id` is a public session of the caller (tasks and
@@ -106,18 +95,13 @@ impl<'a> Owned<'a> {
 
     /// A session view with its tasks and approvals filled in.
     async fn full_session(&self, view: rein_runtime::SessionView) -> Result<Session> {
-        let id = view.id.clone();
+        let tasks = self.runtime.tasks_of(&view).await?;
+        let approvals = self.runtime.approvals_of(&view).await?;
         let mut wire = wire::session(self.owner, view);
-        wire.tasks =
-            self.runtime.tasks(&id).await?.iter().map(|t| wire::task(self.owner, t)).collect();
+        wire.tasks = tasks.iter().map(|t| wire::task(self.owner, t)).collect();
         let agent = wire.agent_name.clone();
-        wire.approvals = self
-            .runtime
-            .approvals(&id)
-            .await?
-            .iter()
-            .map(|a| wire::approval(self.runtime, self.owner, &agent, a))
-            .collect();
+        wire.approvals =
+            approvals.iter().map(|a| wire::approval(self.runtime, self.owner, &agent, a)).collect();
         Ok(wire)
     }
 
@@ -244,23 +228,41 @@ impl<'a> Owned<'a> {
         Ok(DeletedSession { session_id: id.to_owned(), deleted_at: wire::now() })
     }
 
+    /// The ids the caller's session `id` may be stored under, in the order [`Owned::resolve`]
+    /// tries them: in the caller's namespace, then (a session stored before namespaces) the
+    /// bare id. For calls that check the owner with the same read that serves them.
+    fn stored_ids(&self, id: &str) -> Result<Vec<String>> {
+        if check_client_id("session id", id).is_err() {
+            return Err(RuntimeError::SessionNotFound(id.to_owned()));
+        }
+        let scoped = self.owner.scope(id);
+        Ok(if scoped == id { vec![scoped] } else { vec![scoped, id.to_owned()] })
+    }
+
     /// Runs one turn and answers when it ends.
     pub(crate) async fn send_message(&self, id: &str, message: SendMessage) -> Result<RunResponse> {
-        let id = &self.resolve(id)?;
         let view = message.view_context_id.as_deref().map(|view| self.owner.scope(view));
-        let report = self
-            .runtime
-            .send_message(id, &message.content, view.as_deref())
-            .await
-            .map_err(self.wire())?;
-        self.run_response(report).await
+        for stored in self.stored_ids(id)? {
+            let owner = self.owner.as_str();
+            let turn =
+                self.runtime.send_message_as(owner, &stored, &message.content, view.as_deref());
+            match turn.await {
+                Err(RuntimeError::SessionNotFound(_)) => continue,
+                ran => return self.run_response(ran.map_err(self.wire())?).await,
+            }
+        }
+        Err(RuntimeError::SessionNotFound(id.to_owned()))
     }
 
     /// Continues a turn paused at a checkpoint and answers when it ends.
     pub(crate) async fn continue_turn(&self, id: &str) -> Result<RunResponse> {
-        let id = &self.resolve(id)?;
-        let report = self.runtime.continue_turn(id).await.map_err(self.wire())?;
-        self.run_response(report).await
+        for stored in self.stored_ids(id)? {
+            match self.runtime.continue_turn_as(self.owner.as_str(), &stored).await {
+                Err(RuntimeError::SessionNotFound(_)) => continue,
+                ran => return self.run_response(ran.map_err(self.wire())?).await,
+            }
+        }
+        Err(RuntimeError::SessionNotFound(id.to_owned()))
     }
 
     /// Discards a turn paused at a checkpoint.

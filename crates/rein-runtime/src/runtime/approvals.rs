@@ -7,7 +7,7 @@ use serde_json::json;
 
 use crate::{
     error::{Result, RuntimeError, StoreResult as _},
-    types::Decision,
+    types::{Decision, SessionView},
 };
 
 impl super::Runtime {
@@ -15,6 +15,13 @@ impl super::Runtime {
     pub async fn approvals(&self, session_id: &str) -> Result<Vec<Approval>> {
         self.public_session(session_id)?;
         self.core().store().list_approvals(session_id).map_store_err()
+    }
+
+    /// The approvals of the session `view` shows, oldest first:
+    /// [`Runtime::approvals`](super::Runtime::approvals) without reading the session again (the
+    /// view was read as a public session).
+    pub async fn approvals_of(&self, view: &SessionView) -> Result<Vec<Approval>> {
+        self.core().store().list_approvals(&view.id).map_store_err()
     }
 
     /// One approval (of a public session).

@@ -55,7 +55,7 @@ impl super::Runtime {
             kind::SESSION_HEADER,
             json!({"agentName": session.agent_id, "model": model}),
         )?;
-        self.view(session).await
+        self.view(session, None).await
     }
 
     /// The public sessions, newest first; `owner` narrows to one principal's. Light: no
@@ -127,7 +127,7 @@ impl super::Runtime {
     /// One public session with its visible conversation and derived turn state.
     pub async fn session(&self, id: &str) -> Result<SessionView> {
         let session = self.public_session(id)?;
-        self.view(session).await
+        self.view(session, None).await
     }
 
     /// The owner of a session, task's session or approval's session (for hosts that check
@@ -137,10 +137,16 @@ impl super::Runtime {
     }
 
     /// A session as shown: its replayed conversation, its derived turn state, the checkpoint of
-    /// a paused turn. Reads create no in-memory state.
-    async fn view(&self, session: Session) -> Result<SessionView> {
+    /// a paused turn. Reads create no in-memory state. `known_end`: the transcript's last id
+    /// when the caller knows it (it just wrote there), else the store is asked.
+    pub(super) async fn view(
+        &self,
+        session: Session,
+        known_end: Option<u64>,
+    ) -> Result<SessionView> {
         let core = self.core();
-        let replayed = self.shared.replays.get(core.transcripts().as_ref(), &session.id)?;
+        let replayed =
+            self.shared.replays.get(core.transcripts().as_ref(), &session.id, known_end)?;
         let in_flight = session.turn_live(core.now());
         let unfinished =
             if in_flight { None } else { replayed.unfinished.or(session.turn_unfinished) };
@@ -157,7 +163,7 @@ impl super::Runtime {
         Ok(SessionView {
             settings: core.settings(&session),
             tools: Offer::new(core, &definition, is_child).specs(),
-            messages: replayed.messages.clone(),
+            messages: replayed.messages(),
             metadata: SessionMeta::view_metadata(&session.metadata, in_flight, unfinished),
             id: session.id,
             owner: session.owner,

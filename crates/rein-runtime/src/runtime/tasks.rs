@@ -9,6 +9,7 @@ use crate::{
     error::{Result, RuntimeError, StoreResult as _},
     policy,
     tasks::Dispatcher,
+    types::SessionView,
 };
 
 impl super::Runtime {
@@ -16,6 +17,12 @@ impl super::Runtime {
     pub async fn tasks(&self, session_id: &str) -> Result<Vec<Task>> {
         self.public_session(session_id)?;
         self.core().store().list_tasks(session_id).map_store_err()
+    }
+
+    /// The tasks of the session `view` shows, oldest first: [`Runtime::tasks`](super::Runtime::tasks)
+    /// without reading the session again (the view was read as a public session).
+    pub async fn tasks_of(&self, view: &SessionView) -> Result<Vec<Task>> {
+        self.core().store().list_tasks(&view.id).map_store_err()
     }
 
     /// One task (of a public session).

@@ -11,6 +11,10 @@ use crate::{
     types::{InterruptReport, SessionView, TurnReport},
 };
 
+/// What continuing a paused turn asks for.
+const CONTINUE: TurnRequest<'static> =
+    TurnRequest { text: "Continue", view_context_id: None, mode: TurnMode::Continue };
+
 impl super::Runtime {
     /// How many sessions hold their conversation in memory (at most about
     /// `limits.live_sessions`, plus those paused at a checkpoint or in use).
@@ -29,7 +33,7 @@ impl super::Runtime {
         }
         self.shared
             .replays
-            .get(self.core().transcripts().as_ref(), id)
+            .get(self.core().transcripts().as_ref(), id, None)
             .is_ok_and(|replayed| replayed.checkpoint.is_some())
     }
 
@@ -41,17 +45,45 @@ impl super::Runtime {
         text: &str,
         view_context_id: Option<&str>,
     ) -> Result<TurnReport> {
+        self.message_turn(None, id, text, view_context_id).await
+    }
+
+    /// [`Runtime::send_message`](super::Runtime::send_message) in a session of `owner`'s: any
+    /// other session is [`RuntimeError::SessionNotFound`], told by the same read of the session
+    /// the turn starts with (for hosts that check ownership).
+    pub async fn send_message_as(
+        &self,
+        owner: &str,
+        id: &str,
+        text: &str,
+        view_context_id: Option<&str>,
+    ) -> Result<TurnReport> {
+        self.message_turn(Some(owner), id, text, view_context_id).await
+    }
+
+    async fn message_turn(
+        &self,
+        owner: Option<&str>,
+        id: &str,
+        text: &str,
+        view_context_id: Option<&str>,
+    ) -> Result<TurnReport> {
         if text.trim().is_empty() {
             return Err(RuntimeError::Invalid("the message is empty".to_owned()));
         }
-        self.run_turn(id, TurnRequest { text, view_context_id, mode: TurnMode::Message }).await
+        let request = TurnRequest { text, view_context_id, mode: TurnMode::Message };
+        self.run_turn(owner, id, request).await
     }
 
     /// Continues a turn paused at a checkpoint.
     pub async fn continue_turn(&self, id: &str) -> Result<TurnReport> {
-        let request =
-            TurnRequest { text: "Continue", view_context_id: None, mode: TurnMode::Continue };
-        self.run_turn(id, request).await
+        self.run_turn(None, id, CONTINUE).await
+    }
+
+    /// [`Runtime::continue_turn`](super::Runtime::continue_turn) in a session of `owner`'s (as
+    /// [`Runtime::send_message_as`](super::Runtime::send_message_as)).
+    pub async fn continue_turn_as(&self, owner: &str, id: &str) -> Result<TurnReport> {
+        self.run_turn(Some(owner), id, CONTINUE).await
     }
 
     /// Discards a turn paused at a checkpoint: its tool traffic leaves the conversation.
@@ -107,10 +139,19 @@ impl super::Runtime {
         })
     }
 
-    /// One turn: prepared, run, and answered with the session as it ended.
-    async fn run_turn(&self, id: &str, request: TurnRequest<'_>) -> Result<TurnReport> {
+    /// One turn: prepared, run, and answered with the session as it ended. With `owner`, only
+    /// in a session of theirs.
+    async fn run_turn(
+        &self,
+        owner: Option<&str>,
+        id: &str,
+        request: TurnRequest<'_>,
+    ) -> Result<TurnReport> {
         let shared = &self.shared;
         let session = self.public_session(id)?;
+        if owner.is_some_and(|owner| session.owner.as_deref() != Some(owner)) {
+            return Err(RuntimeError::SessionNotFound(id.to_owned()));
+        }
         // Held until the eviction below has run, so this session is never the one dropped.
         let live = shared.live.get(id);
         let prepared =
@@ -118,7 +159,8 @@ impl super::Runtime {
         let finished = prepared.run().await?;
         self.evict_idle_sessions();
         drop(live);
-        let session = self.session(id).await?;
+        let session = self.public_session(id)?;
+        let session = self.view(session, finished.transcript_end).await?;
         Ok(TurnReport {
             session_id: id.to_owned(),
             agent_name: session.agent_name.clone(),

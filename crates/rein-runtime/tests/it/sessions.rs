@@ -260,3 +260,31 @@ async fn an_agent_with_a_model_starts_its_sessions_on_it() {
     let error = crate::support::try_harness_with(broken).unwrap_err();
     assert!(matches!(error, RuntimeError::ModelNotFound(ref name) if name == "gpt-9"), "{error:?}");
 }
+
+#[tokio::test]
+async fn processes_sharing_the_stores_take_turns_in_one_conversation() {
+    let steps = ["one", "two", "three", "four"].map(|text| Step::from(reply::text(text)));
+    let h = harness(steps.into());
+    if !h.transcripts.shared() {
+        // A JSONL transcript has one writing process.
+        return;
+    }
+    h.rt.create_session(CreateSession::agent("assistant").id("s")).await.unwrap();
+    let other = h.reopen();
+    assert_eq!(h.rt.send_message("s", "first", None).await.unwrap().final_message, "one");
+    assert_eq!(other.send_message("s", "second", None).await.unwrap().final_message, "two");
+    // The first process holds the session from its turn: it reads the other's turn first.
+    let third = h.rt.send_message("s", "third", None).await.unwrap();
+    assert_eq!(third.final_message, "three");
+    let texts = |messages: &[Message]| messages.iter().map(Message::text).collect::<Vec<_>>();
+    let asked = h.model.requests().pop().unwrap();
+    let asked = texts(&asked.messages);
+    assert!(asked.ends_with(&["first", "one", "second", "two", "third"].map(String::from)));
+    assert_eq!(texts(&third.session.messages).len(), 6, "the answer shows the whole conversation");
+    // And back: the other process holds what it had after its own turn, and reads the third.
+    let fourth = other.send_message("s", "fourth", None).await.unwrap();
+    assert_eq!(fourth.final_message, "four");
+    let asked = texts(&h.model.requests().pop().unwrap().messages);
+    assert!(asked.ends_with(&["second", "two", "third", "three", "fourth"].map(String::from)));
+    assert_eq!(texts(&other.session("s").await.unwrap().messages).len(), 8);
+}
