@@ -22,11 +22,9 @@ const ATTEMPTS: u32 = 5;
 pub(crate) struct Bridge {
     pub(crate) runtime: Mutex<Option<tokio::runtime::Runtime>>,
     pub(crate) handle: tokio::runtime::Handle,
+    /// The pooled connections; their sessions run with `synchronous_commit` off unless the
+    /// durability is `Durability::Fsync` (a commit does not wait for the disk; `sync` does).
     pub(crate) pool: Pool,
-    /// The connections transcript appends commit on: [`Bridge::pool`] itself with
-    /// `Durability::Fsync`, else a pool whose sessions run with `synchronous_commit` off (an
-    /// append's commit does not wait for the disk; `sync` does, on [`Bridge::pool`]).
-    pub(crate) append_pool: Pool,
     pub(crate) pg: tokio_postgres::Config,
     pub(crate) clock: Arc<dyn Clock>,
     /// `host:port`, for messages.
@@ -77,7 +75,15 @@ impl Bridge {
         self.handle.spawn(async move {
             let _ = send.send(future.await);
         });
-        futures::executor::block_on(receive).unwrap_or_else(|_| {
+        let answer = || futures::executor::block_on(receive);
+        // A worker of a multi-thread runtime hands its other tasks to another thread while it
+        // waits: a round trip to the server takes long enough that blocking the worker would
+        // stall every connection it serves (the server runs on two workers on two cores).
+        let on_worker = tokio::runtime::Handle::try_current().is_ok_and(|caller| {
+            caller.runtime_flavor() == tokio::runtime::RuntimeFlavor::MultiThread
+        });
+        let answered = if on_worker { tokio::task::block_in_place(answer) } else { answer() };
+        answered.unwrap_or_else(|_| {
             Err(Fail::Store(StoreError::Database {
                 detail: "the database handle is shutting down".into(),
             }))

@@ -20,12 +20,12 @@ pub struct PgConfig {
     /// Where "now" comes from: every lease, expiry and `createdAt` is read from it (never from
     /// the server's clock, so replicas and tests agree). Default the system clock.
     pub clock: Arc<dyn Clock>,
-    /// When a transcript append is on the server's disk. [`Durability::Fsync`] (the default):
-    /// each append's commit waits for it (PostgreSQL's `synchronous_commit`);
-    /// [`Durability::OnSync`]: appends commit without waiting (they are visible to every replica
-    /// at once, and survive the death of any replica; a crash of the database server can lose
-    /// the last fraction of a second of them), and [`TranscriptStore::sync`] waits until every
-    /// append so far is on the disk (`rein serve` calls it before it answers a turn);
+    /// When a write is on the server's disk. [`Durability::Fsync`] (the default): each
+    /// commit waits for it (PostgreSQL's `synchronous_commit`); [`Durability::OnSync`]: appends
+    /// and session writes commit without waiting (they are visible to every replica at once,
+    /// and survive the death of any replica; a crash of the database server can lose the last
+    /// fraction of a second of them), and [`TranscriptStore::sync`] waits until every commit so
+    /// far is on the disk (`rein serve` calls it before it answers a turn);
     /// [`Durability::OsBuffered`]: never waits.
     ///
     /// [`TranscriptStore::sync`]: rein_store::TranscriptStore::sync

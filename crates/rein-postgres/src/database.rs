@@ -2,7 +2,9 @@
 //! from the ports' synchronous methods to async queries.
 //!
 //! Protocol of a store call: the method copies its arguments, spawns the query on the private
-//! runtime's handle, and waits for the answer on a oneshot with `futures::executor::block_on`.
+//! runtime's handle, and waits for the answer on a oneshot with `futures::executor::block_on`
+//! (inside `tokio::task::block_in_place` on a multi-thread runtime's worker, so that the
+//! worker's other tasks move to another thread meanwhile).
 //! It never calls `Runtime::block_on`/`Handle::block_on`, which panic on a thread inside a
 //! runtime: the caller may be a Tokio worker (current-thread or multi-thread) or a plain
 //! thread. The private runtime is shut down with `shutdown_background` when the last handle
@@ -63,22 +65,21 @@ impl PgDatabase {
                 detail: format!("could not start the database runtime: {e}"),
             })?;
         let handle = runtime.handle().clone();
-        let pool = build_pool(checked.pg.clone(), config)?;
-        let append_pool = if config.durability == Durability::Fsync {
-            pool.clone()
-        } else {
-            let mut pg = checked.pg.clone();
-            let options = format!("{} -c synchronous_commit=off", pg.get_options().unwrap_or(""));
-            pg.options(options.trim_start());
-            build_pool(pg, config)?
-        };
+        // Unless every commit is to wait for the disk, the pool's sessions commit without
+        // waiting, and `sync` waits once for all of them (see `PgConfig::durability`).
+        let mut pooled = checked.pg.clone();
+        if config.durability != Durability::Fsync {
+            let options =
+                format!("{} -c synchronous_commit=off", pooled.get_options().unwrap_or(""));
+            pooled.options(options.trim_start());
+        }
+        let pool = build_pool(pooled, config)?;
         let id = rein_store::new_id("pgdb");
         let listener = Listener::new(&checked.schema, &id);
         let bridge = Bridge {
             runtime: Mutex::new(Some(runtime)),
             handle,
             pool,
-            append_pool,
             pg: checked.pg,
             clock: config.clock.clone(),
             target: checked.target,

@@ -7,8 +7,8 @@
 //! `pg_notify` (delivered on commit, see `notify.rs`), and commits once. A deletion removes the
 //! counter row (so the next append starts at 1) and moves the events into
 //! `deleted_transcript_events` in the same transaction: nothing is unlinked. With
-//! `Durability::OnSync` an append commits (on the append pool) without waiting for the disk
-//! and `sync` waits for everything committed so far.
+//! `Durability::OnSync` an append commits without waiting for the disk (as every write of the
+//! pool does) and `sync` waits for everything committed so far.
 
 use std::sync::Arc;
 
@@ -137,13 +137,13 @@ impl TranscriptStore for PgTranscriptStore {
             texts.push(text);
         }
         let count = i64::try_from(events.len()).unwrap_or(i64::MAX);
-        let pool = self.inner.append_pool.clone();
+        let pool = self.inner.pool.clone();
         let channel = self.inner.listener.channel().to_owned();
         let (session, db) = (session_id.to_owned(), self.inner.id.clone());
         let first = self.inner.run(async move {
             retry(|| async {
-                // One statement, so one round trip and one commit: on the append pool, which
-                // waits for the disk only with `Durability::Fsync` (see `PgConfig::durability`).
+                // One statement, so one round trip and one commit, which waits for the disk
+                // only with `Durability::Fsync` (see `PgConfig::durability`).
                 let client = pool.get().await?;
                 let append = client.prepare_cached(APPEND_SQL).await?;
                 let params: [&(dyn tokio_postgres::types::ToSql + Sync); 8] =
@@ -291,11 +291,15 @@ impl TranscriptStore for PgTranscriptStore {
         let _ = session_id;
         let pool = self.inner.pool.clone();
         self.inner.run(async move {
-            // A transaction with an id commits with `synchronous_commit` on: its commit waits
-            // until the server's log is on the disk up to it, which holds every append that
-            // committed before (on any connection).
+            // A transaction with an id that commits with `synchronous_commit` on waits until
+            // the server's log is on the disk up to its commit, which holds every commit made
+            // before it (on any connection). One round trip: a simple query of four statements.
             let client = pool.get().await?;
-            client.batch_execute("SELECT txid_current()").await?;
+            client
+                .batch_execute(
+                    "BEGIN; SET LOCAL synchronous_commit TO on; SELECT txid_current(); COMMIT",
+                )
+                .await?;
             Ok(())
         })
     }
