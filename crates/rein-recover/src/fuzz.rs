@@ -72,7 +72,14 @@ pub fn repair_bytes(data: &[u8]) {
 /// The work [`recover`] does on `content` (bytes examined, memoized re-scans included), for the
 /// linearity guard: it must grow linearly with the input on every input.
 pub fn work_units(content: &str, known_tools: &[&str]) -> u64 {
-    crate::recover_counting(&RawReply { content, ..RawReply::default() }, known_tools, None).1.work
+    crate::recover_counting(
+        &RawReply { content, ..RawReply::default() },
+        known_tools,
+        None,
+        crate::Purpose::Final,
+    )
+    .1
+    .work
 }
 
 /// The adversarial input shapes of glen's performance anchor and more, by name (see [`adversarial`]).

@@ -81,7 +81,7 @@ pub struct Recovered {
 /// Recovers reasoning and tool calls from a reply. `known_tools` are the names of the tools
 /// offered to the model. Never fails, never panics, linear time in the size of the reply.
 pub fn recover(reply: &RawReply<'_>, known_tools: &[&str]) -> Recovered {
-    recover_counting(reply, known_tools, None).0
+    recover_counting(reply, known_tools, None, Purpose::Final).0
 }
 
 /// [`recover`], with the offered tools' parameter schemas: string values of calls read from
@@ -92,7 +92,19 @@ pub fn recover_typed(
     known_tools: &[&str],
     schemas: &ToolSchemas,
 ) -> Recovered {
-    recover_counting(reply, known_tools, Some(schemas)).0
+    recover_counting(reply, known_tools, Some(schemas), Purpose::Final).0
+}
+
+/// What a recovery is for. The stream recoverer's recoveries of the text not yet decided
+/// ([`Purpose::Streaming`]) need neither the calls' ids (it numbers the calls it releases,
+/// after the settled ones) nor [`Recovered::attempted_unparsed`] (its end state comes from a
+/// final recovery): they leave the ids empty and the flag unset. The check was a third of the
+/// cost of recovering a line of prose, and every call was numbered twice, once here and once
+/// by the stream recoverer, each an allocation.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Purpose {
+    Final,
+    Streaming,
 }
 
 /// Where recovery cut the content, and the work it did: what the stream recoverer needs to
@@ -114,6 +126,7 @@ pub(crate) fn recover_counting(
     reply: &RawReply<'_>,
     known_tools: &[&str],
     schemas: Option<&ToolSchemas>,
+    purpose: Purpose,
 ) -> (Recovered, Trace) {
     let tools = call::Tools::new(known_tools);
     let mut diagnostics = Vec::new();
@@ -156,7 +169,9 @@ pub(crate) fn recover_counting(
         calls = scan.calls;
         let mut typed = 0;
         for call in &mut calls {
-            call.id = fresh.next_id();
+            if purpose == Purpose::Final {
+                call.id = fresh.next_id();
+            }
             if let Some(schemas) = schemas {
                 typed += schemas.type_arguments(&call.name, &mut call.arguments);
             }
@@ -177,7 +192,8 @@ pub(crate) fn recover_counting(
         ));
     }
 
-    let attempted_unparsed = calls.is_empty() && attempted::attempted(&content, tools);
+    let attempted_unparsed =
+        purpose == Purpose::Final && calls.is_empty() && attempted::attempted(&content, tools);
     let work = scan.work + 2 * (reply.content.len() as u64) + content.len() as u64;
     let cuts =
         if scan.spans.is_empty() { Vec::new() } else { embedded::cut_spans(&content, scan.spans) };

@@ -95,6 +95,11 @@ pub struct StreamRecoverer {
     held: Held,
     /// Where the last recovery cut, while it is from the settled point and nothing was held.
     trace: Option<crate::Trace>,
+    /// Where the text's last line starts (kept as deltas come: finding it again on every delta
+    /// was a search back over the line each time).
+    line_start: usize,
+    /// The start of a line known never to become a Python-style call (see [`python_line_at`]).
+    prose_line: Option<usize>,
 }
 
 /// The held construct, followed byte by byte between recoveries: a recovery can only release
@@ -202,8 +207,12 @@ impl ToolNames {
             more.extend(self.iter());
             return more;
         }
-        for (slot, name) in slots.iter_mut().zip(self.iter()) {
-            *slot = name;
+        // By the ends directly: the iterator's chain and zip cost most of laying them out,
+        // once per recovery.
+        let mut start = 0;
+        for (slot, &end) in slots.iter_mut().zip(&self.ends) {
+            *slot = &self.joined[start..end];
+            start = end;
         }
         &slots[..self.ends.len()]
     }
@@ -212,8 +221,21 @@ impl ToolNames {
 /// Bytes that may open or close markup: a delta without one is prose (with one, see
 /// [`may_start_markup`]).
 fn is_markup_byte(b: u8) -> bool {
-    matches!(b, b'<' | b'>' | b'[' | b']' | b'{' | b'}' | b'(' | b')' | b'`' | b'|')
+    MARKUP_BYTES[usize::from(b)]
 }
+
+/// [`is_markup_byte`] as a table: every byte of every delta is looked up, and the comparisons
+/// of a `matches!` cost a tenth of the time streaming spent outside recovery.
+const MARKUP_BYTES: [bool; 256] = {
+    let mut table = [false; 256];
+    let bytes = *b"<>[]{}()`|";
+    let mut k = 0;
+    while k < bytes.len() {
+        table[bytes[k] as usize] = true;
+        k += 1;
+    }
+    table
+};
 
 /// Whether the byte at `at` may begin the closing marker of a reasoning block or a call tag
 /// that ends it (see `reasoning::extract`): a `<` or `[` followed by what one of them may go on
@@ -334,6 +356,9 @@ impl StreamRecoverer {
     pub fn push(&mut self, delta: &str) -> Vec<StreamEvent> {
         let before = self.text.len();
         self.text.push_str(delta);
+        if let Some(newline) = memchr::memrchr(b'\n', delta.as_bytes()) {
+            self.line_start = before + newline + 1;
+        }
         self.check_repetition(before);
         let mut events = Vec::new();
         if self.diverged {
@@ -355,7 +380,7 @@ impl StreamRecoverer {
         if !self.holding
             && !reasoning_markup
             && opens.is_none_or(|at| self.hold_from(before, at))
-            && python_line(&self.text, &self.tools).is_none()
+            && self.python_line_now().is_none()
         {
             if self.holding {
                 // The prose before a construct that has only begun is released, the construct
@@ -405,6 +430,18 @@ impl StreamRecoverer {
         }
         self.holding = true;
         true
+    }
+
+    /// [`python_line`] of the whole text, a line found to be prose remembered.
+    fn python_line_now(&mut self) -> Option<usize> {
+        if self.prose_line == Some(self.line_start) {
+            return None;
+        }
+        let (found, never) = python_line_at(&self.text, self.line_start, &self.tools);
+        if never {
+            self.prose_line = Some(self.line_start);
+        }
+        found
     }
 
     /// Releases a delta of prose (or of reasoning, inside a block), its trailing whitespace
@@ -478,9 +515,6 @@ impl StreamRecoverer {
             // the call limit): recovered whole again, from the start.
             self.settled = Settled::default();
             (recovered, trace) = self.recover_from(0, tools);
-        }
-        for (index, call) in recovered.calls.iter_mut().enumerate() {
-            call.id = crate::numbered_id(self.settled.calls + index + 1);
         }
         let from = self.settled.at;
         let joint = self.joint(&trace).to_owned();
@@ -710,7 +744,7 @@ impl StreamRecoverer {
     /// `recover` on the text from `from`.
     fn recover_from(&self, from: usize, tools: &[&str]) -> (Recovered, crate::Trace) {
         let reply = RawReply { content: &self.text[from..], ..RawReply::default() };
-        crate::recover_counting(&reply, tools, Some(&self.schemas))
+        crate::recover_counting(&reply, tools, Some(&self.schemas), crate::Purpose::Streaming)
     }
 
     /// Moves the settled point to the start of the last line when that line is released prose
@@ -818,7 +852,12 @@ impl StreamRecoverer {
         }
         let known = self.calls_shown - self.settled.calls;
         let decided = recovered.calls.len().saturating_sub(usize::from(open_cut.is_some()));
-        for call in recovered.calls.iter_mut().take(decided).skip(known) {
+        for (index, call) in recovered.calls.iter_mut().enumerate().take(decided).skip(known) {
+            if call.id.is_empty() {
+                // A recovery of the text from the settled point leaves the ids to this: the
+                // calls are numbered after the settled ones (only those released, each once).
+                call.id = crate::numbered_id(self.settled.calls + index + 1);
+            }
             let key = &mut self.call_key;
             key.clear();
             key.extend_from_slice(call.name.as_bytes());
@@ -989,24 +1028,33 @@ fn python_line(text: &str, tools: &ToolNames) -> Option<usize> {
     if tools.is_empty() {
         return None;
     }
+    let line_start = memchr::memrchr(b'\n', text.as_bytes()).map_or(0, |n| n + 1);
+    python_line_at(text, line_start, tools).0
+}
+
+/// [`python_line`] for a text whose last line starts at `line_start`; also whether the line
+/// can no longer become a call however it goes on (its first word is followed by something
+/// other than `(`, or is no offered tool's name: what follows on the line changes neither).
+fn python_line_at(text: &str, line_start: usize, tools: &ToolNames) -> (Option<usize>, bool) {
+    if tools.is_empty() {
+        return (None, true);
+    }
     let bytes = text.as_bytes();
-    let line_start = memchr::memrchr(b'\n', bytes).map_or(0, |n| n + 1);
     let indent =
         bytes[line_start..].iter().take_while(|b| matches!(b, b' ' | b'\t' | b'`')).count();
     let rest = &text[line_start + indent..];
     let name = rest.bytes().take_while(|b| b.is_ascii_alphanumeric() || *b == b'_').count();
     if name == 0 {
-        return None;
+        return (None, !rest.is_empty());
     }
     let written = &rest[..name];
     let after = rest[name..].trim_start_matches(' ');
     // Most lines are prose: a word followed by anything but `(` settles it without the tools.
-    let held = if after.is_empty() {
-        tools.iter().any(|tool| tool.starts_with(written))
-    } else {
-        after.starts_with('(') && tools.iter().any(|tool| tool == written)
-    };
-    held.then_some(line_start)
+    if after.is_empty() {
+        return (tools.iter().any(|tool| tool.starts_with(written)).then_some(line_start), false);
+    }
+    let held = after.starts_with('(') && tools.iter().any(|tool| tool == written);
+    (held.then_some(line_start), !held)
 }
 
 /// Where the raw text of a construct that may still become markup starts in `visible` (which
