@@ -19,8 +19,8 @@ use rein_protocol::JsonObject;
 use rein_store::{
     Approval, ApprovalDecision, ApprovalMatch, ApprovalRule, ApprovalScope, ApprovalStatus,
     AuditEntry, NewApproval, NewAuditEntry, NewSession, NewTask, Result, Session, SessionFilter,
-    SessionPatch, SessionStore, StopRequest, StoreError, Task, TaskOutcome, TaskStatus, Timestamp,
-    TurnUnfinished, ViewContext, check_session_id, new_id,
+    SessionPatch, SessionStore, SessionWork, StopRequest, StoreError, Task, TaskOutcome,
+    TaskStatus, Timestamp, TurnUnfinished, ViewContext, check_session_id, new_id,
 };
 
 use crate::{
@@ -307,6 +307,30 @@ impl SessionStore for PgSessionStore {
     fn get_session(&self, id: &str) -> Result<Option<Session>> {
         let id = id.to_owned();
         self.read(move |c| async move { load_session(&c, &id, false).await })
+    }
+
+    fn session_with_work(&self, id: &str) -> Result<Option<SessionWork>> {
+        let id = id.to_owned();
+        self.read(move |c| async move {
+            // Three statements in flight at once on one connection: one round trip.
+            let tasks =
+                format!("SELECT {TASK_COLS} FROM tasks WHERE session_id = $1 ORDER BY created_at, seq");
+            let approvals = format!(
+                "SELECT {APPROVAL_COLS} FROM approvals WHERE session_id = $1 ORDER BY created_at, seq"
+            );
+            let params: [Param<'_>; 1] = [&id];
+            let (session, tasks, approvals) = futures::try_join!(
+                load_session(&c, &id, false),
+                query(&c, &tasks, &params),
+                query(&c, &approvals, &params),
+            )?;
+            let Some(session) = session else { return Ok(None) };
+            Ok(Some(SessionWork {
+                session,
+                tasks: all(&tasks, rows::task)?,
+                approvals: all(&approvals, rows::approval)?,
+            }))
+        })
     }
 
     fn list_sessions(&self, filter: &SessionFilter) -> Result<Vec<Session>> {

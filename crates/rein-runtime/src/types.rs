@@ -3,7 +3,7 @@
 use rein_protocol::{
     AgentEvent, JsonObject, Message, ModelInfo, ToolCall, ToolOutput, ToolSpec, TurnEnding, Usage,
 };
-use rein_store::{Timestamp, TurnUnfinished};
+use rein_store::{Approval, Task, Timestamp, TurnUnfinished};
 use serde::{Deserialize, Serialize};
 
 /// How to create a session.
@@ -193,6 +193,10 @@ pub struct TurnReport {
     pub usage: Usage,
     /// The session after the turn.
     pub session: SessionView,
+    /// The session's tasks after the turn, oldest first (read with it).
+    pub tasks: Vec<Task>,
+    /// The session's approvals after the turn, oldest first (read with it).
+    pub approvals: Vec<Approval>,
 }
 
 /// What an interrupt did.

@@ -97,17 +97,29 @@ impl<'a> Owned<'a> {
     async fn full_session(&self, view: rein_runtime::SessionView) -> Result<Session> {
         let tasks = self.runtime.tasks_of(&view).await?;
         let approvals = self.runtime.approvals_of(&view).await?;
+        Ok(self.session_with(view, &tasks, &approvals))
+    }
+
+    /// A session view with the tasks and approvals given.
+    fn session_with(
+        &self,
+        view: rein_runtime::SessionView,
+        tasks: &[rein_runtime::Task],
+        approvals: &[rein_runtime::Approval],
+    ) -> Session {
         let mut wire = wire::session(self.owner, view);
         wire.tasks = tasks.iter().map(|t| wire::task(self.owner, t)).collect();
         let agent = wire.agent_name.clone();
         wire.approvals =
             approvals.iter().map(|a| wire::approval(self.runtime, self.owner, &agent, a)).collect();
-        Ok(wire)
+        wire
     }
 
-    async fn run_response(&self, report: rein_runtime::TurnReport) -> Result<RunResponse> {
+    /// A turn's report in wire terms, its session with the tasks and approvals read with it.
+    fn run_response(&self, report: rein_runtime::TurnReport) -> RunResponse {
         let tool_results = wire::tool_results(&report);
-        Ok(RunResponse {
+        let session = self.session_with(report.session, &report.tasks, &report.approvals);
+        RunResponse {
             session_id: self.owner.unscope(&report.session_id).to_owned(),
             agent_name: report.agent_name,
             steps: report.steps,
@@ -116,8 +128,8 @@ impl<'a> Owned<'a> {
             messages_added: crate::wire::shown(report.messages_added),
             tool_results,
             usage: report.usage,
-            session: self.full_session(report.session).await?,
-        })
+            session,
+        }
     }
 
     /// Creates a session owned by the caller.
@@ -248,7 +260,7 @@ impl<'a> Owned<'a> {
                 self.runtime.send_message_as(owner, &stored, &message.content, view.as_deref());
             match turn.await {
                 Err(RuntimeError::SessionNotFound(_)) => continue,
-                ran => return self.run_response(ran.map_err(self.wire())?).await,
+                ran => return Ok(self.run_response(ran.map_err(self.wire())?)),
             }
         }
         Err(RuntimeError::SessionNotFound(id.to_owned()))
@@ -259,7 +271,7 @@ impl<'a> Owned<'a> {
         for stored in self.stored_ids(id)? {
             match self.runtime.continue_turn_as(self.owner.as_str(), &stored).await {
                 Err(RuntimeError::SessionNotFound(_)) => continue,
-                ran => return self.run_response(ran.map_err(self.wire())?).await,
+                ran => return Ok(self.run_response(ran.map_err(self.wire())?)),
             }
         }
         Err(RuntimeError::SessionNotFound(id.to_owned()))

@@ -76,8 +76,8 @@ pub use crate::{
     records::{
         Approval, ApprovalDecision, ApprovalMatch, ApprovalRule, ApprovalScope, ApprovalStatus,
         AuditEntry, DEFAULT_RESTART_LIMIT, NewApproval, NewAuditEntry, NewSession, NewTask,
-        Session, SessionCursor, SessionFilter, SessionPatch, StopRequest, Task, TaskOutcome,
-        TaskStatus, TurnUnfinished, ViewContext,
+        Session, SessionCursor, SessionFilter, SessionPatch, SessionWork, StopRequest, Task,
+        TaskOutcome, TaskStatus, TurnUnfinished, ViewContext,
     },
     session_id::{SESSION_ID_MAX_ENCODED_LEN, check_session_id},
     session_store::SessionStore,

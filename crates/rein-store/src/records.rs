@@ -41,6 +41,19 @@ impl TurnUnfinished {
     }
 }
 
+/// A session with its tasks and its approvals, each oldest first
+/// ([`SessionStore::session_with_work`](crate::SessionStore::session_with_work)).
+#[derive(Debug, Clone, PartialEq)]
+pub struct SessionWork {
+    /// The session.
+    pub session: Session,
+    /// Its tasks, as [`SessionStore::list_tasks`](crate::SessionStore::list_tasks) lists them.
+    pub tasks: Vec<Task>,
+    /// Its approvals, as
+    /// [`SessionStore::list_approvals`](crate::SessionStore::list_approvals) lists them.
+    pub approvals: Vec<Approval>,
+}
+
 /// One chat session.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]

@@ -8,8 +8,8 @@ use rein_protocol::JsonObject;
 
 use crate::{
     Approval, ApprovalDecision, ApprovalMatch, ApprovalRule, AuditEntry, NewApproval,
-    NewAuditEntry, NewSession, NewTask, Result, Session, SessionFilter, SessionPatch, StopRequest,
-    Task, TaskOutcome, TurnUnfinished, ViewContext,
+    NewAuditEntry, NewSession, NewTask, Result, Session, SessionFilter, SessionPatch, SessionWork,
+    StopRequest, Task, TaskOutcome, TurnUnfinished, ViewContext,
 };
 
 /// Sessions, background tasks, approvals, the audit log, view contexts, task checkpoints and
@@ -40,6 +40,20 @@ pub trait SessionStore: Send + Sync {
 
     /// Reads a session (hidden ones too; hiding them from the public is the caller's job).
     fn get_session(&self, id: &str) -> Result<Option<Session>>;
+
+    /// A session (hidden ones too) with its tasks and its approvals, as
+    /// [`SessionStore::get_session`], [`SessionStore::list_tasks`] and
+    /// [`SessionStore::list_approvals`] read them, in one call: a store that can read the three
+    /// at once does (PostgreSQL: in one round trip). Not one snapshot: each read sees what was
+    /// committed when it ran, as three calls would.
+    fn session_with_work(&self, id: &str) -> Result<Option<SessionWork>> {
+        let Some(session) = self.get_session(id)? else { return Ok(None) };
+        Ok(Some(SessionWork {
+            tasks: self.list_tasks(id)?,
+            approvals: self.list_approvals(id)?,
+            session,
+        }))
+    }
 
     /// Lists sessions, most recently updated first and, among equal `updated_at`, greatest id
     /// first: a total order, so paging with [`SessionFilter::before`] set to the

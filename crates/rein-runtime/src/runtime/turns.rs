@@ -5,7 +5,7 @@ use std::sync::Arc;
 use serde_json::json;
 
 use crate::{
-    error::{Result, RuntimeError},
+    error::{Result, RuntimeError, StoreResult as _},
     transcript::kind,
     turn::{self, TurnMode, TurnRequest},
     types::{InterruptReport, SessionView, TurnReport},
@@ -159,8 +159,12 @@ impl super::Runtime {
         let finished = prepared.run().await?;
         self.evict_idle_sessions();
         drop(live);
-        let session = self.public_session(id)?;
-        let session = self.view(session, finished.transcript_end).await?;
+        // The session as the turn left it, with its tasks and approvals: one read.
+        let work = match shared.core.store().session_with_work(id).map_store_err()? {
+            Some(work) if !work.session.hidden => work,
+            _ => return Err(RuntimeError::SessionNotFound(id.to_owned())),
+        };
+        let session = self.view(work.session, finished.transcript_end).await?;
         Ok(TurnReport {
             session_id: id.to_owned(),
             agent_name: session.agent_name.clone(),
@@ -171,6 +175,8 @@ impl super::Runtime {
             tool_results: finished.outcome.tool_results,
             usage: finished.outcome.usage,
             session,
+            tasks: work.tasks,
+            approvals: work.approvals,
         })
     }
 }

@@ -233,3 +233,24 @@ fn finished_tasks_are_delivered_once() {
     assert_eq!(owed[0].origin_call_id.as_deref(), Some("call_1"));
     assert_eq!(store.list_tasks("s").unwrap().len(), 2);
 }
+
+#[test]
+fn a_session_is_read_with_its_tasks_and_approvals_as_they_are_listed() {
+    let (_dir, store, _clock) = with_session();
+    store.create_session(NewSession { id: Some("other".into()), ..NewSession::new("a") }).unwrap();
+    store.create_task(NewTask::new("s", "research", json!({"q": 1}))).unwrap();
+    store.create_task(NewTask::new("s", "research", json!({"q": 2}))).unwrap();
+    store.create_task(NewTask::new("other", "elsewhere", json!({}))).unwrap();
+    let approval = rein_store::NewApproval::new("s", "send_mail", "fp-a", json!({"to": "x"}));
+    store.create_approval(approval).unwrap();
+
+    let work = store.session_with_work("s").unwrap().expect("the session");
+    assert_eq!(Some(&work.session), store.get_session("s").unwrap().as_ref());
+    assert_eq!(work.tasks, store.list_tasks("s").unwrap());
+    assert_eq!(work.tasks.len(), 2);
+    assert_eq!(work.approvals, store.list_approvals("s").unwrap());
+    assert_eq!(work.approvals.len(), 1);
+    let quiet = store.session_with_work("other").unwrap().expect("the other session");
+    assert_eq!((quiet.tasks.len(), quiet.approvals.len()), (1, 0));
+    assert_eq!(store.session_with_work("ghost").unwrap(), None);
+}
