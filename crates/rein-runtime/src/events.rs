@@ -51,7 +51,7 @@ use std::{
 
 use futures::{StreamExt as _, stream::BoxStream};
 use rein_protocol::AgentEvent;
-use rein_store::{Appended, PageLimit, StoreError, TranscriptEvent, TranscriptStore};
+use rein_store::{Appended, NewEvent, PageLimit, StoreError, TranscriptEvent, TranscriptStore};
 use serde_json::Value;
 use tokio::sync::broadcast;
 
@@ -123,10 +123,11 @@ struct ChannelState {
 }
 
 impl ChannelState {
-    /// Takes the outcome of an append into [`ChannelState::known_end`].
-    fn appended(&mut self, appended: Option<u64>) {
+    /// Takes the outcome of an append (the ids of its first and last lines) into
+    /// [`ChannelState::known_end`].
+    fn appended(&mut self, appended: Option<(u64, u64)>) {
         self.known_end = match (self.known_end, appended) {
-            (Some(end), Some(id)) if id == end + 1 => Some(id),
+            (Some(end), Some((first, last))) if first == end + 1 => Some(last),
             _ => None,
         };
     }
@@ -204,28 +205,48 @@ impl EventHub {
     /// Appends an agent event to the session's transcript, then sends it to live subscribers.
     /// Returns whether it was stored.
     pub(crate) fn publish(&self, session_id: &str, event: AgentEvent, internal: bool) -> bool {
-        let mut payload = match serde_json::to_value(&event) {
-            Ok(payload) => payload,
-            Err(error) => {
-                tracing::error!(%error, "an agent event did not serialize");
-                return false;
+        self.publish_all(session_id, vec![(event, internal)])
+    }
+
+    /// Appends agent events (each with its internal flag) to the session's transcript in one
+    /// append, then sends them to live subscribers in order. Returns whether they were stored.
+    pub(crate) fn publish_all(&self, session_id: &str, events: Vec<(AgentEvent, bool)>) -> bool {
+        let mut lines = Vec::with_capacity(events.len());
+        for (event, internal) in &events {
+            let mut payload = match serde_json::to_value(event) {
+                Ok(payload) => payload,
+                Err(error) => {
+                    tracing::error!(%error, "an agent event did not serialize");
+                    return false;
+                }
+            };
+            if *internal && let Some(object) = payload.as_object_mut() {
+                object.insert("internal".into(), Value::Bool(true));
             }
-        };
-        if internal && let Some(object) = payload.as_object_mut() {
-            object.insert("internal".into(), Value::Bool(true));
+            lines.push(NewEvent::new(transcript::event_kind(&payload), payload));
         }
-        let kind = transcript::event_kind(&payload);
+        if lines.is_empty() {
+            return true;
+        }
         let channel = self.channel(session_id);
         let mut state = lock(&channel.state);
-        let appended = self.append_now(|| self.transcripts.append(session_id, &kind, payload));
-        state.appended(appended.as_ref().ok().map(|line| line.event_id));
+        let appended = self.append_now(|| self.transcripts.append_batch(session_id, lines));
+        let ids = appended
+            .as_ref()
+            .ok()
+            .and_then(|stored| Some((stored.first()?.event_id, stored.last()?.event_id)));
+        state.appended(ids);
         match appended {
-            Ok(line) => {
+            Ok(stored) => {
                 // Lines another process appended since come first (ordering rule 6). No
-                // subscriber is fine: the event is in the transcript for later replay. Once
+                // subscriber is fine: the events are in the transcript for later replay. Once
                 // the last one has gone, the buffer goes too.
-                state.catch_up(self.transcripts.as_ref(), session_id, Some(line.event_id));
-                state.send(line.event_id, event);
+                if let Some((first, _)) = ids {
+                    state.catch_up(self.transcripts.as_ref(), session_id, Some(first));
+                }
+                for (line, (event, _)) in stored.iter().zip(events) {
+                    state.send(line.event_id, event);
+                }
                 true
             }
             Err(error) => {
@@ -240,7 +261,7 @@ impl EventHub {
         let channel = self.channel(session_id);
         let mut state = lock(&channel.state);
         let appended = self.append_now(|| self.transcripts.append(session_id, kind, payload));
-        state.appended(appended.as_ref().ok().map(|line| line.event_id));
+        state.appended(appended.as_ref().ok().map(|line| (line.event_id, line.event_id)));
         let line = appended.map_store_err()?;
         state.catch_up(self.transcripts.as_ref(), session_id, Some(line.event_id));
         state.last_sent = state.last_sent.max(line.event_id);

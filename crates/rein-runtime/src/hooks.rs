@@ -481,6 +481,13 @@ impl Hooks for CommandHooks {
 
 /// The hooks an agent of `pinned` runs with: its pinned text, its pinned files, then the
 /// runtime's command hooks.
+/// Whether a turn runs commands of `hooks` while it runs (at its start, on the prompt, after
+/// a tool): a turn may then wait on them between two of its events.
+pub(crate) fn runs_commands_in_turns(hooks: &HookSet) -> bool {
+    let events = [HookEvent::SessionStart, HookEvent::UserPromptSubmit, HookEvent::PostToolUse];
+    events.into_iter().any(|event| hooks.has(event))
+}
+
 pub(crate) fn agent_hooks(hooks: &HookSet, pinned: &PinnedContext) -> Vec<Arc<dyn Hooks>> {
     let mut all: Vec<Arc<dyn Hooks>> = Vec::new();
     if let Some(text) = pinned.text.as_ref().filter(|text| !text.trim().is_empty()) {
@@ -492,8 +499,7 @@ pub(crate) fn agent_hooks(hooks: &HookSet, pinned: &PinnedContext) -> Vec<Arc<dy
             name: format!("pinned_context_files[{index}]"),
         }));
     }
-    let events = [HookEvent::SessionStart, HookEvent::UserPromptSubmit, HookEvent::PostToolUse];
-    if events.into_iter().any(|event| hooks.has(event)) {
+    if runs_commands_in_turns(hooks) {
         all.push(Arc::new(CommandHooks {
             hooks: hooks.clone(),
             started: AtomicBool::new(false),

@@ -304,7 +304,9 @@ pub(crate) async fn consult(
         agent.set_tools(Arc::new(registry));
         let text = if attempt == 0 { question.to_owned() } else { MEMO_RETRY_PROMPT.to_owned() };
         let sink = TurnSink::new(Arc::clone(core), &child.id, history.clone(), Vec::new());
-        match agent.turn(text, &end_turn, &sink).await {
+        let turned = agent.turn(text, &end_turn, &sink).await;
+        sink.flush();
+        match turned {
             Ok(outcome) => {
                 steps += outcome.steps;
                 last_text = outcome.text;

@@ -1,9 +1,15 @@
-//! `TurnSink`, the event sink of one turn: every event to the transcript as it happens, then to
-//! live subscribers (through the hub); each message into the session's history with its
-//! internal flag; a delivered task note marked delivered once it is stored.
+//! `TurnSink`, the event sink of one turn: every event to the transcript, then to live
+//! subscribers (through the hub); each message into the session's history with its internal
+//! flag; a delivered task note marked delivered once it is stored.
 //!
-//! Its state lock is taken first and the history's under it; both are let go before the event
-//! is published.
+//! An event the loop always follows at once with another, with nothing to wait for between
+//! them (the turn's start, a user message, an answer without calls), is held and written with
+//! the next one, in one append: a chat turn writes its six events in three. Not while the
+//! turn runs hook commands (the loop may wait on them between two events), and whatever is
+//! held when the turn ends is written then ([`TurnSink::flush`], and on drop).
+//!
+//! Its state lock is taken first and the history's under it; both are let go before events
+//! are published.
 
 use std::{
     collections::VecDeque,
@@ -25,6 +31,9 @@ struct State {
     notes: VecDeque<String>,
     /// Visible messages added by the turn.
     added: Vec<Message>,
+    /// Events held for the next append: each with its internal flag and the task whose note
+    /// it carries.
+    held: Vec<(AgentEvent, bool, Option<String>)>,
 }
 
 /// Sends a turn's events to the transcript store and the session's live channel.
@@ -33,6 +42,8 @@ pub(crate) struct TurnSink {
     session_id: String,
     history: History,
     state: Mutex<State>,
+    /// Whether events may be held for the next append (no hook commands run in the turn).
+    holds: bool,
 }
 
 impl TurnSink {
@@ -44,11 +55,13 @@ impl TurnSink {
         history: History,
         notes: Vec<String>,
     ) -> Self {
+        let holds = !crate::hooks::runs_commands_in_turns(&core.config().hooks);
         TurnSink {
             core,
             session_id: session_id.to_owned(),
             history,
             state: Mutex::new(State { notes: notes.into(), ..State::default() }),
+            holds,
         }
     }
 
@@ -59,6 +72,58 @@ impl TurnSink {
     /// The visible messages the turn added.
     pub(crate) fn added(&self) -> Vec<Message> {
         self.state().added.clone()
+    }
+
+    /// Writes the events held for the next append (the turn ended).
+    pub(crate) fn flush(&self) {
+        let held = std::mem::take(&mut self.state().held);
+        self.publish(held);
+    }
+
+    /// Publishes `events` in one append, then marks the tasks whose notes they carry
+    /// delivered (only once stored: a crash before leaves them undelivered).
+    fn publish(&self, events: Vec<(AgentEvent, bool, Option<String>)>) {
+        if events.is_empty() {
+            return;
+        }
+        let mut delivered = Vec::new();
+        let events = events
+            .into_iter()
+            .map(|(event, internal, task)| {
+                delivered.extend(task);
+                (event, internal)
+            })
+            .collect();
+        if !self.core.events().publish_all(&self.session_id, events) {
+            return;
+        }
+        for task_id in delivered {
+            if let Err(error) = self.core.store().mark_task_delivered(&task_id) {
+                tracing::warn!(task = %task_id, %error, "could not mark a delivered task");
+            }
+        }
+    }
+}
+
+impl Drop for TurnSink {
+    fn drop(&mut self) {
+        self.flush();
+    }
+}
+
+/// Whether the loop always follows `event` at once with another one, with nothing to wait for
+/// between them: the turn's start, a user message (the user's, a task's note or a loop
+/// prompt; a model request follows), an answer without calls (the turn's end or a loop prompt
+/// follows).
+fn followed_at_once(event: &AgentEvent) -> bool {
+    match event {
+        AgentEvent::TurnStarted { .. } => true,
+        AgentEvent::Message { message } => match message {
+            Message::User { .. } => true,
+            Message::Assistant { tool_calls, .. } => tool_calls.is_empty(),
+            _ => false,
+        },
+        _ => false,
     }
 }
 
@@ -95,12 +160,12 @@ impl EventSink for TurnSink {
                 _ => {}
             }
         }
-        let stored = self.core.events().publish(&self.session_id, event, internal);
-        if let Some(task_id) = delivered_task {
-            // Only once the note is stored: a crash before leaves the task undelivered.
-            if stored && let Err(error) = self.core.store().mark_task_delivered(&task_id) {
-                tracing::warn!(task = %task_id, %error, "could not mark a delivered task");
-            }
-        }
+        let hold = self.holds && followed_at_once(&event);
+        let ready = {
+            let mut state = self.state();
+            state.held.push((event, internal, delivered_task));
+            if hold { Vec::new() } else { std::mem::take(&mut state.held) }
+        };
+        self.publish(ready);
     }
 }

@@ -383,6 +383,8 @@ impl Prepared {
         };
         let sink = TurnSink::new(Arc::clone(&core), id, history.clone(), notes);
         let result = agent.turn(input, &stop, &sink).await;
+        // Stored before the turn's end is (its lease, its sync).
+        sink.flush();
         let history_len = agent.history().len();
         let outcome = match result {
             Ok(outcome) => outcome,
