@@ -40,6 +40,9 @@ pub(crate) struct Scan {
     pub(crate) spans: Vec<Range<usize>>,
     pub(crate) diagnostics: Vec<Diagnostic>,
     pub(crate) work: u64,
+    /// The last call may still change as text is added after it: it was not closed by what
+    /// ends it in its dialect (see [`Ctx::open_call`]).
+    pub(crate) last_call_open: bool,
 }
 
 /// Closing tags that may follow a call; the first closer after a call may have any name.
@@ -82,6 +85,7 @@ pub(crate) fn scan(text: &str, tools: Tools<'_>) -> Scan {
         python_items: Vec::new(),
         calls: Vec::new(),
         found: Vec::new(),
+        open_call: None,
     };
     let python = ctx.python_pass();
     let mut python = python.into_iter().peekable();
@@ -101,8 +105,14 @@ pub(crate) fn scan(text: &str, tools: Tools<'_>) -> Scan {
         }
         if let Some((span, call)) = python.next_if(|(span, _)| span.start < next.unwrap_or(len)) {
             pos = span.end;
+            // A call alone on its line is one no longer when its line goes on.
+            let line_open =
+                ctx.bytes[span.end..].iter().all(|b| matches!(b, b' ' | b'\t' | b'`' | b';'));
             spans.push(span);
             ctx.calls.push(call);
+            if line_open {
+                ctx.mark_open();
+            }
             continue;
         }
         let Some(at) = next else { break };
@@ -176,7 +186,8 @@ pub(crate) fn scan(text: &str, tools: Tools<'_>) -> Scan {
         previous_end = span.end;
     }
     let work = ctx.work + ctx.json.work();
-    Scan { calls: ctx.calls, spans, diagnostics: ctx.diagnostics, work }
+    let last_call_open = ctx.open_call.is_some_and(|open| open + 1 == ctx.calls.len());
+    Scan { calls: ctx.calls, spans, diagnostics: ctx.diagnostics, work, last_call_open }
 }
 
 struct Ctx<'t, 'a> {
@@ -194,6 +205,13 @@ struct Ctx<'t, 'a> {
     calls: Vec<ToolCall>,
     /// Searches for closers already made (see [`Ctx::find_from`]).
     found: Vec<Found>,
+    /// The call (an index in `calls`) whose text ended only because the text did, or at
+    /// something that more text may turn into more of it: XML markup without its
+    /// `</function>`, GLM pairs, a name alone, a value cut short, a Python-style call whose
+    /// line runs to the end. Its wrapper's closer closes it; a call after it leaves it as it
+    /// is (a parser never reaches back over a call it read). What streams releases a call only
+    /// once it is closed, so nothing later changes it.
+    open_call: Option<usize>,
 }
 
 /// The outcome of a search for `needle` from `from`: where it was found, or `None` (not after
@@ -471,6 +489,18 @@ impl<'t> Ctx<'t, '_> {
         let (after, name) = parsed.ok()?;
         self.work += (rest.len() - after.len()) as u64;
         Some((self.consumed(after), name))
+    }
+
+    /// Marks the last call read as open (see [`Ctx::open_call`]).
+    fn mark_open(&mut self) {
+        self.open_call = self.calls.len().checked_sub(1);
+    }
+
+    /// A closer ended the calls from `first_call` on: none of them is open.
+    fn close_from(&mut self, first_call: usize) {
+        if self.open_call.is_some_and(|open| open >= first_call) {
+            self.open_call = None;
+        }
     }
 
     /// Pushes `call` and returns `end`, for parsers that read one call ending at `end`.

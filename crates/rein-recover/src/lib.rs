@@ -119,6 +119,9 @@ pub(crate) struct Trace {
     /// content as given when `reasoning_end` is `None`).
     pub(crate) first_cut: Option<std::ops::Range<usize>>,
     pub(crate) last_cut: Option<std::ops::Range<usize>>,
+    /// The last call read from the text may still change as text is added after it (its
+    /// dialect's closer not read yet: see `embedded::Ctx::open_call`).
+    pub(crate) last_call_open: bool,
 }
 
 /// [`recover`], also returning where it cut and the work it did (see [`Trace`]).
@@ -202,6 +205,7 @@ pub(crate) fn recover_counting(
         reasoning_end,
         first_cut: cuts.first().cloned(),
         last_cut: cuts.last().cloned(),
+        last_call_open: scan.last_call_open,
     };
     let visible_text =
         if cuts.is_empty() { content.into_owned() } else { text::remove_spans(&content, &cuts) };

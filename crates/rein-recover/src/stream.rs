@@ -24,13 +24,21 @@
 //!    every construct is closed and cut. Its calls are numbered after the settled ones and its
 //!    visible text joined to what was shown as the whole text's recovery would join them; when
 //!    it reads the text differently alone (an orphan `</think>`), the text is recovered whole.
-//!    A call whose text runs to the end and may still grow is not released yet.
+//!
+//! A call is released only once it is settled: what ends it in its dialect has been read (its
+//! closing tag, wrapper closer or end token, the end of its JSON value, the `)` and line end
+//! of a Python-style call), or another call follows it (no parser reaches back over a call it
+//! read); see `embedded::Ctx::open_call`. One not settled is held, and the settled point does
+//! not move past it; so are all calls after a reasoning block still open (a `</think>` later
+//! makes them reasoning). So the calls released while streaming are the first calls of the
+//! final recovery, ids, names and arguments alike.
 //!
 //! [`StreamRecoverer::finish`] returns the rest of the deltas and `recover` on the whole text,
 //! so the end state always equals `recover`. Text released while streaming is a prefix of the
-//! final visible text, except when later text reclassifies earlier text (a `</think>` with no
-//! opener makes everything before it reasoning): then [`StreamEnd::replaced`] says the shown
-//! text must be replaced by the final one.
+//! final visible text, and calls released are its first calls, except when later text
+//! reclassifies earlier text (a `</think>` with no opener makes everything before it
+//! reasoning, a bare JSON call included): then [`StreamEnd::replaced`] says what was released
+//! must be replaced by the final recovery.
 
 use std::collections::HashMap;
 
@@ -57,8 +65,9 @@ pub struct StreamEnd {
     pub events: Vec<StreamEvent>,
     /// `recover` on the whole content.
     pub recovered: Recovered,
-    /// The text released while streaming is not a prefix of the final visible text (later text
-    /// reclassified it): the final visible text replaces it.
+    /// What was released while streaming is not what the final recovery gives (later text
+    /// reclassified it): the text released is not a prefix of the final visible text, or the
+    /// calls released are not the first of the final calls. The final recovery replaces it.
     pub replaced: bool,
 }
 
@@ -78,6 +87,11 @@ pub struct StreamRecoverer {
     /// Scratch for a key of [`Self::seen_calls`]: building one per call (the name copied and
     /// grown, the arguments written to a string of their own) was three or four allocations.
     call_key: Vec<u8>,
+    /// The keys (as [`Self::call_key`]) of the calls released while streaming, one after
+    /// another, and where each ends: [`StreamEnd::replaced`] says whether the final calls begin
+    /// with them.
+    streamed_keys: Vec<u8>,
+    streamed_ends: Vec<usize>,
     repeated: bool,
     repeating: bool,
     /// Whether the last recovery ended inside a reasoning block, or held text back.
@@ -95,6 +109,10 @@ pub struct StreamRecoverer {
     held: Held,
     /// Where the last recovery cut, while it is from the settled point and nothing was held.
     trace: Option<crate::Trace>,
+    /// The last recovery read calls it did not release, not settled yet (the last call, its
+    /// dialect's closer still to come; calls after a reasoning block still open). The settled
+    /// point does not move past them until they are released.
+    unsettled_calls: bool,
     /// Where the text's last line starts (kept as deltas come: finding it again on every delta
     /// was a search back over the line each time).
     line_start: usize,
@@ -498,8 +516,29 @@ impl StreamRecoverer {
                 self.release(&mut whole, 0, "", Some(usize::MAX), true, &mut events);
             }
         }
-        let replaced = self.diverged || self.shown_text != recovered.visible_text;
+        let replaced = self.diverged
+            || self.shown_text != recovered.visible_text
+            || self.streamed_calls_differ(&recovered.calls);
         StreamEnd { events, recovered, replaced }
+    }
+
+    /// Whether the calls released while streaming are not the first of `calls` (the final
+    /// ones), by name and arguments in order (ids follow from the order). Calls are released
+    /// only once settled, but later text may still reclassify text before it: a `</think>`
+    /// with no opener makes a bare JSON call before it reasoning.
+    fn streamed_calls_differ(&mut self, calls: &[ToolCall]) -> bool {
+        if self.streamed_ends.len() > calls.len() {
+            return true;
+        }
+        let mut start = 0;
+        for (call, &end) in calls.iter().zip(&self.streamed_ends) {
+            write_call_key(&mut self.call_key, call);
+            if self.call_key[..] != self.streamed_keys[start..end] {
+                return true;
+            }
+            start = end;
+        }
+        false
     }
 
     /// Recovers the undecided text (from the settled point) and releases what is decided.
@@ -521,15 +560,14 @@ impl StreamRecoverer {
         // A cut that reaches the end of the text may still grow (a value closed for it, a
         // parameter running to the end): it is held, and its call not yet released.
         let suffix_end = self.text[from..].trim_end().len();
-        // A cut ending at a closer is a whole call (its span may still take more closers); one
-        // ending elsewhere, or whose value recovery closed, may change.
-        let may_grow = !matches!(
-            self.text[from..from + suffix_end].bytes().last(),
-            Some(b'}' | b']' | b'>' | b')')
-        ) || recovered
-            .diagnostics
-            .iter()
-            .any(|d| d.kind == crate::DiagnosticKind::ArgumentsClosed);
+        // A call its dialect has not closed may change (see `Trace::last_call_open`); so may
+        // one whose cut ends at something other than a closer (its span may still take more
+        // closers: they change nothing).
+        let may_grow = trace.last_call_open
+            || !matches!(
+                self.text[from..from + suffix_end].bytes().last(),
+                Some(b'}' | b']' | b'>' | b')')
+            );
         let open_cut = match (&trace.last_cut, trace.reasoning_end) {
             _ if !may_grow => None,
             (Some(cut), None) if cut.end >= suffix_end => Some(cut.start),
@@ -545,6 +583,18 @@ impl StreamRecoverer {
             }
             _ => None,
         };
+        // What is not settled is not released: the last call while it is open, and every
+        // call while a reasoning block runs to one (a `</think>` later makes them reasoning).
+        let think_open = !recovered.calls.is_empty()
+            && recovered.diagnostics.iter().any(|d| d.kind == crate::DiagnosticKind::UnclosedThink);
+        let unsettled = if think_open {
+            recovered.calls.len()
+        } else {
+            usize::from(open_cut.is_some() || trace.last_call_open)
+        };
+        let settled_calls = recovered.calls.len().saturating_sub(unsettled);
+        self.unsettled_calls = settled_calls < recovered.calls.len();
+        recovered.calls.truncate(settled_calls);
         self.release(&mut recovered, from, &joint, open_cut, true, events);
         self.trace = None;
         if self.holding {
@@ -595,7 +645,11 @@ impl StreamRecoverer {
     fn settle_at_held(&mut self, trace: &crate::Trace) {
         let (from, at) = (self.settled.at, self.held.at);
         let bytes = self.text.as_bytes();
-        if at <= from || trace.reasoning_end.is_some() || !self.pending_space.is_empty() {
+        if at <= from
+            || trace.reasoning_end.is_some()
+            || !self.pending_space.is_empty()
+            || self.unsettled_calls
+        {
             return;
         }
         // The whitespace before the construct, which must hold its line's start.
@@ -750,6 +804,9 @@ impl StreamRecoverer {
     /// Moves the settled point to the start of the last line when that line is released prose
     /// after every cut (see [`Settled`]); `trace` is the last recovery's, from the settled point.
     fn settle(&mut self, trace: &crate::Trace) -> bool {
+        if self.unsettled_calls {
+            return false;
+        }
         let suffix = &self.text[self.settled.at..];
         let body = suffix.trim_end();
         let Some(newline) = body.rfind('\n') else { return false };
@@ -781,8 +838,9 @@ impl StreamRecoverer {
     }
 
     /// Releases what `recovered` (recovery of the text from `from`, the settled point, or of
-    /// the whole text at the end) decides beyond what was shown. With `owned`, the calls
-    /// released are moved out of `recovered` rather than copied (the caller drops it after).
+    /// the whole text at the end) decides beyond what was shown, its calls all settled (the
+    /// caller drops those that are not). With `owned`, the calls released are moved out of
+    /// `recovered` rather than copied (the caller drops it after).
     fn release(
         &mut self,
         recovered: &mut Recovered,
@@ -851,7 +909,7 @@ impl StreamRecoverer {
             self.reasoning_held = false;
         }
         let known = self.calls_shown - self.settled.calls;
-        let decided = recovered.calls.len().saturating_sub(usize::from(open_cut.is_some()));
+        let decided = recovered.calls.len();
         for (index, call) in recovered.calls.iter_mut().enumerate().take(decided).skip(known) {
             if call.id.is_empty() {
                 // A recovery of the text from the settled point leaves the ids to this: the
@@ -859,13 +917,10 @@ impl StreamRecoverer {
                 call.id = crate::numbered_id(self.settled.calls + index + 1);
             }
             let key = &mut self.call_key;
-            key.clear();
-            key.extend_from_slice(call.name.as_bytes());
-            key.push(0);
-            // The arguments written out without a copy of them (a map serializes as it is).
-            let name_len = key.len();
-            if serde_json::to_writer(&mut *key, &call.arguments).is_err() {
-                key.truncate(name_len);
+            write_call_key(key, call);
+            if !end {
+                self.streamed_keys.extend_from_slice(key);
+                self.streamed_ends.push(self.streamed_keys.len());
             }
             let seen = match self.seen_calls.get_mut(key.as_slice()) {
                 Some(seen) => seen,
@@ -911,6 +966,18 @@ impl StreamRecoverer {
             }
             Against::Differs => self.diverged = true,
         }
+    }
+}
+
+/// Writes `call`'s name and arguments to `key` (cleared first), as one comparable string.
+fn write_call_key(key: &mut Vec<u8>, call: &ToolCall) {
+    key.clear();
+    key.extend_from_slice(call.name.as_bytes());
+    key.push(0);
+    // The arguments written out without a copy of them (a map serializes as it is).
+    let name_len = key.len();
+    if serde_json::to_writer(&mut *key, &call.arguments).is_err() {
+        key.truncate(name_len);
     }
 }
 
@@ -1375,6 +1442,74 @@ mod tests {
             assert_eq!(calls, 1, "size {size}");
             assert!(!end.replaced, "size {size}");
         }
+    }
+
+    /// Calls released while streaming, per delta.
+    fn calls_per_delta(pieces: &[&str], tools: &[&str]) -> (Vec<Vec<ToolCall>>, StreamEnd) {
+        let mut recoverer = StreamRecoverer::new(tools, ToolSchemas::new());
+        let calls = pieces
+            .iter()
+            .map(|piece| {
+                let events = recoverer.push(piece);
+                events
+                    .into_iter()
+                    .filter_map(|event| match event {
+                        StreamEvent::Call(call) => Some(call),
+                        _ => None,
+                    })
+                    .collect()
+            })
+            .collect();
+        (calls, recoverer.finish(None, &[]))
+    }
+
+    #[test]
+    fn a_call_is_released_once_what_ends_it_is_read() {
+        let pieces = [
+            "<function_calls>\n<invoke name=\"hide_layer\">",
+            "\n<parameter name=\"layer_id\">b</parameter>\n",
+            "</invoke>\n",
+            "</function_calls>",
+        ];
+        let (calls, end) = calls_per_delta(&pieces, &["hide_layer"]);
+        // Its parameters may still come, then more of them, until `</invoke>`.
+        assert!(calls[0].is_empty() && calls[1].is_empty(), "{calls:?}");
+        assert_eq!(calls[2].len(), 1);
+        assert_eq!(calls[2][0].arguments["layer_id"], "b");
+        assert_eq!(calls[2], end.recovered.calls);
+        assert!(!end.replaced);
+        // GLM's pairs have no closer of their own: the wrapper's closes them.
+        let pieces = [
+            "<tool_call>query\n<arg_key>sql</arg_key>\n<arg_value>x</arg_value>",
+            "\n<arg_key>limit</arg_key>\n<arg_value>5</arg_value>\n",
+            "</tool_call>",
+        ];
+        let (calls, end) = calls_per_delta(&pieces, &["query"]);
+        assert!(calls[0].is_empty() && calls[1].is_empty(), "{calls:?}");
+        assert_eq!(calls[2], end.recovered.calls);
+        assert_eq!(end.recovered.calls[0].arguments.len(), 2);
+    }
+
+    #[test]
+    fn calls_after_a_reasoning_block_still_open_wait_for_the_end() {
+        let pieces = [
+            "<think>maybe <tool_call>{\"name\":\"query\",\"arguments\":{}}</tool_call>",
+            "</think>No call needed.",
+        ];
+        let (calls, end) = calls_per_delta(&pieces, &["query"]);
+        assert!(calls.iter().all(Vec::is_empty), "{calls:?}");
+        assert!(end.recovered.calls.is_empty() && !end.replaced);
+    }
+
+    #[test]
+    fn a_released_call_later_text_reclassifies_is_replaced() {
+        // A `</think>` with no opener makes the bare call before it reasoning; the visible
+        // text is empty either way, but the call released is not the final recovery's.
+        let pieces = ["{\"name\": \"query\", \"arguments\": {\"a\": 1}}", "</think>"];
+        let (calls, end) = calls_per_delta(&pieces, &["query"]);
+        assert_eq!(calls[0].len(), 1);
+        assert!(end.recovered.calls.is_empty());
+        assert!(end.replaced);
     }
 
     #[test]

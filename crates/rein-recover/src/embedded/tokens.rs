@@ -234,7 +234,11 @@ impl<'t> Ctx<'t, '_> {
         if self.at(k).starts_with("```") {
             end = k + 3;
         }
-        Some(at..self.closers(end, wrapper.closers))
+        let closed_end = self.closers(end, wrapper.closers);
+        if closed_end > end {
+            self.close_from(first_call);
+        }
+        Some(at..closed_end)
     }
 
     /// After a call at `end`: its dialect's closers and stray end tokens, consumed.
@@ -321,6 +325,12 @@ impl<'t> Ctx<'t, '_> {
             if !read.iter().all(|call| self.tools.knows(&call.name)) {
                 return None;
             }
+            self.calls.append(&mut read);
+            // Alone on its line, while its line runs to the end.
+            if line_end == bytes.len() {
+                self.mark_open();
+            }
+            return Some(i);
         }
         self.calls.append(&mut read);
         Some(i)

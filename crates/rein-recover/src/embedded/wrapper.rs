@@ -85,6 +85,8 @@ impl<'t> Ctx<'t, '_> {
         }
         if closers == 0 {
             self.unclosed_wrappers += 1;
+        } else {
+            self.close_from(first_call);
         }
         if closers == 0 && self.unclosed_wrappers <= MAX_REPEATED_DIAGNOSTICS {
             self.diagnostics.push(Diagnostic::new(
@@ -118,7 +120,11 @@ impl<'t> Ctx<'t, '_> {
         match self.bytes.get(k) {
             Some(b'(') => self.python_call(i).map(|(call, end)| self.push(call, end)),
             Some(b'<') if starts_with_ignore_case(&self.bytes[k..], b"<arg_key>") => {
-                self.glm_call(name, k).map(|(call, end)| self.push(call, end))
+                // GLM's pairs have no closer of their own: another may follow.
+                let (call, end) = self.glm_call(name, k)?;
+                let end = self.push(call, end);
+                self.mark_open();
+                Some(end)
             }
             next => {
                 let ends_here =
@@ -127,8 +133,13 @@ impl<'t> Ctx<'t, '_> {
                     return None;
                 }
                 let name = tool_name(name, self.tools)?;
-                (ends_here && self.tools.knows(&name))
-                    .then(|| self.push(text_call(name, JsonObject::new()), name_end))
+                if !(ends_here && self.tools.knows(&name)) {
+                    return None;
+                }
+                // A name alone: its arguments may follow it.
+                let end = self.push(text_call(name, JsonObject::new()), name_end);
+                self.mark_open();
+                Some(end)
             }
         }
     }
@@ -184,6 +195,8 @@ impl<'t> Ctx<'t, '_> {
                         ),
                     ));
                     self.calls.append(&mut calls);
+                    // The value goes on with the text.
+                    self.mark_open();
                     return Some(fail.at);
                 }
                 // `{ "tool_name" }`: a lone quoted name.

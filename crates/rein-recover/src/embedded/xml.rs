@@ -63,7 +63,9 @@ impl<'t> Ctx<'t, '_> {
         let name = tool_name(name, self.tools)?;
         let mut i = self.skip_ws(body);
         let mut arguments = JsonObject::new();
-        if json_args || self.bytes.get(i) == Some(&b'{') {
+        // Arguments as JSON end with their object; items only with the call's closer.
+        let mut closed = json_args || self.bytes.get(i) == Some(&b'{');
+        if closed {
             match self.json.value_end(i) {
                 Ok(end) => {
                     let value = to_value(&self.text[i..end]).unwrap_or(Value::Null);
@@ -106,9 +108,14 @@ impl<'t> Ctx<'t, '_> {
             && (closer.eq_ignore_ascii_case("function") || closer.eq_ignore_ascii_case("invoke"))
         {
             end = tag_end;
+            closed = true;
         }
         scrub(&mut arguments, &name, &mut self.diagnostics);
-        Some(self.push(text_call(name, arguments), end))
+        let end = self.push(text_call(name, arguments), end);
+        if !closed {
+            self.mark_open();
+        }
+        Some(end)
     }
 
     /// `<KEY>value</KEY>` at `i` (a value without markup): the key, the value, and where the
