@@ -2,9 +2,7 @@
 //! from the ports' synchronous methods to async queries.
 //!
 //! Protocol of a store call: the method copies its arguments, spawns the query on the private
-//! runtime's handle, and waits for the answer on a oneshot with `futures::executor::block_on`
-//! (inside `tokio::task::block_in_place` on a multi-thread runtime's worker, so that the
-//! worker's other tasks move to another thread meanwhile).
+//! runtime's handle, and waits for the answer on a oneshot with `futures::executor::block_on`.
 //! It never calls `Runtime::block_on`/`Handle::block_on`, which panic on a thread inside a
 //! runtime: the caller may be a Tokio worker (current-thread or multi-thread) or a plain
 //! thread. The private runtime is shut down with `shutdown_background` when the last handle

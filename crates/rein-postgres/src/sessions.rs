@@ -39,6 +39,14 @@ pub struct PgSessionStore {
 
 type Param<'a> = &'a (dyn ToSql + Sync);
 
+/// A session's finished tasks not delivered yet, in the order they finished.
+static UNDELIVERED_TASKS_SQL: std::sync::LazyLock<String> = std::sync::LazyLock::new(|| {
+    format!(
+        "SELECT {TASK_COLS} FROM tasks WHERE session_id = $1 AND NOT delivered \
+         AND status IN ('completed', 'failed', 'cancelled') ORDER BY finished_at, seq"
+    )
+});
+
 async fn query<C: GenericClient>(c: &C, sql: &str, params: &[Param<'_>]) -> FResult<Vec<Row>> {
     let statement = c.prepare_cached(sql).await?;
     Ok(c.query(&statement, params).await?)
@@ -330,6 +338,20 @@ impl SessionStore for PgSessionStore {
                 tasks: all(&tasks, rows::task)?,
                 approvals: all(&approvals, rows::approval)?,
             }))
+        })
+    }
+
+    fn session_with_undelivered_tasks(&self, id: &str) -> Result<Option<(Session, Vec<Task>)>> {
+        let id = id.to_owned();
+        self.read(move |c| async move {
+            // Both statements in flight at once on one connection: one round trip.
+            let params: [Param<'_>; 1] = [&id];
+            let (session, tasks) = futures::try_join!(
+                load_session(&c, &id, false),
+                query(&c, UNDELIVERED_TASKS_SQL.as_str(), &params),
+            )?;
+            let Some(session) = session else { return Ok(None) };
+            Ok(Some((session, all(&tasks, rows::task)?)))
         })
     }
 
@@ -866,11 +888,7 @@ impl SessionStore for PgSessionStore {
     fn undelivered_tasks(&self, session_id: &str) -> Result<Vec<Task>> {
         let session_id = session_id.to_owned();
         self.read(move |c| async move {
-            let sql = format!(
-                "SELECT {TASK_COLS} FROM tasks WHERE session_id = $1 AND NOT delivered \
-                 AND status IN ('completed', 'failed', 'cancelled') ORDER BY finished_at, seq"
-            );
-            all(&query(&c, &sql, &[&session_id]).await?, rows::task)
+            all(&query(&c, UNDELIVERED_TASKS_SQL.as_str(), &[&session_id]).await?, rows::task)
         })
     }
 

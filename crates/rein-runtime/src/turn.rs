@@ -147,15 +147,23 @@ pub(crate) struct Finished {
     pub(crate) transcript_end: Option<u64>,
 }
 
+/// What a turn starts from, read before it begins: the session, and its finished tasks not
+/// delivered yet (a task that finishes after the read is delivered by the next turn).
+pub(crate) struct Started {
+    pub(crate) session: Session,
+    pub(crate) finished_tasks: Vec<Task>,
+}
+
 /// Locks and leases the session for a turn and gets its agent ready. `turns` receives the
 /// turn's stop token until it ends.
 pub(crate) fn prepare(
     core: &Arc<Core>,
     turns: &Arc<Cancels>,
     live: SessionLock,
-    mut session: Session,
+    started: Started,
     request: TurnRequest<'_>,
 ) -> Result<Prepared> {
+    let Started { mut session, finished_tasks } = started;
     let id = session.id.clone();
     let Ok(mut live) = live.try_lock_owned() else {
         return Err(RuntimeError::TurnInFlight(id));
@@ -240,7 +248,7 @@ pub(crate) fn prepare(
     config.reasoning = fresh.reasoning;
     config.system_prompt = fresh.system_prompt;
 
-    let (input, notes) = pending_notes(core, &id, &live, request.text)?;
+    let (input, notes) = pending_notes(core, finished_tasks, &live, request.text)?;
     Ok(Prepared { core: Arc::clone(core), live, lease, session, input, notes, stop })
 }
 
@@ -316,18 +324,18 @@ impl rein_agent::ApprovalMode for SessionApprovalMode {
     }
 }
 
-/// The turn's input: the finished background tasks of `session_id` first, as hidden notes,
-/// once each (a task whose note is already in the history is only marked delivered). Returns
-/// it with the ids of the tasks whose notes it carries.
+/// The turn's input: the finished background tasks (not delivered yet) first, as hidden
+/// notes, once each (a task whose note is already in the history is only marked delivered).
+/// Returns it with the ids of the tasks whose notes it carries.
 fn pending_notes(
     core: &Core,
-    session_id: &str,
+    finished_tasks: Vec<Task>,
     live: &LiveSession,
     text: &str,
 ) -> Result<(TurnInput, Vec<String>)> {
     let mut input = TurnInput::new(text);
     let mut notes = Vec::new();
-    for task in core.store().undelivered_tasks(session_id).map_store_err()? {
+    for task in finished_tasks {
         let marker = format!("[Background task {} ", task.id);
         if live.history.has_user_message_starting_with(&marker) {
             core.store().mark_task_delivered(&task.id).map_store_err()?;

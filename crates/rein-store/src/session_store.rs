@@ -55,6 +55,14 @@ pub trait SessionStore: Send + Sync {
         }))
     }
 
+    /// A session (hidden ones too) with its finished tasks not delivered yet, as
+    /// [`SessionStore::get_session`] and [`SessionStore::undelivered_tasks`] read them, in one
+    /// call (PostgreSQL: one round trip): what a turn starts with.
+    fn session_with_undelivered_tasks(&self, id: &str) -> Result<Option<(Session, Vec<Task>)>> {
+        let Some(session) = self.get_session(id)? else { return Ok(None) };
+        Ok(Some((session, self.undelivered_tasks(id)?)))
+    }
+
     /// Lists sessions, most recently updated first and, among equal `updated_at`, greatest id
     /// first: a total order, so paging with [`SessionFilter::before`] set to the
     /// [`Session::cursor`] of a page's last session returns exactly the sessions after it. While

@@ -148,14 +148,20 @@ impl super::Runtime {
         request: TurnRequest<'_>,
     ) -> Result<TurnReport> {
         let shared = &self.shared;
-        let session = self.public_session(id)?;
+        // The session with the finished tasks whose notes the turn starts with: one read.
+        let (session, finished_tasks) =
+            match shared.core.store().session_with_undelivered_tasks(id).map_store_err()? {
+                Some((session, tasks)) if !session.hidden => (session, tasks),
+                _ => return Err(RuntimeError::SessionNotFound(id.to_owned())),
+            };
         if owner.is_some_and(|owner| session.owner.as_deref() != Some(owner)) {
             return Err(RuntimeError::SessionNotFound(id.to_owned()));
         }
         // Held until the eviction below has run, so this session is never the one dropped.
         let live = shared.live.get(id);
+        let started = turn::Started { session, finished_tasks };
         let prepared =
-            turn::prepare(&shared.core, &shared.turns, Arc::clone(&live), session, request)?;
+            turn::prepare(&shared.core, &shared.turns, Arc::clone(&live), started, request)?;
         let finished = prepared.run().await?;
         self.evict_idle_sessions();
         drop(live);

@@ -226,6 +226,11 @@ fn finished_tasks_are_delivered_once() {
     let owed: Vec<String> =
         store.undelivered_tasks("s").unwrap().into_iter().map(|t| t.id).collect();
     assert_eq!(owed, [b.id.clone(), a.id.clone()], "oldest finished first");
+    // What a turn starts with: the session and the same tasks, in one call.
+    let (session, with) = store.session_with_undelivered_tasks("s").unwrap().unwrap();
+    assert_eq!(Some(session), store.get_session("s").unwrap());
+    assert_eq!(with, store.undelivered_tasks("s").unwrap());
+    assert_eq!(store.session_with_undelivered_tasks("ghost").unwrap(), None);
     assert!(store.mark_task_delivered(&b.id).unwrap());
     assert!(!store.mark_task_delivered(&b.id).unwrap(), "a second delivery is refused");
     let owed = store.undelivered_tasks("s").unwrap();
