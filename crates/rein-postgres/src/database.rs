@@ -139,6 +139,11 @@ fn build_pool(pg: tokio_postgres::Config, config: &PgConfig) -> Result<Pool> {
         Manager::from_config(pg, NoTls, ManagerConfig { recycling_method: RecyclingMethod::Fast });
     Pool::builder(manager)
         .max_size(config.pool_size)
+        // The connection returned last is handed out first: the few a replica uses at a time
+        // stay warm (their statements prepared, the server process's caches filled), and the
+        // rest of the pool is opened only under a burst. Round robin (the default) spread the
+        // first calls over every connection, each paying its first use.
+        .queue_mode(deadpool_postgres::QueueMode::Lifo)
         .runtime(deadpool_postgres::Runtime::Tokio1)
         .create_timeout(Some(config.connect_timeout))
         .wait_timeout(Some(config.connect_timeout))

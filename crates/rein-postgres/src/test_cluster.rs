@@ -25,6 +25,9 @@ use crate::PgConfig;
 /// The environment variable naming a server to use instead of starting one.
 pub const ENV_TEST_DATABASE_URL: &str = "REIN_TEST_DATABASE_URL";
 
+/// The pool size of [`TestCluster::fresh_config`].
+pub const TEST_POOL_SIZE: usize = 4;
+
 /// A PostgreSQL server for tests: started by [`TestCluster::start`], stopped on drop.
 #[derive(Debug)]
 pub struct TestCluster {
@@ -86,9 +89,15 @@ impl TestCluster {
         &self.url
     }
 
-    /// A config for a new, unique schema on this server, with `clock`.
+    /// A config for a new, unique schema on this server, with `clock`, and a pool of
+    /// [`TEST_POOL_SIZE`] connections (a test needs few; each is a server process).
     pub fn fresh_config(&self, clock: Arc<dyn Clock>) -> PgConfig {
-        PgConfig { schema: fresh_schema(), clock, ..PgConfig::new(self.url.clone()) }
+        PgConfig {
+            schema: fresh_schema(),
+            clock,
+            pool_size: TEST_POOL_SIZE,
+            ..PgConfig::new(self.url.clone())
+        }
     }
 
     /// The URL of a new, empty database on this server (`t_<random>`), for a test or a bench
