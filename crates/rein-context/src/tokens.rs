@@ -75,6 +75,12 @@ impl Tokenizer {
         }
     }
 
+    /// Builds the encoder now, so that the first count does not wait for it (about half a
+    /// second): for a host to call at start, on a thread of its own, before requests come.
+    pub fn prepare(self) {
+        let _ = self.encoder();
+    }
+
     /// The encoder, built on first use (about half a second each); `None` for the estimate,
     /// or if the bundled vocabulary failed to load (then the estimate is used).
     fn encoder(self) -> Option<&'static CoreBPE> {

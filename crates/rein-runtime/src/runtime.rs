@@ -3,6 +3,7 @@
 
 use std::{collections::HashSet, sync::Arc};
 
+use rein_context::Tokenizer;
 use rein_store::{Clock, Session, SessionStore, SystemClock, TranscriptStore};
 
 use crate::{
@@ -170,6 +171,7 @@ impl Runtime {
                 wait for their leases to run out");
         }
         recovery::recover_dead_turns(&core);
+        prepare_tokenizers(core.models().list());
         Ok(Runtime {
             shared: Arc::new(Shared {
                 tasks: Arc::new(Tasks::new(Arc::clone(&core))),
@@ -222,5 +224,18 @@ impl Runtime {
         tracing::debug!(count = evicted.len(), "dropped idle sessions from memory");
         shared.replays.forget(&evicted);
         shared.core.events().drop_idle(&evicted);
+    }
+}
+
+/// Builds the token counters of `models` on a thread of their own (about half a second each):
+/// the first turn of the process does not wait for them, nor do the turns that come while it
+/// would have (every one of them waited on the same build).
+fn prepare_tokenizers(models: Vec<rein_protocol::ModelInfo>) {
+    let tokenizers: HashSet<Tokenizer> = models.iter().map(Tokenizer::for_model).collect();
+    let spawned = std::thread::Builder::new()
+        .name("rein-tokenizers".into())
+        .spawn(move || tokenizers.into_iter().for_each(Tokenizer::prepare));
+    if let Err(error) = spawned {
+        tracing::warn!(%error, "could not build the token counters ahead of the first turn");
     }
 }
