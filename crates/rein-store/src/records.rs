@@ -283,6 +283,34 @@ pub struct Task {
     pub finished_at: Option<Timestamp>,
 }
 
+impl Task {
+    /// What a claim does with this task once its worker is lost (it is running and its lease
+    /// ran out), the rule every store keeps: end it with the status and note returned (a
+    /// cancel was asked for; or it ran `restart_limit` times already, and a task that may run
+    /// only once is not run again), or, when `None`, claim it again.
+    pub fn after_losing_its_worker(&self) -> Option<(TaskStatus, String)> {
+        if self.cancel_requested {
+            return Some((TaskStatus::Cancelled, "Cancelled; its worker was lost.".to_owned()));
+        }
+        if self.attempts < self.restart_limit {
+            tracing::info!(task = %self.id, attempts = self.attempts, "re-claiming a task whose lease ran out");
+            return None;
+        }
+        let note = if self.restart_limit == 1 {
+            "Outcome unknown: its worker was lost while it ran, and it may run only once \
+             (restart_limit 1), so it was not run again."
+                .to_owned()
+        } else {
+            format!(
+                "Task failed: its worker was lost {} time(s) and restart_limit {} was reached.",
+                self.attempts, self.restart_limit
+            )
+        };
+        tracing::warn!(task = %self.id, attempts = self.attempts, "task failed after losing its worker");
+        Some((TaskStatus::Failed, note))
+    }
+}
+
 /// What a new task is made of.
 #[derive(Debug, Clone, PartialEq)]
 pub struct NewTask {

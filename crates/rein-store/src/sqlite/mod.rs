@@ -778,28 +778,12 @@ impl SessionStore for SqliteSessionStore {
                     task_from_row,
                 )?;
                 let Some(task) = candidate else { return Ok(None) };
-                if task.status == TaskStatus::Running {
-                    // Its worker is lost: the lease ran out without a renewal.
-                    if task.cancel_requested {
-                        finish(tx, &task.id, TaskStatus::Cancelled, None, Some("Cancelled; its worker was lost."), now)?;
-                        continue;
-                    }
-                    if task.attempts >= task.restart_limit {
-                        let note = if task.restart_limit == 1 {
-                            "Outcome unknown: its worker was lost while it ran, and it may run only \
-                             once (restart_limit 1), so it was not run again."
-                                .to_owned()
-                        } else {
-                            format!(
-                                "Task failed: its worker was lost {} time(s) and restart_limit {} was reached.",
-                                task.attempts, task.restart_limit
-                            )
-                        };
-                        tracing::warn!(task = %task.id, attempts = task.attempts, "task failed after losing its worker");
-                        finish(tx, &task.id, TaskStatus::Failed, None, Some(&note), now)?;
-                        continue;
-                    }
-                    tracing::info!(task = %task.id, attempts = task.attempts, worker, "re-claiming a task whose lease ran out");
+                // A running one's worker is lost: the lease ran out without a renewal.
+                if task.status == TaskStatus::Running
+                    && let Some((status, note)) = task.after_losing_its_worker()
+                {
+                    finish(tx, &task.id, status, None, Some(&note), now)?;
+                    continue;
                 }
                 tx.run(
                     "UPDATE tasks SET status = 'running', lease_owner = ?2, lease_expires_at = ?3, \
