@@ -86,6 +86,18 @@ impl Bridge {
         })
     }
 
+    /// [`Bridge::run`] of `work` on a pooled connection (one statement, or several sent at
+    /// once; a transaction takes `transaction!` instead).
+    pub(crate) fn with_connection<T, F, Fut>(&self, work: F) -> Result<T>
+    where
+        T: Send + 'static,
+        F: FnOnce(deadpool_postgres::Object) -> Fut + Send + 'static,
+        Fut: Future<Output = FResult<T>> + Send,
+    {
+        let pool = self.pool.clone();
+        self.run(async move { work(pool.get().await?).await })
+    }
+
     /// Spawns a task on the private runtime.
     pub(crate) fn spawn<F>(&self, future: F)
     where

@@ -119,9 +119,7 @@ impl PgDatabase {
 
     /// The schema version of the database.
     pub fn schema_version(&self) -> Result<i64> {
-        let pool = self.inner.pool.clone();
-        self.inner.run(async move {
-            let client = pool.get().await?;
+        self.inner.with_connection(|client| async move {
             let row = client.query_one("SELECT max(version) FROM rein_schema_version", &[]).await?;
             Ok(row.try_get::<_, i64>(0)?)
         })

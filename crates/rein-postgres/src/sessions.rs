@@ -9,7 +9,11 @@
 //! transaction-level advisory lock so that `seq` order is commit order, and a reader paging by
 //! `seq` never skips an entry that commits late.
 
-use std::{future::Future, sync::Arc, time::Duration};
+use std::{
+    future::Future,
+    sync::{Arc, LazyLock},
+    time::Duration,
+};
 
 use deadpool_postgres::GenericClient;
 use serde_json::Value;
@@ -40,11 +44,21 @@ pub struct PgSessionStore {
 type Param<'a> = &'a (dyn ToSql + Sync);
 
 /// A session's finished tasks not delivered yet, in the order they finished.
-static UNDELIVERED_TASKS_SQL: std::sync::LazyLock<String> = std::sync::LazyLock::new(|| {
+static UNDELIVERED_TASKS_SQL: LazyLock<String> = LazyLock::new(|| {
     format!(
         "SELECT {TASK_COLS} FROM tasks WHERE session_id = $1 AND NOT delivered \
          AND status IN ('completed', 'failed', 'cancelled') ORDER BY finished_at, seq"
     )
+});
+
+/// A session's tasks, oldest first.
+static SESSION_TASKS_SQL: LazyLock<String> = LazyLock::new(|| {
+    format!("SELECT {TASK_COLS} FROM tasks WHERE session_id = $1 ORDER BY created_at, seq")
+});
+
+/// A session's approvals, oldest first.
+static SESSION_APPROVALS_SQL: LazyLock<String> = LazyLock::new(|| {
+    format!("SELECT {APPROVAL_COLS} FROM approvals WHERE session_id = $1 ORDER BY created_at, seq")
 });
 
 async fn query<C: GenericClient>(c: &C, sql: &str, params: &[Param<'_>]) -> FResult<Vec<Row>> {
@@ -251,8 +265,7 @@ impl PgSessionStore {
         F: FnOnce(deadpool_postgres::Object) -> Fut + Send + 'static,
         Fut: Future<Output = FResult<T>> + Send,
     {
-        let pool = self.inner.pool.clone();
-        self.inner.run(async move { read(pool.get().await?).await })
+        self.inner.with_connection(read)
     }
 
     fn pool(&self) -> deadpool_postgres::Pool {
@@ -321,16 +334,11 @@ impl SessionStore for PgSessionStore {
         let id = id.to_owned();
         self.read(move |c| async move {
             // Three statements in flight at once on one connection: one round trip.
-            let tasks =
-                format!("SELECT {TASK_COLS} FROM tasks WHERE session_id = $1 ORDER BY created_at, seq");
-            let approvals = format!(
-                "SELECT {APPROVAL_COLS} FROM approvals WHERE session_id = $1 ORDER BY created_at, seq"
-            );
             let params: [Param<'_>; 1] = [&id];
             let (session, tasks, approvals) = futures::try_join!(
                 load_session(&c, &id, false),
-                query(&c, &tasks, &params),
-                query(&c, &approvals, &params),
+                query(&c, &SESSION_TASKS_SQL, &params),
+                query(&c, &SESSION_APPROVALS_SQL, &params),
             )?;
             let Some(session) = session else { return Ok(None) };
             Ok(Some(SessionWork {
@@ -348,7 +356,7 @@ impl SessionStore for PgSessionStore {
             let params: [Param<'_>; 1] = [&id];
             let (session, tasks) = futures::try_join!(
                 load_session(&c, &id, false),
-                query(&c, UNDELIVERED_TASKS_SQL.as_str(), &params),
+                query(&c, &UNDELIVERED_TASKS_SQL, &params),
             )?;
             let Some(session) = session else { return Ok(None) };
             Ok(Some((session, all(&tasks, rows::task)?)))
@@ -711,10 +719,7 @@ impl SessionStore for PgSessionStore {
     fn list_tasks(&self, session_id: &str) -> Result<Vec<Task>> {
         let session_id = session_id.to_owned();
         self.read(move |c| async move {
-            let sql = format!(
-                "SELECT {TASK_COLS} FROM tasks WHERE session_id = $1 ORDER BY created_at, seq"
-            );
-            all(&query(&c, &sql, &[&session_id]).await?, rows::task)
+            all(&query(&c, &SESSION_TASKS_SQL, &[&session_id]).await?, rows::task)
         })
     }
 
@@ -736,28 +741,12 @@ impl SessionStore for PgSessionStore {
                         return Ok(None);
                     };
                     let task = rows::task(&row)?;
-                    if task.status == TaskStatus::Running {
-                        // Its worker is lost: the lease ran out without a renewal.
-                        if task.cancel_requested {
-                            finish(&tx, &task.id, TaskStatus::Cancelled, None, Some("Cancelled; its worker was lost."), now).await?;
-                            continue;
-                        }
-                        if task.attempts >= task.restart_limit {
-                            let note = if task.restart_limit == 1 {
-                                "Outcome unknown: its worker was lost while it ran, and it may run only \
-                                 once (restart_limit 1), so it was not run again."
-                                    .to_owned()
-                            } else {
-                                format!(
-                                    "Task failed: its worker was lost {} time(s) and restart_limit {} was reached.",
-                                    task.attempts, task.restart_limit
-                                )
-                            };
-                            tracing::warn!(task = %task.id, attempts = task.attempts, "task failed after losing its worker");
-                            finish(&tx, &task.id, TaskStatus::Failed, None, Some(&note), now).await?;
-                            continue;
-                        }
-                        tracing::info!(task = %task.id, attempts = task.attempts, worker, "re-claiming a task whose lease ran out");
+                    // A running one's worker is lost: the lease ran out without a renewal.
+                    if task.status == TaskStatus::Running
+                        && let Some((status, note)) = task.after_losing_its_worker()
+                    {
+                        finish(&tx, &task.id, status, None, Some(&note), now).await?;
+                        continue;
                     }
                     let sql = format!(
                         "UPDATE tasks SET status = 'running', lease_owner = $2, lease_expires_at = $3, \
@@ -888,7 +877,7 @@ impl SessionStore for PgSessionStore {
     fn undelivered_tasks(&self, session_id: &str) -> Result<Vec<Task>> {
         let session_id = session_id.to_owned();
         self.read(move |c| async move {
-            all(&query(&c, UNDELIVERED_TASKS_SQL.as_str(), &[&session_id]).await?, rows::task)
+            all(&query(&c, &UNDELIVERED_TASKS_SQL, &[&session_id]).await?, rows::task)
         })
     }
 
@@ -997,10 +986,7 @@ impl SessionStore for PgSessionStore {
     fn list_approvals(&self, session_id: &str) -> Result<Vec<Approval>> {
         let session_id = session_id.to_owned();
         self.read(move |c| async move {
-            let sql = format!(
-                "SELECT {APPROVAL_COLS} FROM approvals WHERE session_id = $1 ORDER BY created_at, seq"
-            );
-            all(&query(&c, &sql, &[&session_id]).await?, rows::approval)
+            all(&query(&c, &SESSION_APPROVALS_SQL, &[&session_id]).await?, rows::approval)
         })
     }
 

@@ -168,10 +168,8 @@ impl TranscriptStore for PgTranscriptStore {
 
     fn read_since(&self, session_id: &str, after_event_id: u64) -> Result<Vec<TranscriptEvent>> {
         check_session_id(session_id)?;
-        let pool = self.inner.pool.clone();
         let session = session_id.to_owned();
-        self.inner.run(async move {
-            let client = pool.get().await?;
+        self.inner.with_connection(move |client| async move {
             let statement = client
                 .prepare_cached(
                     "SELECT event_id, kind, created_at, payload FROM transcript_events \
@@ -190,12 +188,10 @@ impl TranscriptStore for PgTranscriptStore {
         limit: PageLimit,
     ) -> Result<TranscriptPage> {
         check_session_id(session_id)?;
-        let pool = self.inner.pool.clone();
         let session = session_id.to_owned();
         let events = i64::try_from(limit.events.max(1)).unwrap_or(i64::MAX - 1);
         let bytes = i64::try_from(limit.bytes).unwrap_or(i64::MAX);
-        self.inner.run(async move {
-            let client = pool.get().await?;
+        self.inner.with_connection(move |client| async move {
             let statement = client.prepare_cached(PAGE_SQL).await?;
             let rows = client
                 .query(&statement, &[&session, &db_id(after_event_id), &events, &bytes])
@@ -218,10 +214,8 @@ impl TranscriptStore for PgTranscriptStore {
 
     fn open(&self, session_id: &str) -> Result<RecoveryReport> {
         check_session_id(session_id)?;
-        let pool = self.inner.pool.clone();
         let session = session_id.to_owned();
-        self.inner.run(async move {
-            let client = pool.get().await?;
+        self.inner.with_connection(move |client| async move {
             let statement = client
                 .prepare_cached(
                     "SELECT events, last_event_id FROM transcripts WHERE session_id = $1",
@@ -269,9 +263,7 @@ impl TranscriptStore for PgTranscriptStore {
     }
 
     fn list_sessions(&self) -> Result<Vec<String>> {
-        let pool = self.inner.pool.clone();
-        self.inner.run(async move {
-            let client = pool.get().await?;
+        self.inner.with_connection(|client| async move {
             let rows =
                 client.query("SELECT session_id FROM transcripts ORDER BY session_id", &[]).await?;
             rows.iter().map(|row| Ok(row.try_get(0)?)).collect()
@@ -289,12 +281,10 @@ impl TranscriptStore for PgTranscriptStore {
             return Ok(());
         }
         let _ = session_id;
-        let pool = self.inner.pool.clone();
-        self.inner.run(async move {
+        self.inner.with_connection(|client| async move {
             // A transaction with an id that commits with `synchronous_commit` on waits until
             // the server's log is on the disk up to its commit, which holds every commit made
             // before it (on any connection). One round trip: a simple query of four statements.
-            let client = pool.get().await?;
             client
                 .batch_execute(
                     "BEGIN; SET LOCAL synchronous_commit TO on; SELECT txid_current(); COMMIT",
