@@ -206,10 +206,8 @@ impl Runtime {
 
     /// A public (not hidden) session record.
     fn public_session(&self, id: &str) -> Result<Session> {
-        match self.core().store().get_session(id).map_err(RuntimeError::from_store)? {
-            Some(session) if !session.hidden => Ok(session),
-            _ => Err(RuntimeError::SessionNotFound(id.to_owned())),
-        }
+        let found = self.core().store().get_session(id).map_err(RuntimeError::from_store)?;
+        public(id, found, |session| session)
     }
 
     /// Drops the least recently used idle sessions from memory once more than
@@ -225,6 +223,14 @@ impl Runtime {
         shared.replays.forget(&evicted);
         shared.core.events().drop_idle(&evicted);
     }
+}
+
+/// `found` when it is (or holds, as `session` says) a public session: a hidden one, or none,
+/// is [`RuntimeError::SessionNotFound`] for `id`.
+fn public<T>(id: &str, found: Option<T>, session: impl Fn(&T) -> &Session) -> Result<T> {
+    found
+        .filter(|found| !session(found).hidden)
+        .ok_or_else(|| RuntimeError::SessionNotFound(id.to_owned()))
 }
 
 /// Builds the token counters of `models` on a thread of their own (about half a second each):

@@ -149,11 +149,8 @@ impl super::Runtime {
     ) -> Result<TurnReport> {
         let shared = &self.shared;
         // The session with the finished tasks whose notes the turn starts with: one read.
-        let (session, finished_tasks) =
-            match shared.core.store().session_with_undelivered_tasks(id).map_store_err()? {
-                Some((session, tasks)) if !session.hidden => (session, tasks),
-                _ => return Err(RuntimeError::SessionNotFound(id.to_owned())),
-            };
+        let found = shared.core.store().session_with_undelivered_tasks(id).map_store_err()?;
+        let (session, finished_tasks) = super::public(id, found, |(session, _)| session)?;
         if owner.is_some_and(|owner| session.owner.as_deref() != Some(owner)) {
             return Err(RuntimeError::SessionNotFound(id.to_owned()));
         }
@@ -166,10 +163,8 @@ impl super::Runtime {
         self.evict_idle_sessions();
         drop(live);
         // The session as the turn left it, with its tasks and approvals: one read.
-        let work = match shared.core.store().session_with_work(id).map_store_err()? {
-            Some(work) if !work.session.hidden => work,
-            _ => return Err(RuntimeError::SessionNotFound(id.to_owned())),
-        };
+        let found = shared.core.store().session_with_work(id).map_store_err()?;
+        let work = super::public(id, found, |work| &work.session)?;
         let session = self.view(work.session, finished.transcript_end).await?;
         Ok(TurnReport {
             session_id: id.to_owned(),
