@@ -196,6 +196,11 @@ CREATE TABLE deleted_transcript_events (
 CREATE INDEX deleted_transcript_events_by_session
     ON deleted_transcript_events(session_id, deleted_at, event_id);
 "#,
+    // 2: who follows a transcript live (the database handles that pass its appends on to
+    // readers): an append is announced with `NOTIFY` only while another handle follows it.
+    r#"
+ALTER TABLE transcripts ADD COLUMN followers text[] COLLATE "C" NOT NULL DEFAULT '{}';
+"#,
 ];
 
 /// The newest schema version this build knows.

@@ -28,7 +28,11 @@
 //!    (`last_sent`); when the store says another process appended ([`EventHub::follow`], from
 //!    its watcher), or when this process's own append lands after a gap, the missing lines are
 //!    read from the transcript and sent first, under the same lock: live subscribers on every
-//!    replica see one sequence, in id order, without gap or repeat.
+//!    replica see one sequence, in id order, without gap or repeat. The store tells this
+//!    process only of appends to sessions it follows: the first subscriber of a channel
+//!    follows the session ([`TranscriptStore::follow`], which returns where the transcript
+//!    ends, the first `last_sent`), and the channel lets go ([`TranscriptStore::unfollow`])
+//!    once a send finds that the last one has gone.
 //! 7. A turn that holds its session tells the channel where the transcript ends
 //!    ([`EventHub::expect_end`]); the channel moves that end with each of its own appends that
 //!    follows directly, and forgets it when one does not. So the turn knows, without asking the
@@ -120,6 +124,9 @@ struct ChannelState {
     /// directly, and forgotten (`None`) once an append lands after a line this process did not
     /// write, or fails.
     known_end: Option<u64>,
+    /// Whether this process told the store it follows the session (ordering rule 6): from the
+    /// first subscriber until a send finds the last one gone.
+    followed: bool,
 }
 
 impl ChannelState {
@@ -247,6 +254,7 @@ impl EventHub {
                 for (line, (event, _)) in stored.iter().zip(events) {
                     state.send(line.event_id, event);
                 }
+                self.let_go_if_unheard(&mut state, session_id);
                 true
             }
             Err(error) => {
@@ -265,7 +273,21 @@ impl EventHub {
         let line = appended.map_store_err()?;
         state.catch_up(self.transcripts.as_ref(), session_id, Some(line.event_id));
         state.last_sent = state.last_sent.max(line.event_id);
+        self.let_go_if_unheard(&mut state, session_id);
         Ok(())
+    }
+
+    /// Tells the store that nobody here reads the session live any more, once a send found the
+    /// last subscriber gone (ordering rule 6). A failure is logged: a follow left behind only
+    /// costs announcements, each of which comes back here and lets go again.
+    fn let_go_if_unheard(&self, state: &mut ChannelState, session_id: &str) {
+        if state.followed && state.sender.is_none() {
+            state.followed = false;
+            if let Err(error) = self.transcripts.unfollow(session_id) {
+                tracing::warn!(session = session_id, %error, "could not stop following the transcript");
+                state.followed = true;
+            }
+        }
     }
 
     /// Another process appended (the store's watcher says so): live subscribers here get the
@@ -292,6 +314,7 @@ impl EventHub {
             if state.sender.is_some() && behind {
                 state.catch_up(self.transcripts.as_ref(), &session_id, None);
             }
+            self.let_go_if_unheard(&mut state, &session_id);
         }
     }
 
@@ -339,8 +362,10 @@ impl EventHub {
             let mut state = lock(&channel.state);
             if state.sender.is_none() {
                 // Every line up to here is the reader's to read from the transcript; the
-                // channel passes on what comes after (ordering rules 2 and 6).
-                state.last_sent = self.transcripts.last_event_id(id).map_store_err()?;
+                // channel passes on what comes after, other processes' lines too (ordering
+                // rules 2 and 6).
+                state.last_sent = self.transcripts.follow(id).map_store_err()?;
+                state.followed = true;
             }
             let state = &mut *state;
             state.sender.get_or_insert_with(|| broadcast::channel(capacity).0).subscribe()

@@ -201,10 +201,29 @@ pub trait TranscriptStore: Send + Sync {
         false
     }
 
-    /// Calls `watcher` whenever another process appended to a transcript. It may also be called
-    /// for this process's own appends, or spuriously: the caller reads what is new. A store that
-    /// is not [`shared`](TranscriptStore::shared) never calls it (the default).
+    /// Calls `watcher` whenever another process appended to a transcript this process
+    /// [follows](TranscriptStore::follow). It may also be called for this process's own
+    /// appends, for a transcript not followed, or spuriously: the caller reads what is new. A
+    /// store that is not [`shared`](TranscriptStore::shared) never calls it (the default).
     fn watch_appends(&self, watcher: AppendWatcher) {
         let _ = watcher;
+    }
+
+    /// Says that this process passes the session's new lines on to live readers from now on,
+    /// and returns where its transcript ends at that moment: every append after that end, by
+    /// any process, reaches this process's [watchers](TranscriptStore::watch_appends). A shared
+    /// store tells other processes of an append only while one of them follows the session, so
+    /// that the appends nobody watches cost nothing more than their write. The default (a store
+    /// not shared) is [`TranscriptStore::last_event_id`].
+    fn follow(&self, session_id: &str) -> Result<u64> {
+        self.last_event_id(session_id)
+    }
+
+    /// Undoes [`TranscriptStore::follow`]: nobody here reads the session's lines live any more.
+    /// A follow never undone (the process died) only costs the announcements it keeps asking
+    /// for. A no-op by default.
+    fn unfollow(&self, session_id: &str) -> Result<()> {
+        let _ = session_id;
+        Ok(())
     }
 }

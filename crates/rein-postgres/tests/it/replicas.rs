@@ -134,7 +134,7 @@ fn an_instance_is_gone_once_its_database_handle_is_dropped() {
 }
 
 #[test]
-fn a_watcher_of_one_replica_hears_the_appends_of_the_other() {
+fn a_watcher_of_one_replica_hears_the_appends_of_the_other_to_sessions_it_follows() {
     let (guard, _clock) = guard();
     let (a, b) = (connect(&guard).transcript_store(), Arc::new(connect(&guard).transcript_store()));
     assert!(a.shared() && b.shared());
@@ -146,7 +146,10 @@ fn a_watcher_of_one_replica_hears_the_appends_of_the_other() {
         let events = reader.read_all(session_id).unwrap().len();
         let _ = told.send((session_id.to_owned(), last_event_id, events));
     }));
-    // The first watcher returns once the listener runs: every append after it is heard.
+    // Not followed: an append is not announced (s0's would be heard before s1's otherwise).
+    a.append("s0", "message", json!(1)).unwrap();
+    // A follow returns where the transcript ends; every append after it is heard.
+    assert_eq!(b.follow("s1").unwrap(), 0);
     a.append("s1", "message", json!(1)).unwrap();
     a.append_batch(
         "s1",
@@ -157,11 +160,66 @@ fn a_watcher_of_one_replica_hears_the_appends_of_the_other() {
     assert_eq!((first.0.as_str(), first.1), ("s1", 1));
     let second = heard.recv_timeout(Duration::from_secs(10)).unwrap();
     assert_eq!((second.0.as_str(), second.1, second.2), ("s1", 3, 3));
-    // Its own appends are not announced to itself.
-    b.append("s2", "message", json!(1)).unwrap();
-    a.append("s3", "message", json!(1)).unwrap();
+    // Its own appends are not announced to itself, followed or not; a session with lines is
+    // followed from where they end.
+    b.append("s1", "message", json!(4)).unwrap();
+    assert_eq!(b.follow("s0").unwrap(), 1);
+    assert_eq!(b.follow("s0").unwrap(), 1, "following twice is following once");
+    a.append("s0", "message", json!(2)).unwrap();
     let third = heard.recv_timeout(Duration::from_secs(10)).unwrap();
-    assert_eq!((third.0.as_str(), third.1), ("s3", 1));
+    assert_eq!((third.0.as_str(), third.1), ("s0", 2));
+    // Let go: no longer announced.
+    b.unfollow("s1").unwrap();
+    a.append("s1", "message", json!(5)).unwrap();
+    a.append("s0", "message", json!(3)).unwrap();
+    let fourth = heard.recv_timeout(Duration::from_secs(10)).unwrap();
+    assert_eq!((fourth.0.as_str(), fourth.1), ("s0", 3), "s1's append was not announced");
+}
+
+#[test]
+fn every_append_after_the_end_a_follow_returns_is_announced_to_it() {
+    let (guard, _clock) = guard();
+    let (a, b) = (connect(&guard).transcript_store(), connect(&guard).transcript_store());
+    let (told, heard) = mpsc::channel();
+    b.watch_appends(Arc::new(move |appended: Appended<'_>| {
+        if let Appended::To { last_event_id, .. } = appended {
+            let _ = told.send(last_event_id);
+        }
+    }));
+    // The follow lands while the other replica appends: whatever it returns, the appends
+    // after that end are each announced.
+    let writer = thread::spawn(move || {
+        for n in 0..200 {
+            a.append("s", "message", json!(n)).unwrap();
+        }
+    });
+    thread::sleep(Duration::from_millis(20));
+    let end = b.follow("s").unwrap();
+    writer.join().unwrap();
+    let mut announced = HashSet::new();
+    while announced.len() < (200 - end) as usize {
+        let last = heard.recv_timeout(Duration::from_secs(10)).expect("an announcement");
+        assert!(last > end, "announced {last}, at or before the end {end} the follow returned");
+        announced.insert(last);
+    }
+    assert_eq!(announced, (end + 1..=200).collect::<HashSet<_>>());
+}
+
+#[test]
+fn a_followed_session_without_lines_has_no_transcript() {
+    let (guard, _clock) = guard();
+    let (a, b) = (connect(&guard).transcript_store(), connect(&guard).transcript_store());
+    assert_eq!(b.follow("empty").unwrap(), 0);
+    assert_eq!(a.list_sessions().unwrap(), Vec::<String>::new());
+    assert_eq!(a.open("empty").unwrap().events, 0);
+    assert!(!a.delete("empty").unwrap(), "there was no transcript to delete");
+    // Its first append starts at 1, and then it is a transcript.
+    assert_eq!(b.follow("empty").unwrap(), 0);
+    assert_eq!(a.append("empty", "message", json!(1)).unwrap().event_id, 1);
+    assert_eq!(a.list_sessions().unwrap(), ["empty"]);
+    b.unfollow("empty").unwrap();
+    b.unfollow("never-followed").unwrap();
+    assert!(a.delete("empty").unwrap());
 }
 
 #[test]
@@ -181,6 +239,7 @@ fn a_listener_that_lost_its_connection_says_announcements_may_be_missing_once_ba
         .unwrap();
     assert!(heard.recv_timeout(Duration::from_secs(10)).unwrap(), "told that some may be missing");
     // And it listens again.
+    b.follow("s1").unwrap();
     a.append("s1", "message", json!(1)).unwrap();
     assert!(!heard.recv_timeout(Duration::from_secs(10)).unwrap(), "an append after it is heard");
 }

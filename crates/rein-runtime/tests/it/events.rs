@@ -74,3 +74,37 @@ async fn a_listener_that_comes_back_after_everyone_left_gets_the_next_turn_live(
     assert_eq!(texts, ["second", "two"]);
     turn.await.unwrap().unwrap();
 }
+
+#[tokio::test]
+async fn a_listener_on_another_process_sees_its_turns_live_and_again_after_leaving() {
+    let h = harness(vec![reply::text("one").into(), reply::text("two").into()]);
+    let Some(other) = h.replica() else {
+        // A JSONL transcript has one writing process.
+        return;
+    };
+    h.rt.create_session(CreateSession::agent("assistant").id("s")).await.unwrap();
+    let turn_texts = |mut live: rein_runtime::EventStream| async move {
+        let mut texts = Vec::new();
+        let turn = async {
+            while let Some(event) = live.next().await {
+                match event.event {
+                    AgentEvent::Message { message } => texts.push(message.text()),
+                    AgentEvent::TurnEnd { .. } => break,
+                    _ => {}
+                }
+            }
+        };
+        let ended = tokio::time::timeout(std::time::Duration::from_secs(10), turn).await;
+        assert!(ended.is_ok(), "the turn did not reach the listener: {texts:?}");
+        texts
+    };
+    // The listener's process follows the session: the other's turn reaches it.
+    let live = other.subscribe("s", None).await.unwrap();
+    h.rt.send_message("s", "first", None).await.unwrap();
+    assert_eq!(turn_texts(live).await, ["first", "one"]);
+    // It left (and its process let go at the next line); a new listener follows again.
+    let last = h.transcripts.last_event_id("s").unwrap();
+    let live = other.subscribe("s", Some(last)).await.unwrap();
+    h.rt.send_message("s", "second", None).await.unwrap();
+    assert_eq!(turn_texts(live).await, ["second", "two"]);
+}

@@ -11,7 +11,7 @@ use std::{
 };
 
 use rein_agent::FnTool;
-use rein_postgres::{PgDatabase, test_cluster::TestCluster};
+use rein_postgres::{PgConfig, PgDatabase, test_cluster::TestCluster};
 use rein_protocol::{JsonObject, ToolOutput, ToolSpec};
 use rein_runtime::{
     AgentDefinition, AgentPolicy, Capabilities, Capability, Limits, Runtime, RuntimeConfig,
@@ -38,6 +38,8 @@ pub(crate) struct Harness {
     _dir: tempfile::TempDir,
     /// The PostgreSQL cluster the stores are on, when this process started one.
     _cluster: Option<Arc<TestCluster>>,
+    /// The database the stores are on, when on PostgreSQL.
+    database: Option<PgConfig>,
 }
 
 impl Harness {
@@ -49,6 +51,21 @@ impl Harness {
                 .capabilities(self.caps.clone())
                 .clock(self.clock.clone());
         Runtime::new(parts).unwrap()
+    }
+
+    /// A runtime of another process on the same database (a replica: its own connections and
+    /// listener); `None` on the embedded stores, which one process writes.
+    pub(crate) fn replica(&self) -> Option<Runtime> {
+        let database = PgDatabase::connect(self.database.as_ref()?).unwrap();
+        let parts = RuntimeParts::new(
+            Arc::new(database.session_store()),
+            Arc::new(database.transcript_store()),
+            self.models.clone(),
+        )
+        .config(self.config.clone())
+        .capabilities(self.caps.clone())
+        .clock(self.clock.clone());
+        Some(Runtime::new(parts).unwrap())
     }
 }
 
@@ -121,7 +138,7 @@ pub(crate) fn harness_with(
 ) -> Harness {
     let dir = tempfile::tempdir().unwrap();
     let clock = Arc::new(ManualClock::new(Timestamp(1_800_000_000_000)));
-    let (store, transcripts, cluster) = stores(&dir, &clock);
+    let (store, transcripts, cluster, database) = stores(&dir, &clock);
     let model = ScriptedModel::new(steps);
     let models = StaticModels::new()
         .with("scripted", Arc::new(model.clone()))
@@ -146,22 +163,26 @@ pub(crate) fn harness_with(
         models,
         _dir: dir,
         _cluster: cluster,
+        database,
     }
 }
 
 /// A test's stores, and the PostgreSQL cluster they are on (when this process started one).
-type Stores = (Arc<dyn SessionStore>, Arc<dyn TranscriptStore>, Option<Arc<TestCluster>>);
+type Stores =
+    (Arc<dyn SessionStore>, Arc<dyn TranscriptStore>, Option<Arc<TestCluster>>, Option<PgConfig>);
 
 /// The stores of one test: on PostgreSQL with `REIN_TEST_BACKEND=postgres`, else SQLite and
 /// JSONL in `dir`; both with `clock`.
 fn stores(dir: &tempfile::TempDir, clock: &Arc<ManualClock>) -> Stores {
     if std::env::var("REIN_TEST_BACKEND").is_ok_and(|backend| backend == "postgres") {
         let cluster = postgres();
-        let database = PgDatabase::connect(&cluster.fresh_config(clock.clone())).unwrap();
+        let config = cluster.fresh_config(clock.clone());
+        let database = PgDatabase::connect(&config).unwrap();
         return (
             Arc::new(database.session_store()),
             Arc::new(database.transcript_store()),
             Some(cluster),
+            Some(config),
         );
     }
     let mut sqlite = SqliteConfig::at(dir.path().join("sessions.sqlite3"));
@@ -170,7 +191,7 @@ fn stores(dir: &tempfile::TempDir, clock: &Arc<ManualClock>) -> Stores {
     let mut tc = TranscriptConfig::at(dir.path().join("transcripts"));
     tc.durability = Durability::OsBuffered;
     let transcripts = Arc::new(JsonlTranscriptStore::open(&tc).unwrap());
-    (store, transcripts, None)
+    (store, transcripts, None, None)
 }
 
 /// This process's PostgreSQL cluster (the one `REIN_TEST_DATABASE_URL` names, or one started

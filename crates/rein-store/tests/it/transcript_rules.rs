@@ -16,6 +16,23 @@ fn refusal(outcome: Result<impl std::fmt::Debug, StoreError>) -> String {
 }
 
 #[test]
+fn following_a_transcript_returns_where_it_ends_and_makes_none() {
+    let (_guard, store) = crate::transcripts();
+    assert_eq!(store.follow("empty").unwrap(), 0);
+    store.append("a", "n", json!(1)).unwrap();
+    store.append("a", "n", json!(2)).unwrap();
+    assert_eq!(store.follow("a").unwrap(), 2);
+    // A session only followed has no transcript: not listed, nothing to delete.
+    assert_eq!(store.list_sessions().unwrap(), ["a"]);
+    assert_eq!(store.open("empty").unwrap(), Default::default());
+    assert!(!store.delete("empty").unwrap());
+    store.unfollow("a").unwrap();
+    store.unfollow("empty").unwrap();
+    assert_eq!(store.append("empty", "n", json!(1)).unwrap().event_id, 1);
+    assert!(matches!(store.follow(""), Err(StoreError::InvalidInput { .. })));
+}
+
+#[test]
 fn ids_are_gapless_per_session_and_survive_a_restart() {
     let (guard, store) = crate::transcripts();
     for i in 0..150u64 {
