@@ -177,6 +177,19 @@ async fn active_tasks_in_tree<C: GenericClient>(c: &C, id: &str) -> FResult<usiz
 /// or one its turn ended under, is spent).
 /// What a single-statement lease change found: `(changed, the session exists)`; a missing
 /// session is `NotFound`.
+/// Takes a session's turn lease: `$1` the session, `$2` the owner, `$3` until when, `$4` now.
+/// Answers whether it was taken, and whether the session exists ([`lease_outcome`]).
+const BEGIN_TURN_SQL: &str = "WITH taken AS ( \
+       UPDATE sessions SET turn_in_flight = true, turn_owner = $2, turn_expires_at = $3, \
+       turn_unfinished = NULL, updated_at = $4 \
+       WHERE id = $1 AND (NOT turn_in_flight OR turn_expires_at IS NULL \
+       OR turn_expires_at <= $4 OR turn_owner = $2) RETURNING id), \
+     cleared AS (DELETE FROM stop_requests WHERE session_id IN (SELECT id FROM taken)) \
+     SELECT EXISTS (SELECT 1 FROM taken), EXISTS (SELECT 1 FROM sessions WHERE id = $1)";
+
+/// The newest event id of the session `$1`'s transcript (no row: none yet).
+const TRANSCRIPT_END_SQL: &str = "SELECT last_event_id FROM transcripts WHERE session_id = $1";
+
 fn lease_outcome(row: &tokio_postgres::Row, id: &str) -> FResult<bool> {
     let (changed, exists): (bool, bool) = (row.try_get(0)?, row.try_get(1)?);
     if !changed && !exists {
@@ -486,19 +499,42 @@ impl SessionStore for PgSessionStore {
                 // the newest row under its lock, so two processes never both take it; the
                 // stop request goes with it.
                 let client = pool.get().await?;
-                let row = query_one(
-                    &client,
-                    "WITH taken AS ( \
-                       UPDATE sessions SET turn_in_flight = true, turn_owner = $2, turn_expires_at = $3, \
-                       turn_unfinished = NULL, updated_at = $4 \
-                       WHERE id = $1 AND (NOT turn_in_flight OR turn_expires_at IS NULL \
-                       OR turn_expires_at <= $4 OR turn_owner = $2) RETURNING id), \
-                     cleared AS (DELETE FROM stop_requests WHERE session_id IN (SELECT id FROM taken)) \
-                     SELECT EXISTS (SELECT 1 FROM taken), EXISTS (SELECT 1 FROM sessions WHERE id = $1)",
-                    &[&id, &owner, &until, &now],
-                )
-                .await?;
+                let row = query_one(&client, BEGIN_TURN_SQL, &[&id, &owner, &until, &now]).await?;
                 lease_outcome(&row, &id)
+            })
+            .await
+        })
+    }
+
+    fn begin_turn_reading_transcript_end(
+        &self,
+        id: &str,
+        owner: &str,
+        lease: Duration,
+    ) -> Result<(bool, Option<u64>)> {
+        let now = self.now();
+        let until = lease_until(now, lease);
+        let (id, owner) = (id.to_owned(), owner.to_owned());
+        let pool = self.pool();
+        self.inner.run(async move {
+            retry(|| async {
+                let client = pool.get().await?;
+                // Both prepared first, so that the lease is sent before the read: the two then
+                // go in one round trip, and the read, a statement of its own, sees every commit
+                // made before the lease was taken.
+                let begin = client.prepare_cached(BEGIN_TURN_SQL).await?;
+                let end = client.prepare_cached(TRANSCRIPT_END_SQL).await?;
+                let begin_params: [Param<'_>; 4] = [&id, &owner, &until, &now];
+                let end_params: [Param<'_>; 1] = [&id];
+                let (begun, ended) = futures::try_join!(
+                    client.query_one(&begin, &begin_params),
+                    client.query_opt(&end, &end_params),
+                )?;
+                let last = match ended {
+                    Some(row) => u64::try_from(row.try_get::<_, i64>(0)?).unwrap_or(0),
+                    None => 0,
+                };
+                Ok((lease_outcome(&begun, &id)?, Some(last)))
             })
             .await
         })

@@ -36,7 +36,10 @@
 //! 7. A turn that holds its session tells the channel where the transcript ends
 //!    ([`EventHub::expect_end`]); the channel moves that end with each of its own appends that
 //!    follows directly, and forgets it when one does not. So the turn knows, without asking the
-//!    store, where it left the transcript, or that another process wrote in between.
+//!    store, where it left the transcript, or that another process wrote in between. The
+//!    channel also keeps the lines of those appends ([`TurnLines`], up to
+//!    [`TURN_LINES_KEPT`]), so that the session read after the turn folds them without reading
+//!    them back.
 //!
 //! # Locks
 //!
@@ -127,7 +130,26 @@ struct ChannelState {
     /// Whether this process told the store it follows the session (ordering rule 6): from the
     /// first subscriber until a send finds the last one gone.
     followed: bool,
+    /// The lines of this process's appends since [`EventHub::expect_end`], while they follow
+    /// one another from there (ordering rule 7); `None` when they do not, or there are more than
+    /// [`TURN_LINES_KEPT`].
+    turn_lines: Option<TurnLines>,
 }
+
+/// The lines a turn appended, one after another from where the transcript ended when it
+/// began ([`EventHub::expect_end`]): what a replay of the session read before the turn needs to
+/// catch up, without reading them back from the store.
+#[derive(Debug, Clone, Default)]
+pub(crate) struct TurnLines {
+    /// The transcript's last id before the first of them.
+    pub(crate) after: u64,
+    pub(crate) lines: Vec<TranscriptEvent>,
+}
+
+/// How many lines a turn's channel keeps for [`TurnLines`]: a turn that appends more reads them
+/// back (a turn of ordinary size appends a few dozen; each kept line is one the turn just
+/// wrote, held until it ends).
+pub(crate) const TURN_LINES_KEPT: usize = 256;
 
 impl ChannelState {
     /// Takes the outcome of an append (the ids of its first and last lines) into
@@ -137,6 +159,19 @@ impl ChannelState {
             (Some(end), Some((first, last))) if first == end + 1 => Some(last),
             _ => None,
         };
+        if self.known_end.is_none() {
+            self.turn_lines = None;
+        }
+    }
+
+    /// Keeps the lines of an append that follows the turn's lines ([`TurnLines`]).
+    fn keep(&mut self, lines: impl ExactSizeIterator<Item = TranscriptEvent>) {
+        let Some(kept) = self.turn_lines.as_mut() else { return };
+        if kept.lines.len() + lines.len() > TURN_LINES_KEPT {
+            self.turn_lines = None;
+        } else {
+            kept.lines.extend(lines);
+        }
     }
 
     /// Sends `event` (numbered `id`) to the live subscribers, dropping the sender once the last
@@ -254,6 +289,7 @@ impl EventHub {
                 for (line, (event, _)) in stored.iter().zip(events) {
                     state.send(line.event_id, event);
                 }
+                state.keep(stored.into_iter());
                 self.let_go_if_unheard(&mut state, session_id);
                 true
             }
@@ -273,6 +309,7 @@ impl EventHub {
         let line = appended.map_store_err()?;
         state.catch_up(self.transcripts.as_ref(), session_id, Some(line.event_id));
         state.last_sent = state.last_sent.max(line.event_id);
+        state.keep(std::iter::once(line));
         self.let_go_if_unheard(&mut state, session_id);
         Ok(())
     }
@@ -322,7 +359,17 @@ impl EventHub {
     /// the session's turn): this process's appends that follow move it on, so that the end can
     /// be told without asking the store ([`EventHub::known_end`]).
     pub(crate) fn expect_end(&self, session_id: &str, end: u64) {
-        lock(&self.channel(session_id).state).known_end = Some(end);
+        let channel = self.channel(session_id);
+        let mut state = lock(&channel.state);
+        state.known_end = Some(end);
+        state.turn_lines = Some(TurnLines { after: end, lines: Vec::new() });
+    }
+
+    /// The lines this process appended since [`EventHub::expect_end`], taken from the channel,
+    /// when it kept them all ([`TurnLines`]).
+    pub(crate) fn take_turn_lines(&self, session_id: &str) -> Option<TurnLines> {
+        let channel = lock(&self.channels).get(session_id).cloned()?;
+        lock(&channel.state).turn_lines.take()
     }
 
     /// Where the session's transcript ends, when this process knows it without asking the

@@ -14,6 +14,7 @@ use rein_store::{TranscriptStore, TurnUnfinished};
 
 use crate::{
     error::{Result, StoreResult as _},
+    events::TurnLines,
     transcript::Replay,
 };
 
@@ -55,7 +56,8 @@ impl ReplayCache {
 
     /// The session's replay up to the transcript's end: `known` when the caller knows where
     /// the transcript ends (it just wrote there), else asked of the store. Lines the cached
-    /// replay has not read are read and folded into a copy of it; a transcript shorter than
+    /// replay has not read are read and folded into a copy of it, or taken from `written` (the
+    /// lines a turn just appended) when they are exactly those; a transcript shorter than
     /// what was read (deleted and begun again) is read from its start, unless the end was
     /// `known` (the cached replay read lines appended after it then).
     pub(crate) fn get(
@@ -63,6 +65,7 @@ impl ReplayCache {
         transcripts: &dyn TranscriptStore,
         id: &str,
         known: Option<u64>,
+        written: Option<&TurnLines>,
     ) -> Result<Arc<Replayed>> {
         let last = match known {
             Some(last) => last,
@@ -79,8 +82,15 @@ impl ReplayCache {
             Some(cached) if cached.replay.last_event_id() < last => cached.replay.clone(),
             _ => Replay::default(),
         };
-        let lines = transcripts.read_since(id, replay.last_event_id()).map_store_err()?;
-        replay.fold(&lines);
+        match written {
+            Some(written)
+                if written.after == replay.last_event_id()
+                    && written.lines.last().is_some_and(|line| line.event_id == last) =>
+            {
+                replay.fold(&written.lines);
+            }
+            _ => replay.fold(&transcripts.read_since(id, replay.last_event_id()).map_store_err()?),
+        }
         let replayed = Arc::new(Replayed::new(replay));
         let mut replays = self.replays();
         // A reader that read further meanwhile keeps its replay.
@@ -113,7 +123,7 @@ mod tests {
     };
 
     use super::ReplayCache;
-    use crate::transcript;
+    use crate::{events::TurnLines, transcript};
 
     /// A JSONL store that records where each `read_since` started.
     struct Counting {
@@ -144,6 +154,10 @@ mod tests {
     }
 
     fn turn(store: &Counting, question: &str, answer: &str) -> u64 {
+        turn_lines(store, question, answer).last().unwrap().event_id
+    }
+
+    fn turn_lines(store: &Counting, question: &str, answer: &str) -> Vec<TranscriptEvent> {
         let events = [
             AgentEvent::TurnStarted { text: question.into() },
             AgentEvent::Message { message: Message::user(question) },
@@ -158,7 +172,7 @@ mod tests {
             let payload = serde_json::to_value(event).unwrap();
             NewEvent::new(transcript::event_kind(&payload), payload)
         });
-        store.append_batch("s", lines.collect()).unwrap().last().unwrap().event_id
+        store.append_batch("s", lines.collect()).unwrap()
     }
 
     fn texts(messages: &[Message]) -> Vec<String> {
@@ -174,26 +188,53 @@ mod tests {
         };
         let cache = ReplayCache::default();
         let first = turn(&store, "hi", "hello");
-        let read = cache.get(&store, "s", None).unwrap();
+        let read = cache.get(&store, "s", None, None).unwrap();
         assert_eq!(texts(&read.messages()), ["hi", "hello"]);
         // Unchanged: nothing is read again.
-        cache.get(&store, "s", None).unwrap();
+        cache.get(&store, "s", None, None).unwrap();
         assert_eq!(*store.reads.lock().unwrap(), [0]);
 
         let second = turn(&store, "again", "still here");
-        let read = cache.get(&store, "s", Some(second)).unwrap();
+        let read = cache.get(&store, "s", Some(second), None).unwrap();
         assert_eq!(texts(&read.messages()), ["hi", "hello", "again", "still here"]);
         assert_eq!(read.unfinished, None);
         assert_eq!(*store.reads.lock().unwrap(), [0, first], "only the second turn's lines");
         // An end known to be behind what was read keeps the newer replay.
-        cache.get(&store, "s", Some(first)).unwrap();
+        cache.get(&store, "s", Some(first), None).unwrap();
         assert_eq!(store.reads.lock().unwrap().len(), 2);
 
         // Deleted and begun again, shorter: read from the start.
         store.delete("s").unwrap();
         turn(&store, "new", "fresh");
-        let read = cache.get(&store, "s", None).unwrap();
+        let read = cache.get(&store, "s", None, None).unwrap();
         assert_eq!(texts(&read.messages()), ["new", "fresh"]);
         assert_eq!(*store.reads.lock().unwrap(), [0, first, 0]);
+    }
+
+    #[test]
+    fn the_lines_a_turn_wrote_are_folded_without_reading_them_back() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = Counting {
+            inner: JsonlTranscriptStore::open(&TranscriptConfig::at(dir.path())).unwrap(),
+            reads: Mutex::default(),
+        };
+        let cache = ReplayCache::default();
+        let first = turn(&store, "hi", "hello");
+        cache.get(&store, "s", None, None).unwrap();
+        let lines = turn_lines(&store, "again", "still here");
+        let second = lines.last().unwrap().event_id;
+        let written = TurnLines { after: first, lines };
+        let read = cache.get(&store, "s", Some(second), Some(&written)).unwrap();
+        assert_eq!(texts(&read.messages()), ["hi", "hello", "again", "still here"]);
+        assert_eq!(*store.reads.lock().unwrap(), [0], "the turn's lines were not read back");
+
+        // Lines that do not start where the replay stands are read from the store.
+        let third = turn(&store, "third", "three");
+        let lines = turn_lines(&store, "fourth", "four");
+        let fourth = lines.last().unwrap().event_id;
+        let written = TurnLines { after: third, lines };
+        let read = cache.get(&store, "s", Some(fourth), Some(&written)).unwrap();
+        assert_eq!(texts(&read.messages()).len(), 8);
+        assert_eq!(*store.reads.lock().unwrap(), [0, second]);
     }
 }

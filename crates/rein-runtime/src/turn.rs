@@ -27,6 +27,7 @@ use crate::{
     config::AgentDefinition,
     core::Core,
     error::{Result, RuntimeError, StoreResult as _},
+    events::TurnLines,
     hooks,
     live_sessions::{LiveSession, SessionLock},
     model_filter::{HiddenToolFilter, UnofferedCallAudit},
@@ -145,6 +146,8 @@ pub(crate) struct Finished {
     /// Where the transcript ended with the turn's last line, when this process knows it
     /// without asking the store.
     pub(crate) transcript_end: Option<u64>,
+    /// The lines the turn appended, when the hub kept them all (see `events::TurnLines`).
+    pub(crate) turn_lines: Option<TurnLines>,
 }
 
 /// What a turn starts from, read before it begins: the session, and its finished tasks not
@@ -180,7 +183,17 @@ pub(crate) fn prepare(
         return Err(RuntimeError::NoCheckpoint(id));
     }
     let lease_time = core.limits().turn_lease;
-    if !core.store().begin_turn(&id, core.instance(), lease_time).map_store_err()? {
+    // A conversation held in memory is checked against the transcript once the lease is ours
+    // (replicas), the store reading its end with the lease where it can.
+    let check_held = live.agent.is_some() && core.shares_transcripts();
+    let (begun, mut transcript_end) = if check_held {
+        core.store()
+            .begin_turn_reading_transcript_end(&id, core.instance(), lease_time)
+            .map_store_err()?
+    } else {
+        (core.store().begin_turn(&id, core.instance(), lease_time).map_store_err()?, None)
+    };
+    if !begun {
         // Leased by a process that is gone: its turn is closed now, not when the lease runs
         // out, and the session's agent is rebuilt from what that wrote.
         if !recovery::take_over_if_dead(core, &id)?
@@ -189,6 +202,7 @@ pub(crate) fn prepare(
             return Err(RuntimeError::TurnInFlight(id));
         }
         live.agent = None;
+        transcript_end = None;
     }
     let stop = CancellationToken::new();
     let lease = TurnLease {
@@ -199,7 +213,12 @@ pub(crate) fn prepare(
         summary: JsonObject::new(),
         done: CancellationToken::new(),
     };
-    if live.agent.is_some() && core.shared_transcript_position(&id)? != live.transcript_at {
+    let transcript_end = match transcript_end {
+        Some(end) => Some(end),
+        None if live.agent.is_some() => core.shared_transcript_position(&id)?,
+        None => None,
+    };
+    if live.agent.is_some() && transcript_end != live.transcript_at {
         // Another replica wrote to the session since this one held it (the lease is ours now,
         // so nobody writes a turn meanwhile): its agent is rebuilt from the transcript. A way
         // out from here drops the lease, which ends the turn in the store.
@@ -425,9 +444,10 @@ impl Prepared {
         // What this process holds is the transcript up to where its own appends took it; when
         // another process's line came between them, the next turn rebuilds (a shared store).
         let end = core.events().known_end(id);
+        let turn_lines = core.events().take_turn_lines(id);
         live.transcript_at = end.filter(|_| core.shares_transcripts());
         drop(live);
-        Ok(Finished { outcome, added: sink.added(), transcript_end: end })
+        Ok(Finished { outcome, added: sink.added(), transcript_end: end, turn_lines })
     }
 }
 

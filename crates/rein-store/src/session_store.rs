@@ -95,6 +95,22 @@ pub trait SessionStore: Send + Sync {
     /// for this turn). `Ok(false)` means another live turn holds it.
     fn begin_turn(&self, id: &str, owner: &str, lease: Duration) -> Result<bool>;
 
+    /// [`SessionStore::begin_turn`], and then, once the lease is held, the newest event id of
+    /// the session's transcript, for a store whose database holds the transcripts too (shared
+    /// by replicas: a process that holds the session's conversation checks it against the
+    /// transcript before each turn, and this saves that read a round trip). The end is read
+    /// after the lease is taken, so every line of an earlier turn is in it. `None` for the end
+    /// from a store that holds no transcripts (the default: the caller asks its transcript
+    /// store).
+    fn begin_turn_reading_transcript_end(
+        &self,
+        id: &str,
+        owner: &str,
+        lease: Duration,
+    ) -> Result<(bool, Option<u64>)> {
+        Ok((self.begin_turn(id, owner, lease)?, None))
+    }
+
     /// Registers `instance` (a runtime's id, used as its lease owner) as alive for as long as
     /// this process runs, so that other processes can tell at once when it is gone
     /// ([`SessionStore::instance_gone`]). A store that cannot tell does nothing (the default).

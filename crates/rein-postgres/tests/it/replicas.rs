@@ -38,6 +38,38 @@ fn a_turn_lease_held_by_one_replica_is_refused_to_the_other() {
 }
 
 #[test]
+fn a_turn_begins_with_where_the_transcript_ends_in_the_same_round_trip() {
+    let (guard, clock) = guard();
+    let (one, two) = (connect(&guard), connect(&guard));
+    let (sessions, transcripts) = (one.session_store(), two.transcript_store());
+    session(&sessions, "s");
+    assert_eq!(
+        sessions.begin_turn_reading_transcript_end("s", "replica-1", LEASE).unwrap(),
+        (true, Some(0)),
+        "no transcript yet"
+    );
+    transcripts.append("s", "message", json!(1)).unwrap();
+    transcripts.append("s", "message", json!(2)).unwrap();
+    assert!(sessions.end_turn("s", "replica-1", None).unwrap());
+    assert_eq!(
+        sessions.begin_turn_reading_transcript_end("s", "replica-1", LEASE).unwrap(),
+        (true, Some(2))
+    );
+    let other = two.session_store();
+    assert_eq!(
+        other.begin_turn_reading_transcript_end("s", "replica-2", LEASE).unwrap(),
+        (false, Some(2)),
+        "held by the other"
+    );
+    clock.advance(LEASE + Duration::from_millis(1));
+    assert!(other.begin_turn_reading_transcript_end("s", "replica-2", LEASE).unwrap().0);
+    assert!(matches!(
+        other.begin_turn_reading_transcript_end("missing", "replica-2", LEASE),
+        Err(StoreError::NotFound { .. })
+    ));
+}
+
+#[test]
 fn concurrent_begin_turns_on_two_replicas_give_one_winner() {
     let (guard, _clock) = guard();
     let stores: Vec<Arc<dyn SessionStore>> = (0..2)

@@ -5,6 +5,7 @@ use serde_json::json;
 
 use crate::{
     error::{Result, RuntimeError, StoreResult as _},
+    events::TurnLines,
     offer::Offer,
     session_meta::SessionMeta,
     transcript::kind,
@@ -55,7 +56,7 @@ impl super::Runtime {
             kind::SESSION_HEADER,
             json!({"agentName": session.agent_id, "model": model}),
         )?;
-        self.view(session, None).await
+        self.view(session, None, None).await
     }
 
     /// The public sessions, newest first; `owner` narrows to one principal's. Light: no
@@ -127,7 +128,7 @@ impl super::Runtime {
     /// One public session with its visible conversation and derived turn state.
     pub async fn session(&self, id: &str) -> Result<SessionView> {
         let session = self.public_session(id)?;
-        self.view(session, None).await
+        self.view(session, None, None).await
     }
 
     /// The owner of a session, task's session or approval's session (for hosts that check
@@ -138,15 +139,17 @@ impl super::Runtime {
 
     /// A session as shown: its replayed conversation, its derived turn state, the checkpoint of
     /// a paused turn. Reads create no in-memory state. `known_end`: the transcript's last id
-    /// when the caller knows it (it just wrote there), else the store is asked.
+    /// when the caller knows it (it just wrote there), else the store is asked; `written`: the
+    /// lines the caller's turn just appended, when it has them.
     pub(super) async fn view(
         &self,
         session: Session,
         known_end: Option<u64>,
+        written: Option<&TurnLines>,
     ) -> Result<SessionView> {
         let core = self.core();
-        let replayed =
-            self.shared.replays.get(core.transcripts().as_ref(), &session.id, known_end)?;
+        let transcripts = core.transcripts().as_ref();
+        let replayed = self.shared.replays.get(transcripts, &session.id, known_end, written)?;
         let in_flight = session.turn_live(core.now());
         let unfinished =
             if in_flight { None } else { replayed.unfinished.or(session.turn_unfinished) };

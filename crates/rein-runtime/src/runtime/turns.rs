@@ -33,7 +33,7 @@ impl super::Runtime {
         }
         self.shared
             .replays
-            .get(self.core().transcripts().as_ref(), id, None)
+            .get(self.core().transcripts().as_ref(), id, None, None)
             .is_ok_and(|replayed| replayed.checkpoint.is_some())
     }
 
@@ -165,7 +165,8 @@ impl super::Runtime {
         // The session as the turn left it, with its tasks and approvals: one read.
         let found = shared.core.store().session_with_work(id).map_store_err()?;
         let work = super::public(id, found, |work| &work.session)?;
-        let session = self.view(work.session, finished.transcript_end).await?;
+        let written = finished.turn_lines.as_ref();
+        let session = self.view(work.session, finished.transcript_end, written).await?;
         Ok(TurnReport {
             session_id: id.to_owned(),
             agent_name: session.agent_name.clone(),
