@@ -173,12 +173,10 @@ async fn active_tasks_in_tree<C: GenericClient>(c: &C, id: &str) -> FResult<usiz
     Ok(usize::try_from(count).unwrap_or(0))
 }
 
-/// Drops the session's stop request (see the SQLite store: one asked for before a turn began,
-/// or one its turn ended under, is spent).
-/// What a single-statement lease change found: `(changed, the session exists)`; a missing
-/// session is `NotFound`.
 /// Takes a session's turn lease: `$1` the session, `$2` the owner, `$3` until when, `$4` now.
-/// Answers whether it was taken, and whether the session exists ([`lease_outcome`]).
+/// Answers whether it was taken, and whether the session exists ([`lease_outcome`]). The stop
+/// request asked for before the turn began goes with it (see the SQLite store: it was not for
+/// this turn).
 const BEGIN_TURN_SQL: &str = "WITH taken AS ( \
        UPDATE sessions SET turn_in_flight = true, turn_owner = $2, turn_expires_at = $3, \
        turn_unfinished = NULL, updated_at = $4 \
@@ -190,6 +188,8 @@ const BEGIN_TURN_SQL: &str = "WITH taken AS ( \
 /// The newest event id of the session `$1`'s transcript (no row: none yet).
 const TRANSCRIPT_END_SQL: &str = "SELECT last_event_id FROM transcripts WHERE session_id = $1";
 
+/// What a single-statement lease change found: `(changed, the session exists)`; a missing
+/// session is `NotFound`.
 fn lease_outcome(row: &tokio_postgres::Row, id: &str) -> FResult<bool> {
     let (changed, exists): (bool, bool) = (row.try_get(0)?, row.try_get(1)?);
     if !changed && !exists {
@@ -283,6 +283,48 @@ impl PgSessionStore {
 
     fn pool(&self) -> deadpool_postgres::Pool {
         self.inner.pool.clone()
+    }
+
+    /// Takes a session's turn lease ([`BEGIN_TURN_SQL`]), and with `read_end` reads the
+    /// transcript's end after it. One statement, one round trip: PostgreSQL re-checks the lease
+    /// conditions on the newest row under its lock, so two processes never both take it. With
+    /// the read, both are prepared first so that the lease is sent before it: the two go in one
+    /// round trip, and the read, a statement of its own, sees every commit made before the
+    /// lease was taken.
+    fn take_turn_lease(
+        &self,
+        id: &str,
+        owner: &str,
+        lease: Duration,
+        read_end: bool,
+    ) -> Result<(bool, Option<u64>)> {
+        let now = self.now();
+        let until = lease_until(now, lease);
+        let (id, owner) = (id.to_owned(), owner.to_owned());
+        let pool = self.pool();
+        self.inner.run(async move {
+            retry(|| async {
+                let client = pool.get().await?;
+                let begin = client.prepare_cached(BEGIN_TURN_SQL).await?;
+                let begin_params: [Param<'_>; 4] = [&id, &owner, &until, &now];
+                if !read_end {
+                    let begun = client.query_one(&begin, &begin_params).await?;
+                    return Ok((lease_outcome(&begun, &id)?, None));
+                }
+                let end = client.prepare_cached(TRANSCRIPT_END_SQL).await?;
+                let end_params: [Param<'_>; 1] = [&id];
+                let (begun, ended) = futures::try_join!(
+                    client.query_one(&begin, &begin_params),
+                    client.query_opt(&end, &end_params),
+                )?;
+                let last = match ended {
+                    Some(row) => u64::try_from(row.try_get::<_, i64>(0)?).unwrap_or(0),
+                    None => 0,
+                };
+                Ok((lease_outcome(&begun, &id)?, Some(last)))
+            })
+            .await
+        })
     }
 }
 
@@ -489,21 +531,7 @@ impl SessionStore for PgSessionStore {
     }
 
     fn begin_turn(&self, id: &str, owner: &str, lease: Duration) -> Result<bool> {
-        let now = self.now();
-        let until = lease_until(now, lease);
-        let (id, owner) = (id.to_owned(), owner.to_owned());
-        let pool = self.pool();
-        self.inner.run(async move {
-            retry(|| async {
-                // One statement, one round trip: PostgreSQL re-checks the lease conditions on
-                // the newest row under its lock, so two processes never both take it; the
-                // stop request goes with it.
-                let client = pool.get().await?;
-                let row = query_one(&client, BEGIN_TURN_SQL, &[&id, &owner, &until, &now]).await?;
-                lease_outcome(&row, &id)
-            })
-            .await
-        })
+        Ok(self.take_turn_lease(id, owner, lease, false)?.0)
     }
 
     fn begin_turn_reading_transcript_end(
@@ -512,32 +540,7 @@ impl SessionStore for PgSessionStore {
         owner: &str,
         lease: Duration,
     ) -> Result<(bool, Option<u64>)> {
-        let now = self.now();
-        let until = lease_until(now, lease);
-        let (id, owner) = (id.to_owned(), owner.to_owned());
-        let pool = self.pool();
-        self.inner.run(async move {
-            retry(|| async {
-                let client = pool.get().await?;
-                // Both prepared first, so that the lease is sent before the read: the two then
-                // go in one round trip, and the read, a statement of its own, sees every commit
-                // made before the lease was taken.
-                let begin = client.prepare_cached(BEGIN_TURN_SQL).await?;
-                let end = client.prepare_cached(TRANSCRIPT_END_SQL).await?;
-                let begin_params: [Param<'_>; 4] = [&id, &owner, &until, &now];
-                let end_params: [Param<'_>; 1] = [&id];
-                let (begun, ended) = futures::try_join!(
-                    client.query_one(&begin, &begin_params),
-                    client.query_opt(&end, &end_params),
-                )?;
-                let last = match ended {
-                    Some(row) => u64::try_from(row.try_get::<_, i64>(0)?).unwrap_or(0),
-                    None => 0,
-                };
-                Ok((lease_outcome(&begun, &id)?, Some(last)))
-            })
-            .await
-        })
+        self.take_turn_lease(id, owner, lease, true)
     }
 
     fn register_instance(&self, instance: &str) -> Result<()> {

@@ -9,10 +9,10 @@
 //! `followers` and returns `last_event_id` in one upsert of the same row: it waits for an
 //! append that holds the row's lock, and an append that comes after it sees the follower. So
 //! every append either ends at or before the end the follow returned, or is announced to it.
-//! An announcement costs a `NOTIFY` (a lock held across commit, and a wakeup of every listener),
-//! which was a quarter of the database's work per turn when every append made one. A deletion removes the
-//! counter row (so the next append starts at 1) and moves the events into
-//! `deleted_transcript_events` in the same transaction: nothing is unlinked. With
+//! An announcement costs a `NOTIFY` (a lock held across commit, and a wakeup of every
+//! listener): with three replicas, a quarter of the database's work per turn when every append
+//! made one. A deletion removes the counter row (so the next append starts at 1) and moves the
+//! events into `deleted_transcript_events` in the same transaction: nothing is unlinked. With
 //! `Durability::OnSync` an append commits without waiting for the disk (as every write of the
 //! pool does) and `sync` waits for everything committed so far.
 

@@ -131,6 +131,13 @@ mod tests {
         reads: Mutex<Vec<u64>>,
     }
 
+    impl Counting {
+        fn at(dir: &std::path::Path) -> Self {
+            let inner = JsonlTranscriptStore::open(&TranscriptConfig::at(dir)).unwrap();
+            Counting { inner, reads: Mutex::default() }
+        }
+    }
+
     impl TranscriptStore for Counting {
         fn append_batch(&self, id: &str, events: Vec<NewEvent>) -> Result<Vec<TranscriptEvent>> {
             self.inner.append_batch(id, events)
@@ -182,10 +189,7 @@ mod tests {
     #[test]
     fn a_session_read_again_reads_only_the_lines_after_the_last_read() {
         let dir = tempfile::tempdir().unwrap();
-        let store = Counting {
-            inner: JsonlTranscriptStore::open(&TranscriptConfig::at(dir.path())).unwrap(),
-            reads: Mutex::default(),
-        };
+        let store = Counting::at(dir.path());
         let cache = ReplayCache::default();
         let first = turn(&store, "hi", "hello");
         let read = cache.get(&store, "s", None, None).unwrap();
@@ -214,10 +218,7 @@ mod tests {
     #[test]
     fn the_lines_a_turn_wrote_are_folded_without_reading_them_back() {
         let dir = tempfile::tempdir().unwrap();
-        let store = Counting {
-            inner: JsonlTranscriptStore::open(&TranscriptConfig::at(dir.path())).unwrap(),
-            reads: Mutex::default(),
-        };
+        let store = Counting::at(dir.path());
         let cache = ReplayCache::default();
         let first = turn(&store, "hi", "hello");
         cache.get(&store, "s", None, None).unwrap();

@@ -101,7 +101,7 @@ pub trait SessionStore: Send + Sync {
     /// transcript before each turn, and this saves that read a round trip). The end is read
     /// after the lease is taken, so every line of an earlier turn is in it. `None` for the end
     /// from a store that holds no transcripts (the default: the caller asks its transcript
-    /// store).
+    /// store). A caller uses it only with the transcript store of the same database.
     fn begin_turn_reading_transcript_end(
         &self,
         id: &str,
