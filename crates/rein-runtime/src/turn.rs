@@ -186,7 +186,7 @@ pub(crate) fn prepare(
     // A conversation held in memory is checked against the transcript once the lease is ours
     // (replicas), the store reading its end with the lease where it can.
     let check_held = live.agent.is_some() && core.shares_transcripts();
-    let (begun, mut transcript_end) = if check_held {
+    let (begun, transcript_end) = if check_held {
         core.store()
             .begin_turn_reading_transcript_end(&id, core.instance(), lease_time)
             .map_store_err()?
@@ -202,7 +202,6 @@ pub(crate) fn prepare(
             return Err(RuntimeError::TurnInFlight(id));
         }
         live.agent = None;
-        transcript_end = None;
     }
     let stop = CancellationToken::new();
     let lease = TurnLease {
@@ -213,6 +212,7 @@ pub(crate) fn prepare(
         summary: JsonObject::new(),
         done: CancellationToken::new(),
     };
+    // (A store that could not read the end with the lease leaves it to the transcript store.)
     let transcript_end = match transcript_end {
         Some(end) => Some(end),
         None if live.agent.is_some() => core.shared_transcript_position(&id)?,
