@@ -239,6 +239,13 @@ impl Agent {
                 next = stream.next() => next,
             };
             match next {
+                // A stop from another thread can land between the two branches: the tool saw
+                // it first and answered that it was cancelled. That call too was running when
+                // the turn was stopped, and is answered so.
+                Some((index, output)) if cancel.is_cancelled() && cancelled_by_stop(&output) => {
+                    report.stopped = true;
+                    outputs[index] = Some(unresolved_running());
+                }
                 Some((index, output)) => outputs[index] = Some(output),
                 None => break,
             }
@@ -272,6 +279,12 @@ impl Agent {
         turn.tool_results.push((call.clone(), output));
         judged
     }
+}
+
+/// Whether a tool's answer is that it was cancelled (the call left unresolved), as a tool that
+/// watches its context's stop answers.
+fn cancelled_by_stop(output: &ToolOutput) -> bool {
+    output.failure().is_some_and(|failure| failure.code == FailureCode::Unresolved)
 }
 
 fn unresolved_running() -> ToolOutput {

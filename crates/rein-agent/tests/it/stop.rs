@@ -45,6 +45,53 @@ async fn stop_while_a_tool_runs_answers_it_and_the_rest_unresolved() {
     assert_eq!(ran.outcome().ending.as_str(), "interrupted");
 }
 
+/// A tool that sees the stop before the loop does (a stop landing from another thread between
+/// the loop's checks) and answers that it was cancelled.
+struct SeesTheStopFirst {
+    spec: rein_protocol::ToolSpec,
+    stop: CancellationToken,
+}
+
+#[async_trait::async_trait]
+impl rein_protocol::Tool for SeesTheStopFirst {
+    fn spec(&self) -> &rein_protocol::ToolSpec {
+        &self.spec
+    }
+
+    async fn call(
+        &self,
+        _arguments: rein_protocol::JsonObject,
+        _context: rein_protocol::ToolContext,
+    ) -> Result<rein_protocol::ToolOutput, rein_protocol::ToolError> {
+        self.stop.cancel();
+        Err(rein_protocol::ToolError::Cancelled)
+    }
+}
+
+#[tokio::test]
+async fn a_call_that_answers_the_stop_first_is_answered_as_interrupted() {
+    let cancel = CancellationToken::new();
+    let spec = rein_protocol::ToolSpec::new("watcher", "Watches the stop.", Default::default());
+    let mut tools = registry(&[]);
+    tools
+        .register(std::sync::Arc::new(SeesTheStopFirst { spec, stop: cancel.clone() }))
+        .expect("one tool");
+    let model = ScriptedModel::new([reply::calls(&[("watcher", json!({}))])]);
+    let mut agent = agent(&model, tools, AgentConfig::default());
+    let ran = run_with(&mut agent, "go", &cancel).await;
+    assert_eq!(codes(&ran.events), ["tool_call_unresolved"]);
+    assert_eq!(ran.outcome().ending.as_str(), "interrupted");
+    let answer = agent.history().iter().find_map(|m| match m {
+        Message::Tool { content, .. } => Some(content.text()),
+        _ => None,
+    });
+    let answer = answer.expect("the call is answered");
+    assert!(
+        answer.ends_with("Interrupted: the turn was stopped while this call was running."),
+        "{answer}"
+    );
+}
+
 #[tokio::test]
 async fn stop_last_step_mode_answers_once_with_tools_off() {
     let cancel = CancellationToken::new();
