@@ -22,9 +22,9 @@ use tokio_postgres::{Row, types::ToSql};
 use rein_protocol::JsonObject;
 use rein_store::{
     Approval, ApprovalDecision, ApprovalMatch, ApprovalRule, ApprovalScope, ApprovalStatus,
-    AuditEntry, NewApproval, NewAuditEntry, NewSession, NewTask, Result, Session, SessionFilter,
-    SessionPatch, SessionStore, SessionWork, StopRequest, StoreError, Task, TaskOutcome,
-    TaskStatus, Timestamp, TurnUnfinished, ViewContext, check_session_id, new_id,
+    AuditEntry, Durability, NewApproval, NewAuditEntry, NewSession, NewTask, Result, Session,
+    SessionFilter, SessionPatch, SessionStore, SessionWork, StopRequest, StoreError, Task,
+    TaskOutcome, TaskStatus, Timestamp, TurnUnfinished, ViewContext, check_session_id, new_id,
 };
 
 use crate::{
@@ -82,11 +82,6 @@ fn session_gone<T>(outcome: FResult<T>, session_id: &str) -> FResult<T> {
         Err(fail) if fail.is_foreign_key_violation() => Err(not_found("session", session_id)),
         other => other,
     }
-}
-
-async fn query_one<C: GenericClient>(c: &C, sql: &str, params: &[Param<'_>]) -> FResult<Row> {
-    let statement = c.prepare_cached(sql).await?;
-    Ok(c.query_one(&statement, params).await?)
 }
 
 async fn execute<C: GenericClient>(c: &C, sql: &str, params: &[Param<'_>]) -> FResult<u64> {
@@ -322,6 +317,53 @@ impl PgSessionStore {
                     None => 0,
                 };
                 Ok((lease_outcome(&begun, &id)?, Some(last)))
+            })
+            .await
+        })
+    }
+}
+
+/// Ends a turn lease: one statement that also drops the stop request the turn may have ended
+/// under, and says whether the lease was held and whether the session exists.
+const END_TURN_SQL: &str = "WITH ended AS ( \
+       UPDATE sessions SET turn_in_flight = false, turn_owner = NULL, \
+       turn_expires_at = NULL, turn_unfinished = $3, updated_at = $4, \
+       metadata = merge_patch(metadata, $5::jsonb) \
+       WHERE id = $1 AND turn_in_flight AND turn_owner = $2 RETURNING id), \
+     cleared AS (DELETE FROM stop_requests WHERE session_id IN (SELECT id FROM ended)) \
+     SELECT EXISTS (SELECT 1 FROM ended), EXISTS (SELECT 1 FROM sessions WHERE id = $1)";
+
+/// [`END_TURN_SQL`] as a commit point: its transaction takes an id whether or not the lease
+/// is still held, and commits with `synchronous_commit` on (set for the transaction alone), so
+/// it commits only once the server's log is on the disk up to it, which holds every commit
+/// made before it on any connection.
+static END_TURN_DURABLY_SQL: LazyLock<String> = LazyLock::new(|| {
+    format!("{END_TURN_SQL}, set_config('synchronous_commit', 'on', true), txid_current()")
+});
+
+impl PgSessionStore {
+    /// Ends the turn lease ([`END_TURN_SQL`]); `durably`, as the transcript's `sync` with it
+    /// ([`END_TURN_DURABLY_SQL`]). Either way one statement in one round trip.
+    fn finish_turn(
+        &self,
+        id: &str,
+        owner: &str,
+        unfinished: Option<TurnUnfinished>,
+        metadata: &JsonObject,
+        durably: bool,
+    ) -> Result<bool> {
+        let patch = object_value(metadata);
+        let now = self.now();
+        let unfinished = unfinished.map(TurnUnfinished::as_str);
+        let (id, owner) = (id.to_owned(), owner.to_owned());
+        let pool = self.pool();
+        self.inner.run(async move {
+            retry(|| async {
+                let client = pool.get().await?;
+                let sql = if durably { END_TURN_DURABLY_SQL.as_str() } else { END_TURN_SQL };
+                let end = client.prepare_cached(sql).await?;
+                let params: [Param<'_>; 5] = [&id, &owner, &unfinished, &now, &patch];
+                lease_outcome(&client.query_one(&end, &params).await?, &id)
             })
             .await
         })
@@ -601,31 +643,19 @@ impl SessionStore for PgSessionStore {
         unfinished: Option<TurnUnfinished>,
         metadata: &JsonObject,
     ) -> Result<bool> {
-        let patch = object_value(metadata);
-        let now = self.now();
-        let unfinished = unfinished.map(TurnUnfinished::as_str);
-        let (id, owner) = (id.to_owned(), owner.to_owned());
-        let pool = self.pool();
-        self.inner.run(async move {
-            retry(|| async {
-                // One statement, one round trip (see `begin_turn`).
-                let client = pool.get().await?;
-                let row = query_one(
-                    &client,
-                    "WITH ended AS ( \
-                       UPDATE sessions SET turn_in_flight = false, turn_owner = NULL, \
-                       turn_expires_at = NULL, turn_unfinished = $3, updated_at = $4, \
-                       metadata = merge_patch(metadata, $5::jsonb) \
-                       WHERE id = $1 AND turn_in_flight AND turn_owner = $2 RETURNING id), \
-                     cleared AS (DELETE FROM stop_requests WHERE session_id IN (SELECT id FROM ended)) \
-                     SELECT EXISTS (SELECT 1 FROM ended), EXISTS (SELECT 1 FROM sessions WHERE id = $1)",
-                    &[&id, &owner, &unfinished, &now, &patch],
-                )
-                .await?;
-                lease_outcome(&row, &id)
-            })
-            .await
-        })
+        self.finish_turn(id, owner, unfinished, metadata, false)
+    }
+
+    fn end_turn_durably(
+        &self,
+        id: &str,
+        owner: &str,
+        unfinished: Option<TurnUnfinished>,
+        metadata: &JsonObject,
+    ) -> Result<Option<bool>> {
+        // Only appends that did not wait for the disk need the wait (see `sync`).
+        let durably = self.inner.durability == Durability::OnSync;
+        self.finish_turn(id, owner, unfinished, metadata, durably).map(Some)
     }
 
     fn delete_session(&self, id: &str) -> Result<Vec<String>> {

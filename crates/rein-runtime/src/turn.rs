@@ -12,7 +12,8 @@
 //! 3. Every way out of the turn after step 1 drops the [`TurnLease`]: it stops the keeper,
 //!    forgets the turn's stop token, syncs the transcript (the turn's commit point: its events
 //!    reach the disk before it is answered), then ends the lease in the store with how the
-//!    turn was left and the session's list fields, in one write.
+//!    turn was left and the session's list fields, in one write. A store whose database holds
+//!    the transcripts (replicas) does both in one round trip (`end_turn_durably`).
 
 use std::sync::Arc;
 
@@ -74,19 +75,29 @@ impl Drop for TurnLease {
     fn drop(&mut self) {
         self.done.cancel();
         self.turns.remove(&self.session_id);
-        // The turn's commit point: its events reach the disk before it is answered (a no-op
-        // for a transcript store that syncs every append).
-        if let Err(error) = self.core.events().sync(&self.session_id) {
-            tracing::error!(session = %self.session_id, %error, "could not sync the transcript");
+        let (store, id, owner) = (self.core.store(), &self.session_id, self.core.instance());
+        // The turn's commit point: its events reach the disk before it is answered. A store
+        // whose database holds the transcripts (replicas) ends the turn as that commit point
+        // in one round trip; otherwise the transcript is synced (a no-op for a transcript store
+        // that syncs every append), then the turn ended. Ending it also drops the stop request
+        // it may have ended under.
+        let ended = if self.core.shares_transcripts() {
+            store.end_turn_durably(id, owner, self.unfinished, &self.summary)
+        } else {
+            Ok(None)
+        };
+        match ended {
+            Ok(Some(_)) => return,
+            Ok(None) => {}
+            // Tried again in two steps (a commit whose answer was lost leaves nothing to end).
+            Err(error) => tracing::warn!(session = %id, %error, "could not end the turn durably"),
         }
-        // Ending the turn also drops the stop request it may have ended under.
-        if let Err(error) = self.core.store().end_turn_with_metadata(
-            &self.session_id,
-            self.core.instance(),
-            self.unfinished,
-            &self.summary,
-        ) {
-            tracing::warn!(session = %self.session_id, %error, "could not end the turn lease");
+        if let Err(error) = self.core.events().sync(id) {
+            tracing::error!(session = %id, %error, "could not sync the transcript");
+        }
+        if let Err(error) = store.end_turn_with_metadata(id, owner, self.unfinished, &self.summary)
+        {
+            tracing::warn!(session = %id, %error, "could not end the turn lease");
         }
     }
 }

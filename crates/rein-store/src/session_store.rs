@@ -164,6 +164,25 @@ pub trait SessionStore: Send + Sync {
         Ok(ended)
     }
 
+    /// [`SessionStore::end_turn_with_metadata`] as the turn's commit point, for a store whose
+    /// database holds the transcripts too: the end of the turn commits once every earlier write
+    /// of the database (the turn's transcript lines among them) is as durable as the transcript
+    /// store's [`sync`](crate::TranscriptStore::sync) makes them, in one round trip where the
+    /// sync and then the end of the turn took two. `Ok(None)` from a store that holds no
+    /// transcripts (the default), having done nothing: the caller syncs its transcript store
+    /// and then ends the turn. A caller uses it only with the transcript store of the same
+    /// database.
+    fn end_turn_durably(
+        &self,
+        id: &str,
+        owner: &str,
+        unfinished: Option<TurnUnfinished>,
+        metadata: &JsonObject,
+    ) -> Result<Option<bool>> {
+        let _ = (id, owner, unfinished, metadata);
+        Ok(None)
+    }
+
     /// Deletes a session and its child sessions (with their tasks, approvals, checkpoints and
     /// stop requests; the audit log stays). Refused with
     /// [`ActiveTasks`](crate::StoreError::ActiveTasks) while any of them has a queued or running

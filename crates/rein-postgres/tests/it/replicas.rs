@@ -291,6 +291,39 @@ fn appends_that_wait_only_for_the_sync_are_seen_by_the_other_replica_at_once() {
 }
 
 #[test]
+fn a_turn_ended_durably_commits_once_the_lines_before_it_are_on_the_disk() {
+    let (mut guard, _clock) = guard();
+    guard.config.durability = rein_store::Durability::OnSync;
+    let database = connect(&guard);
+    let (sessions, transcripts) = (database.session_store(), database.transcript_store());
+    session(&sessions, "s");
+    assert!(sessions.begin_turn("s", "replica-1", LEASE).unwrap());
+    for n in 0..5 {
+        transcripts.append("s", "message", json!(n)).unwrap();
+    }
+    // Where the server's log ends after the appends, which did not wait for the disk.
+    crate::raw_sql(&guard, "CREATE TABLE log_mark AS SELECT pg_current_wal_insert_lsn() AS at")
+        .unwrap();
+    let summary = json!({"last_message": "done"}).as_object().cloned().unwrap();
+    assert_eq!(sessions.end_turn_durably("s", "replica-1", None, &summary).unwrap(), Some(true));
+    crate::raw_sql(
+        &guard,
+        "DO $$ BEGIN IF pg_current_wal_flush_lsn() < (SELECT at FROM log_mark) THEN \
+         RAISE EXCEPTION 'the log is not on the disk up to the appends'; END IF; END $$",
+    )
+    .unwrap();
+    let ended = sessions.get_session("s").unwrap().unwrap();
+    assert!(!ended.turn_in_flight);
+    assert_eq!(ended.metadata.get("last_message"), Some(&json!("done")));
+    // A lease no longer held: nothing is ended, and it says so.
+    assert_eq!(sessions.end_turn_durably("s", "replica-1", None, &summary).unwrap(), Some(false));
+    assert!(matches!(
+        sessions.end_turn_durably("missing", "replica-1", None, &summary),
+        Err(StoreError::NotFound { .. })
+    ));
+}
+
+#[test]
 fn three_concurrent_connects_migrate_once_to_one_version() {
     let (guard, _clock) = guard();
     let handles: Vec<_> = (0..3)
