@@ -24,7 +24,8 @@ use rein_store::{
     Approval, ApprovalDecision, ApprovalMatch, ApprovalRule, ApprovalScope, ApprovalStatus,
     AuditEntry, Durability, NewApproval, NewAuditEntry, NewSession, NewTask, Result, Session,
     SessionFilter, SessionPatch, SessionStore, SessionWork, StopRequest, StoreError, Task,
-    TaskOutcome, TaskStatus, Timestamp, TurnUnfinished, ViewContext, check_session_id, new_id,
+    TaskOutcome, TaskStatus, Timestamp, TurnEnd, TurnUnfinished, ViewContext, check_session_id,
+    new_id,
 };
 
 use crate::{
@@ -50,6 +51,10 @@ static UNDELIVERED_TASKS_SQL: LazyLock<String> = LazyLock::new(|| {
          AND status IN ('completed', 'failed', 'cancelled') ORDER BY finished_at, seq"
     )
 });
+
+/// A session by its id.
+static LOAD_SESSION_SQL: LazyLock<String> =
+    LazyLock::new(|| format!("SELECT {SESSION_COLS} FROM sessions WHERE id = $1"));
 
 /// A session's tasks, oldest first.
 static SESSION_TASKS_SQL: LazyLock<String> = LazyLock::new(|| {
@@ -94,12 +99,14 @@ fn all<T>(rows: &[Row], decode: fn(&Row) -> FResult<T>) -> FResult<Vec<T>> {
 }
 
 async fn load_session<C: GenericClient>(c: &C, id: &str, lock: bool) -> FResult<Option<Session>> {
+    let locked;
     let sql = if lock {
-        format!("SELECT {SESSION_COLS} FROM sessions WHERE id = $1 FOR UPDATE")
+        locked = format!("{} FOR UPDATE", *LOAD_SESSION_SQL);
+        locked.as_str()
     } else {
-        format!("SELECT {SESSION_COLS} FROM sessions WHERE id = $1")
+        LOAD_SESSION_SQL.as_str()
     };
-    query_opt(c, &sql, &[&id]).await?.as_ref().map(rows::session).transpose()
+    query_opt(c, sql, &[&id]).await?.as_ref().map(rows::session).transpose()
 }
 
 async fn require_session<C: GenericClient>(c: &C, id: &str) -> FResult<Session> {
@@ -343,7 +350,9 @@ static END_TURN_DURABLY_SQL: LazyLock<String> = LazyLock::new(|| {
 
 impl PgSessionStore {
     /// Ends the turn lease ([`END_TURN_SQL`]); `durably`, as the transcript's `sync` with it
-    /// ([`END_TURN_DURABLY_SQL`]). Either way one statement in one round trip.
+    /// ([`END_TURN_DURABLY_SQL`]); with `read_work`, then reads the session with its work (as
+    /// `session_with_work`). One round trip: the reads are sent with the end, without waiting
+    /// for its answer, and run after it on the same connection.
     fn finish_turn(
         &self,
         id: &str,
@@ -351,7 +360,8 @@ impl PgSessionStore {
         unfinished: Option<TurnUnfinished>,
         metadata: &JsonObject,
         durably: bool,
-    ) -> Result<bool> {
+        read_work: bool,
+    ) -> Result<TurnEnd> {
         let patch = object_value(metadata);
         let now = self.now();
         let unfinished = unfinished.map(TurnUnfinished::as_str);
@@ -363,7 +373,31 @@ impl PgSessionStore {
                 let sql = if durably { END_TURN_DURABLY_SQL.as_str() } else { END_TURN_SQL };
                 let end = client.prepare_cached(sql).await?;
                 let params: [Param<'_>; 5] = [&id, &owner, &unfinished, &now, &patch];
-                lease_outcome(&client.query_one(&end, &params).await?, &id)
+                if !read_work {
+                    let ended = lease_outcome(&client.query_one(&end, &params).await?, &id)?;
+                    return Ok(TurnEnd { ended, work: None });
+                }
+                // Prepared before anything is sent, so that nothing waits between them.
+                let session = client.prepare_cached(&LOAD_SESSION_SQL).await?;
+                let tasks = client.prepare_cached(&SESSION_TASKS_SQL).await?;
+                let approvals = client.prepare_cached(&SESSION_APPROVALS_SQL).await?;
+                let by_id: [Param<'_>; 1] = [&id];
+                let (ended, session, tasks, approvals) = futures::try_join!(
+                    client.query_one(&end, &params),
+                    client.query_opt(&session, &by_id),
+                    client.query(&tasks, &by_id),
+                    client.query(&approvals, &by_id),
+                )?;
+                let ended = lease_outcome(&ended, &id)?;
+                let work = match session {
+                    Some(session) => Some(SessionWork {
+                        session: rows::session(&session)?,
+                        tasks: all(&tasks, rows::task)?,
+                        approvals: all(&approvals, rows::approval)?,
+                    }),
+                    None => None,
+                };
+                Ok(TurnEnd { ended, work: Some(work) })
             })
             .await
         })
@@ -643,7 +677,7 @@ impl SessionStore for PgSessionStore {
         unfinished: Option<TurnUnfinished>,
         metadata: &JsonObject,
     ) -> Result<bool> {
-        self.finish_turn(id, owner, unfinished, metadata, false)
+        Ok(self.finish_turn(id, owner, unfinished, metadata, false, false)?.ended)
     }
 
     fn end_turn_durably(
@@ -652,10 +686,11 @@ impl SessionStore for PgSessionStore {
         owner: &str,
         unfinished: Option<TurnUnfinished>,
         metadata: &JsonObject,
-    ) -> Result<Option<bool>> {
+        read_work: bool,
+    ) -> Result<Option<TurnEnd>> {
         // Only appends that did not wait for the disk need the wait (see `sync`).
         let durably = self.inner.durability == Durability::OnSync;
-        self.finish_turn(id, owner, unfinished, metadata, durably).map(Some)
+        self.finish_turn(id, owner, unfinished, metadata, durably, read_work).map(Some)
     }
 
     fn delete_session(&self, id: &str) -> Result<Vec<String>> {

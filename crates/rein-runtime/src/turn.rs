@@ -19,7 +19,7 @@ use std::sync::Arc;
 
 use rein_agent::{Agent, TaskCompletion, TurnInput, TurnOutcome};
 use rein_protocol::{CancellationToken, JsonObject, Message, Model};
-use rein_store::{Session, SessionPatch, Task, TaskStatus, TurnUnfinished};
+use rein_store::{Session, SessionPatch, SessionWork, Task, TaskStatus, TurnUnfinished};
 use serde_json::Value;
 use tokio::sync::OwnedMutexGuard;
 
@@ -69,25 +69,33 @@ struct TurnLease {
     summary: JsonObject,
     /// Stops the [`LeaseKeeper`].
     done: CancellationToken,
+    /// [`TurnLease::end`] ran.
+    ended: bool,
 }
 
-impl Drop for TurnLease {
-    fn drop(&mut self) {
+impl TurnLease {
+    /// Ends the turn: stops the keeper, forgets the turn's stop token, and ends the lease at
+    /// the turn's commit point (its events reach the disk before it is answered). A store whose
+    /// database holds the transcripts (replicas) ends the turn as that commit point in one
+    /// round trip, reading the session back with its work in it when `read_work` asks; with
+    /// any other, the transcript is synced (a no-op for a transcript store that syncs every
+    /// append), then the turn ended. Ending it also drops the stop request it may have ended
+    /// under. The session with its work, when it was read with the end (`None` inside: the
+    /// session is gone).
+    fn end(&mut self, read_work: bool) -> Option<Option<SessionWork>> {
+        if std::mem::replace(&mut self.ended, true) {
+            return None;
+        }
         self.done.cancel();
         self.turns.remove(&self.session_id);
         let (store, id, owner) = (self.core.store(), &self.session_id, self.core.instance());
-        // The turn's commit point: its events reach the disk before it is answered. A store
-        // whose database holds the transcripts (replicas) ends the turn as that commit point
-        // in one round trip; otherwise the transcript is synced (a no-op for a transcript store
-        // that syncs every append), then the turn ended. Ending it also drops the stop request
-        // it may have ended under.
         let ended = if self.core.shares_transcripts() {
-            store.end_turn_durably(id, owner, self.unfinished, &self.summary)
+            store.end_turn_durably(id, owner, self.unfinished, &self.summary, read_work)
         } else {
             Ok(None)
         };
         match ended {
-            Ok(Some(_)) => return,
+            Ok(Some(end)) => return end.work,
             Ok(None) => {}
             // Tried again in two steps (a commit whose answer was lost leaves nothing to end).
             Err(error) => tracing::warn!(session = %id, %error, "could not end the turn durably"),
@@ -99,6 +107,13 @@ impl Drop for TurnLease {
         {
             tracing::warn!(session = %id, %error, "could not end the turn lease");
         }
+        None
+    }
+}
+
+impl Drop for TurnLease {
+    fn drop(&mut self) {
+        self.end(false);
     }
 }
 
@@ -159,6 +174,9 @@ pub(crate) struct Finished {
     pub(crate) transcript_end: Option<u64>,
     /// The lines the turn appended, when the hub kept them all (see `events::TurnLines`).
     pub(crate) turn_lines: Option<TurnLines>,
+    /// The session with its work as the turn left it, when the store read it with the end of
+    /// the turn (`None` inside: the session is gone).
+    pub(crate) work: Option<Option<SessionWork>>,
 }
 
 /// What a turn starts from, read before it begins: the session, and its finished tasks not
@@ -222,6 +240,7 @@ pub(crate) fn prepare(
         unfinished: None,
         summary: JsonObject::new(),
         done: CancellationToken::new(),
+        ended: false,
     };
     // (A store that could not read the end with the lease leaves it to the transcript store.)
     let transcript_end = match transcript_end {
@@ -451,14 +470,14 @@ impl Prepared {
         let last =
             visible.last.map(|text| (transcript::preview(&text, 96), core.now().to_rfc3339()));
         lease.summary = SessionMeta::list_patch(visible.count, last);
-        drop(lease);
+        let work = lease.end(true);
         // What this process holds is the transcript up to where its own appends took it; when
         // another process's line came between them, the next turn rebuilds (a shared store).
         let end = core.events().known_end(id);
         let turn_lines = core.events().take_turn_lines(id);
         live.transcript_at = end.filter(|_| core.shares_transcripts());
         drop(live);
-        Ok(Finished { outcome, added: sink.added(), transcript_end: end, turn_lines })
+        Ok(Finished { outcome, added: sink.added(), transcript_end: end, turn_lines, work })
     }
 }
 

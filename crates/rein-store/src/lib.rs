@@ -77,7 +77,7 @@ pub use crate::{
         Approval, ApprovalDecision, ApprovalMatch, ApprovalRule, ApprovalScope, ApprovalStatus,
         AuditEntry, DEFAULT_RESTART_LIMIT, NewApproval, NewAuditEntry, NewSession, NewTask,
         Session, SessionCursor, SessionFilter, SessionPatch, SessionWork, StopRequest, Task,
-        TaskOutcome, TaskStatus, TurnUnfinished, ViewContext,
+        TaskOutcome, TaskStatus, TurnEnd, TurnUnfinished, ViewContext,
     },
     session_id::{SESSION_ID_MAX_ENCODED_LEN, check_session_id},
     session_store::SessionStore,

@@ -54,6 +54,16 @@ pub struct SessionWork {
     pub approvals: Vec<Approval>,
 }
 
+/// How [`SessionStore::end_turn_durably`](crate::SessionStore::end_turn_durably) ended a turn.
+#[derive(Debug, Clone, PartialEq)]
+pub struct TurnEnd {
+    /// Whether the caller still held the lease (nothing is changed when it did not).
+    pub ended: bool,
+    /// The session with its work as the end left it, when asked for: `None` inside when the
+    /// session is gone.
+    pub work: Option<Option<SessionWork>>,
+}
+
 /// One chat session.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]

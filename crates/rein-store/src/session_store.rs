@@ -9,7 +9,7 @@ use rein_protocol::JsonObject;
 use crate::{
     Approval, ApprovalDecision, ApprovalMatch, ApprovalRule, AuditEntry, NewApproval,
     NewAuditEntry, NewSession, NewTask, Result, Session, SessionFilter, SessionPatch, SessionWork,
-    StopRequest, Task, TaskOutcome, TurnUnfinished, ViewContext,
+    StopRequest, Task, TaskOutcome, TurnEnd, TurnUnfinished, ViewContext,
 };
 
 /// Sessions, background tasks, approvals, the audit log, view contexts, task checkpoints and
@@ -168,7 +168,9 @@ pub trait SessionStore: Send + Sync {
     /// database holds the transcripts too: the end of the turn commits once every earlier write
     /// of the database (the turn's transcript lines among them) is as durable as the transcript
     /// store's [`sync`](crate::TranscriptStore::sync) makes them, in one round trip where the
-    /// sync and then the end of the turn took two. `Ok(None)` from a store that holds no
+    /// sync and then the end of the turn took two. With `read_work`, the session is read back
+    /// with its work after the end, in the same round trip (what
+    /// [`SessionStore::session_with_work`] reads). `Ok(None)` from a store that holds no
     /// transcripts (the default), having done nothing: the caller syncs its transcript store
     /// and then ends the turn. A caller uses it only with the transcript store of the same
     /// database.
@@ -178,8 +180,9 @@ pub trait SessionStore: Send + Sync {
         owner: &str,
         unfinished: Option<TurnUnfinished>,
         metadata: &JsonObject,
-    ) -> Result<Option<bool>> {
-        let _ = (id, owner, unfinished, metadata);
+        read_work: bool,
+    ) -> Result<Option<TurnEnd>> {
+        let _ = (id, owner, unfinished, metadata, read_work);
         Ok(None)
     }
 

@@ -11,7 +11,7 @@ use std::{
 
 use rein_postgres::{PgConfig, PgDatabase};
 use rein_store::{
-    Appended, NewSession, NewTask, SessionStore, StoreError, TaskOutcome, TranscriptStore,
+    Appended, NewSession, NewTask, SessionStore, StoreError, TaskOutcome, TranscriptStore, TurnEnd,
 };
 use serde_json::json;
 
@@ -305,7 +305,8 @@ fn a_turn_ended_durably_commits_once_the_lines_before_it_are_on_the_disk() {
     crate::raw_sql(&guard, "CREATE TABLE log_mark AS SELECT pg_current_wal_insert_lsn() AS at")
         .unwrap();
     let summary = json!({"last_message": "done"}).as_object().cloned().unwrap();
-    assert_eq!(sessions.end_turn_durably("s", "replica-1", None, &summary).unwrap(), Some(true));
+    let end = sessions.end_turn_durably("s", "replica-1", None, &summary, false).unwrap();
+    assert_eq!(end, Some(TurnEnd { ended: true, work: None }));
     crate::raw_sql(
         &guard,
         "DO $$ BEGIN IF pg_current_wal_flush_lsn() < (SELECT at FROM log_mark) THEN \
@@ -316,11 +317,29 @@ fn a_turn_ended_durably_commits_once_the_lines_before_it_are_on_the_disk() {
     assert!(!ended.turn_in_flight);
     assert_eq!(ended.metadata.get("last_message"), Some(&json!("done")));
     // A lease no longer held: nothing is ended, and it says so.
-    assert_eq!(sessions.end_turn_durably("s", "replica-1", None, &summary).unwrap(), Some(false));
+    let end = sessions.end_turn_durably("s", "replica-1", None, &summary, false).unwrap();
+    assert_eq!(end, Some(TurnEnd { ended: false, work: None }));
     assert!(matches!(
-        sessions.end_turn_durably("missing", "replica-1", None, &summary),
+        sessions.end_turn_durably("missing", "replica-1", None, &summary, true),
         Err(StoreError::NotFound { .. })
     ));
+}
+
+#[test]
+fn a_turn_ended_durably_reads_the_session_back_with_its_work_as_the_end_left_it() {
+    let (guard, _clock) = guard();
+    let sessions = connect(&guard).session_store();
+    session(&sessions, "s");
+    sessions.create_task(NewTask::new("s", "search", json!({"q": "x"}))).unwrap();
+    assert!(sessions.begin_turn("s", "replica-1", LEASE).unwrap());
+    let summary = json!({"message_count": 2}).as_object().cloned().unwrap();
+    let end = sessions.end_turn_durably("s", "replica-1", None, &summary, true).unwrap().unwrap();
+    assert!(end.ended);
+    let work = end.work.expect("asked for").expect("the session is there");
+    assert_eq!(Some(work.clone()), sessions.session_with_work("s").unwrap());
+    assert!(!work.session.turn_in_flight, "read after the end");
+    assert_eq!(work.session.metadata.get("message_count"), Some(&json!(2)));
+    assert_eq!(work.tasks.len(), 1);
 }
 
 #[test]

@@ -162,8 +162,12 @@ impl super::Runtime {
         let finished = prepared.run().await?;
         self.evict_idle_sessions();
         drop(live);
-        // The session as the turn left it, with its tasks and approvals: one read.
-        let found = shared.core.store().session_with_work(id).map_store_err()?;
+        // The session as the turn left it, with its tasks and approvals: read with the end of
+        // the turn where the store can, else one read.
+        let found = match finished.work {
+            Some(found) => found,
+            None => shared.core.store().session_with_work(id).map_store_err()?,
+        };
         let work = super::public(id, found, |work| &work.session)?;
         let written = finished.turn_lines.as_ref();
         let session = self.view(work.session, finished.transcript_end, written).await?;
