@@ -12,8 +12,9 @@
 //! Figures, per replica count (`replicas_1_…`, `replicas_N_…`): what `bench serve` measures of
 //! the paced load (added latency p50 / p99 / max, turns per second), the saturated turns per
 //! second, and the CPU seconds each replica, the PostgreSQL server and the client used over
-//! both runs of that count; then `replica_scaling_ratio`, saturated turns per second with N
-//! replicas over one. On a 2-core machine the ratio is bounded by the cores every process
+//! both runs of that count (and `cpu_stolen_s`, the CPU the hypervisor took for other machines
+//! meanwhile: a run with seconds of it ran on a slower machine); then `replica_scaling_ratio`,
+//! saturated turns per second with N replicas over one. On a 2-core machine the ratio is bounded by the cores every process
 //! shares, the CPU figures say where they went.
 
 use std::{
@@ -182,7 +183,18 @@ fn cpu_seconds(replicas: &[ReplicaProcess]) -> Vec<(String, f64)> {
         .sum();
     seconds.push(("postgres".into(), postgres));
     seconds.push(("client".into(), process_cpu(std::process::id()).unwrap_or(0.0)));
+    seconds.push(("stolen".into(), stolen_cpu().unwrap_or(0.0)));
     seconds
+}
+
+/// The CPU seconds the hypervisor gave to others while this machine's processes were ready to
+/// run, over all cores so far (`steal` of `/proc/stat`): on a shared virtual machine, a run
+/// with seconds of it measured a slower machine, not slower code.
+fn stolen_cpu() -> Option<f64> {
+    let stat = std::fs::read_to_string("/proc/stat").ok()?;
+    let cpu = stat.lines().find(|line| line.starts_with("cpu "))?;
+    let steal: f64 = cpu.split_whitespace().nth(8)?.parse().ok()?;
+    Some(steal / 100.0)
 }
 
 /// The user and system CPU seconds of process `pid`, from `/proc/PID/stat` (in clock ticks of
