@@ -611,8 +611,11 @@ impl Agent {
             // The text streamed so far: what a stopped request leaves.
             let streamed = Mutex::new(String::new());
             let degenerate = tokio::sync::Notify::new();
-            let forward = |released: Vec<StreamEvent>| {
-                for event in released {
+            // What the recoverer released from a delta, drained as it is forwarded (one
+            // vector for the whole reply).
+            let released = Mutex::new(Vec::new());
+            let forward = |released: &mut Vec<StreamEvent>| {
+                for event in released.drain(..) {
                     match event {
                         StreamEvent::Text(text) => events.emit(AgentEvent::TextDelta { text }),
                         StreamEvent::Reasoning(text) => {
@@ -626,14 +629,15 @@ impl Agent {
                 ReplyDelta::Text { text } => {
                     streamed.lock().unwrap_or_else(PoisonError::into_inner).push_str(&text);
                     let mut recoverer = recoverer.lock().unwrap_or_else(PoisonError::into_inner);
-                    let released = recoverer.push(&text);
+                    let mut released = released.lock().unwrap_or_else(PoisonError::into_inner);
+                    recoverer.push_into(&text, &mut released);
                     if recoverer.degenerate() {
                         // A reply writing one call a third time, or its text three times over,
                         // is repeating itself.
                         degenerate.notify_one();
                     }
                     drop(recoverer);
-                    forward(released);
+                    forward(&mut released);
                 }
                 ReplyDelta::Reasoning { text } => events.emit(AgentEvent::ReasoningDelta { text }),
                 ReplyDelta::Retry { attempt, delay_ms, reason } => {
@@ -693,7 +697,7 @@ impl Agent {
                         turn.degenerate = true;
                     }
                     if !recoverer.text().is_empty() {
-                        forward(recoverer.finish(None, &[]).events);
+                        forward(&mut recoverer.finish(None, &[]).events);
                     }
                     if let Some(usage) = &reply.usage {
                         turn.usage.add(usage);

@@ -372,15 +372,22 @@ impl StreamRecoverer {
 
     /// Feeds one content delta; returns what can be released.
     pub fn push(&mut self, delta: &str) -> Vec<StreamEvent> {
+        let mut events = Vec::new();
+        self.push_into(delta, &mut events);
+        events
+    }
+
+    /// [`StreamRecoverer::push`], appending what can be released to `events`: a caller that
+    /// drains and reuses one vector saves an allocation per delta.
+    pub fn push_into(&mut self, delta: &str, events: &mut Vec<StreamEvent>) {
         let before = self.text.len();
         self.text.push_str(delta);
         if let Some(newline) = memchr::memrchr(b'\n', delta.as_bytes()) {
             self.line_start = before + newline + 1;
         }
         self.check_repetition(before);
-        let mut events = Vec::new();
         if self.diverged {
-            return events;
+            return;
         }
         // Inside reasoning, a `<` or `[` may begin the block's closing marker or a call tag that
         // ends it (every one begins with one; one begun before is held, `reasoning_held`): a
@@ -390,8 +397,8 @@ impl StreamRecoverer {
             && (self.reasoning_held
                 || (before..self.text.len()).any(|at| may_end_reasoning(self.text.as_bytes(), at)));
         if self.in_reasoning && !reasoning_markup && !self.holding {
-            self.release_prose(delta, &mut events);
-            return events;
+            self.release_prose(delta, events);
+            return;
         }
         let opens =
             if self.holding { None } else { first_opening(&self.text, before, &self.tools) };
@@ -403,15 +410,15 @@ impl StreamRecoverer {
             if self.holding {
                 // The prose before a construct that has only begun is released, the construct
                 // held without a recovery (it cannot be decided before something in it closes).
-                self.release_prose(&delta[..self.held.at - before], &mut events);
+                self.release_prose(&delta[..self.held.at - before], events);
                 self.pending_space.clear();
                 if let Some(trace) = self.trace.take() {
                     self.held.closers = self.follows_cut(&trace);
                     self.settle_at_held(&trace);
                 }
-                return events;
+                return;
             }
-            self.release_prose(delta, &mut events);
+            self.release_prose(delta, events);
             if delta.contains('\n')
                 && !self.in_reasoning
                 && let Some(trace) = self.trace.take()
@@ -421,14 +428,13 @@ impl StreamRecoverer {
                 self.trace =
                     Some(if self.settle(&trace) { crate::Trace::default() } else { trace });
             }
-            return events;
+            return;
         }
         if self.holding && !self.may_complete() {
             // Nothing held can be decided before something closes: the text waits.
-            return events;
+            return;
         }
-        self.recompute(&mut events);
-        events
+        self.recompute(events);
     }
 
     /// Whether the construct that may start at `at` (in the last delta, which starts at
@@ -733,12 +739,19 @@ impl StreamRecoverer {
                     (true, b'<', Some(b'/' | b'|' | 0xEF)) => held.closers_done = false,
                     // The rest of a fence.
                     (true, b'`', _) if at > 0 && bytes[at - 1] == b'`' => {}
-                    // Something other than a closer: the call's text is complete.
-                    (true, ..) => return true,
+                    // Something other than a closer: the call's text is complete, and what
+                    // follows is followed as held text (so that the next delta is not taken
+                    // for the end of the closers again, and recovered again).
+                    (true, ..) => {
+                        held.closers = false;
+                        closed = true;
+                    }
                     (false, b'>' | b'`' | b'}' | b']', _) => held.closers_done = true,
                     _ => {}
                 }
-                continue;
+                if held.closers {
+                    continue;
+                }
             }
             if held.in_string {
                 match (held.escaped, b) {
@@ -1368,6 +1381,22 @@ mod tests {
         let end = recoverer.finish(None, &[]);
         take(end.events.clone());
         (text, reasoning, calls, end)
+    }
+
+    #[test]
+    fn push_into_appends_what_push_returns() {
+        let pieces =
+            ["Looking.\n<tool_", "call>{\"name\": \"query\", ", "\"arguments\": {}}</tool_call>"];
+        let mut appending = StreamRecoverer::new(&["query"], ToolSchemas::new());
+        let mut returning = StreamRecoverer::new(&["query"], ToolSchemas::new());
+        let mut appended = vec![StreamEvent::Text("kept".into())];
+        let mut returned = appended.clone();
+        for piece in pieces {
+            appending.push_into(piece, &mut appended);
+            returned.extend(returning.push(piece));
+        }
+        assert_eq!(appended, returned);
+        assert!(appended.iter().any(|event| matches!(event, StreamEvent::Call(_))));
     }
 
     #[test]

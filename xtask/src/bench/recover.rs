@@ -360,6 +360,8 @@ pub(crate) fn run() -> anyhow::Result<Figures> {
     let mut deltas = 0usize;
     let stream_ms = time_ms(3, || {
         deltas = 0;
+        // As the loop feeds it: one vector of released events, drained after each delta.
+        let mut released = Vec::new();
         for content in &short {
             let mut recoverer = StreamRecoverer::new(TOOLS, ToolSchemas::new());
             let mut at = 0;
@@ -368,7 +370,10 @@ pub(crate) fn run() -> anyhow::Result<Figures> {
                 while !content.is_char_boundary(end) {
                     end += 1;
                 }
-                std::hint::black_box(recoverer.push(&content[at..end]));
+                recoverer.push_into(&content[at..end], &mut released);
+                for event in released.drain(..) {
+                    std::hint::black_box(event);
+                }
                 deltas += 1;
                 at = end;
             }
