@@ -14,8 +14,8 @@
 //! second, and the CPU seconds each replica, the PostgreSQL server and the client used over
 //! both runs of that count (and `cpu_stolen_s`, the CPU the hypervisor took for other machines
 //! meanwhile: a run with seconds of it ran on a slower machine); then `replica_scaling_ratio`,
-//! saturated turns per second with N replicas over one. On a 2-core machine the ratio is bounded by the cores every process
-//! shares, the CPU figures say where they went.
+//! saturated turns per second with N replicas over one. On a 2-core machine the ratio is
+//! bounded by the cores every process shares, the CPU figures say where they went.
 
 use std::{
     io::{BufRead as _, BufReader},
