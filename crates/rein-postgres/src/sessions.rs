@@ -16,6 +16,7 @@ use std::{
 };
 
 use deadpool_postgres::GenericClient;
+use futures::TryFutureExt as _;
 use serde_json::Value;
 use tokio_postgres::{Row, types::ToSql};
 
@@ -107,6 +108,23 @@ async fn load_session<C: GenericClient>(c: &C, id: &str, lock: bool) -> FResult<
         LOAD_SESSION_SQL.as_str()
     };
     query_opt(c, sql, &[&id]).await?.as_ref().map(rows::session).transpose()
+}
+
+/// The session with its tasks and approvals: three statements in flight at once on one
+/// connection, one round trip (sent after whatever the caller sent on it before polling this).
+async fn load_session_work<C: GenericClient>(c: &C, id: &str) -> FResult<Option<SessionWork>> {
+    let params: [Param<'_>; 1] = [&id];
+    let (session, tasks, approvals) = futures::try_join!(
+        load_session(c, id, false),
+        query(c, &SESSION_TASKS_SQL, &params),
+        query(c, &SESSION_APPROVALS_SQL, &params),
+    )?;
+    let Some(session) = session else { return Ok(None) };
+    Ok(Some(SessionWork {
+        session,
+        tasks: all(&tasks, rows::task)?,
+        approvals: all(&approvals, rows::approval)?,
+    }))
 }
 
 async fn require_session<C: GenericClient>(c: &C, id: &str) -> FResult<Session> {
@@ -377,27 +395,13 @@ impl PgSessionStore {
                     let ended = lease_outcome(&client.query_one(&end, &params).await?, &id)?;
                     return Ok(TurnEnd { ended, work: None });
                 }
-                // Prepared before anything is sent, so that nothing waits between them.
-                let session = client.prepare_cached(&LOAD_SESSION_SQL).await?;
-                let tasks = client.prepare_cached(&SESSION_TASKS_SQL).await?;
-                let approvals = client.prepare_cached(&SESSION_APPROVALS_SQL).await?;
-                let by_id: [Param<'_>; 1] = [&id];
-                let (ended, session, tasks, approvals) = futures::try_join!(
-                    client.query_one(&end, &params),
-                    client.query_opt(&session, &by_id),
-                    client.query(&tasks, &by_id),
-                    client.query(&approvals, &by_id),
+                // The end is sent first, the reads right after it (their statements, cached,
+                // are sent as they are polled).
+                let (ended, work) = futures::try_join!(
+                    client.query_one(&end, &params).map_err(Fail::from),
+                    load_session_work(&client, &id),
                 )?;
-                let ended = lease_outcome(&ended, &id)?;
-                let work = match session {
-                    Some(session) => Some(SessionWork {
-                        session: rows::session(&session)?,
-                        tasks: all(&tasks, rows::task)?,
-                        approvals: all(&approvals, rows::approval)?,
-                    }),
-                    None => None,
-                };
-                Ok(TurnEnd { ended, work: Some(work) })
+                Ok(TurnEnd { ended: lease_outcome(&ended, &id)?, work: Some(work) })
             })
             .await
         })
@@ -463,21 +467,7 @@ impl SessionStore for PgSessionStore {
 
     fn session_with_work(&self, id: &str) -> Result<Option<SessionWork>> {
         let id = id.to_owned();
-        self.read(move |c| async move {
-            // Three statements in flight at once on one connection: one round trip.
-            let params: [Param<'_>; 1] = [&id];
-            let (session, tasks, approvals) = futures::try_join!(
-                load_session(&c, &id, false),
-                query(&c, &SESSION_TASKS_SQL, &params),
-                query(&c, &SESSION_APPROVALS_SQL, &params),
-            )?;
-            let Some(session) = session else { return Ok(None) };
-            Ok(Some(SessionWork {
-                session,
-                tasks: all(&tasks, rows::task)?,
-                approvals: all(&approvals, rows::approval)?,
-            }))
-        })
+        self.read(move |c| async move { load_session_work(&c, &id).await })
     }
 
     fn session_with_undelivered_tasks(&self, id: &str) -> Result<Option<(Session, Vec<Task>)>> {

@@ -133,7 +133,8 @@ mod tests {
 
     impl Counting {
         fn at(dir: &std::path::Path) -> Self {
-            let inner = JsonlTranscriptStore::open(&TranscriptConfig::at(dir)).unwrap();
+            let inner = JsonlTranscriptStore::open(&TranscriptConfig::at(dir))
+                .expect("a transcript store in a fresh temporary directory");
             Counting { inner, reads: Mutex::default() }
         }
     }
