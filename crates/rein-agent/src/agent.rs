@@ -697,7 +697,9 @@ impl Agent {
                         turn.degenerate = true;
                     }
                     if !recoverer.text().is_empty() {
-                        forward(&mut recoverer.finish(None, &[]).events);
+                        // Only the deltas: the reply is recovered whole just after, with its
+                        // reasoning field and native calls.
+                        forward(&mut recoverer.finish_deltas());
                     }
                     if let Some(usage) = &reply.usage {
                         turn.usage.add(usage);

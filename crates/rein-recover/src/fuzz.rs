@@ -249,7 +249,8 @@ pub fn case_output(input: &str, default_tools: &[&str]) -> String {
 
 /// Runs the [`StreamRecoverer`](crate::StreamRecoverer) over arbitrary bytes fed in chunks
 /// (the first byte picks the chunk size, 1 to 32 bytes, and whether tools are offered) and
-/// checks that its end state equals [`recover`] on the whole text.
+/// checks that its end state equals [`recover`] on the whole text, and that
+/// [`finish_deltas`](crate::StreamRecoverer::finish_deltas) ends it with the deltas `finish` gives.
 pub fn stream_bytes(data: &[u8]) {
     let Some((&options, rest)) = data.split_first() else { return };
     let text = String::from_utf8_lossy(rest);
@@ -265,7 +266,9 @@ pub fn stream_bytes(data: &[u8]) {
         recoverer.push(&text[at..end]);
         at = end;
     }
+    let last_deltas = recoverer.clone().finish_deltas();
     let end = recoverer.finish(None, &[]);
     let whole = recover(&RawReply { content: &text, ..RawReply::default() }, tools);
     assert_eq!(end.recovered, whole, "the stream's end state differs from recover");
+    assert_eq!(last_deltas, end.events, "finish_deltas ends otherwise than finish");
 }

@@ -547,11 +547,60 @@ impl StreamRecoverer {
         false
     }
 
-    /// Recovers the undecided text (from the settled point) and releases what is decided.
-    fn recompute(&mut self, events: &mut Vec<StreamEvent>) {
+    /// Ends the stream as [`StreamRecoverer::finish`] does, without its recovery of the whole
+    /// text: the rest of the deltas only, from a recovery of the text not yet decided (from the
+    /// settled point). For a caller that recovers the reply itself, with its reasoning field
+    /// and native calls, as the agent loop does: the whole text's recovery here was a second
+    /// one. The deltas are those `finish` returns (a property test pins them to it).
+    pub fn finish_deltas(mut self) -> Vec<StreamEvent> {
+        let mut events = Vec::new();
+        if self.diverged || self.decided() {
+            return events;
+        }
+        let (mut recovered, mut trace) = self.recover_undecided();
+        if self.ends_with_closers(&trace) {
+            // Closers of a construct begun before the settled point (a fence, a wrapper's
+            // closing tag after its last call): only the whole text cuts them.
+            self.settled = Settled::default();
+            let (mut names, mut more) = ([""; ToolNames::ON_STACK], Vec::new());
+            let tools = self.tools.lay_out(&mut names, &mut more);
+            (recovered, trace) = self.recover_from(0, tools);
+        }
+        let joint = self.joint(&trace).to_owned();
+        self.release(&mut recovered, self.settled.at, &joint, Some(usize::MAX), true, &mut events);
+        events
+    }
+
+    /// Whether everything the text so far gives has been released: nothing is held (no
+    /// construct, no call not settled, no part of a reasoning block's closing marker, no
+    /// trailing whitespace, which the end may keep, nor a text of whitespace only), so a
+    /// recovery at the end would release nothing more.
+    fn decided(&self) -> bool {
+        (!self.shown_text.is_empty() || self.text.is_empty())
+            && !self.holding
+            && !self.unsettled_calls
+            && !self.reasoning_held
+            && self.pending_space.is_empty()
+    }
+
+    /// Whether the text after the last cut of `trace`'s recovery (from the settled point, at
+    /// the start of a construct) may be closers of what opened before that point.
+    fn ends_with_closers(&self, trace: &crate::Trace) -> bool {
+        if self.settled.joint.is_none() {
+            return false;
+        }
+        let from = self.settled.at;
+        let after = trace.last_cut.as_ref().map_or(from, |cut| from + cut.end);
+        let after = self.text.get(after..).unwrap_or_default().trim_start();
+        !after.is_empty() && may_close(after)
+    }
+
+    /// Recovers the text from the settled point, or the whole text again when the text after
+    /// that point reads differently alone (the settled point is then reset).
+    fn recover_undecided(&mut self) -> (Recovered, crate::Trace) {
         let (mut names, mut more) = ([""; ToolNames::ON_STACK], Vec::new());
         let tools = self.tools.lay_out(&mut names, &mut more);
-        let (mut recovered, mut trace) = self.recover_from(self.settled.at, tools);
+        let (recovered, trace) = self.recover_from(self.settled.at, tools);
         // Where the text after a construct settled at holds reasoning, where its cuts stand in
         // the text is not known, nor so how it joins what was shown.
         let unjoinable = self.settled.joint.is_some() && trace.reasoning_end.is_some();
@@ -559,8 +608,14 @@ impl StreamRecoverer {
             // The text after the settled point reads differently alone (an orphan `</think>`,
             // the call limit): recovered whole again, from the start.
             self.settled = Settled::default();
-            (recovered, trace) = self.recover_from(0, tools);
+            return self.recover_from(0, tools);
         }
+        (recovered, trace)
+    }
+
+    /// Recovers the undecided text (from the settled point) and releases what is decided.
+    fn recompute(&mut self, events: &mut Vec<StreamEvent>) {
+        let (mut recovered, trace) = self.recover_undecided();
         let from = self.settled.at;
         let joint = self.joint(&trace).to_owned();
         // A cut that reaches the end of the text may still grow (a value closed for it, a

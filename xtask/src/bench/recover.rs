@@ -7,7 +7,7 @@
 use std::time::Instant;
 
 use rein_protocol::RawToolCall;
-use rein_recover::{RawReply, StreamRecoverer, ToolSchemas, fuzz, recover};
+use rein_recover::{RawReply, StreamEvent, StreamRecoverer, ToolSchemas, fuzz, recover};
 
 use super::{Figures, rng::Rng};
 
@@ -285,6 +285,33 @@ fn time_ms(runs: usize, mut run: impl FnMut()) -> f64 {
     best
 }
 
+/// Streams `content` through a [`StreamRecoverer`] in 20-byte deltas, the events released
+/// drained from `released`, and ends it by `finish` when `whole`, else by `finish_deltas`.
+/// How many deltas.
+fn stream_reply(content: &str, released: &mut Vec<StreamEvent>, whole: bool) -> usize {
+    let mut recoverer = StreamRecoverer::new(TOOLS, ToolSchemas::new());
+    let mut deltas = 0;
+    let mut at = 0;
+    while at < content.len() {
+        let mut end = (at + 20).min(content.len());
+        while !content.is_char_boundary(end) {
+            end += 1;
+        }
+        recoverer.push_into(&content[at..end], released);
+        for event in released.drain(..) {
+            std::hint::black_box(event);
+        }
+        deltas += 1;
+        at = end;
+    }
+    if whole {
+        std::hint::black_box(recoverer.finish(None, &[]));
+    } else {
+        std::hint::black_box(recoverer.finish_deltas());
+    }
+    deltas
+}
+
 pub(crate) fn run() -> anyhow::Result<Figures> {
     let mut figures = Figures::new();
     dialect_rates(&mut figures)?;
@@ -356,35 +383,26 @@ pub(crate) fn run() -> anyhow::Result<Figures> {
     figures.push(("short_mb_per_s".into(), short_mb / (short_ms / 1000.0)));
     figures.push(("short_us_per_reply".into(), short_ms * 1000.0 / short.len() as f64));
 
-    // The streaming recoverer, fed the short replies in 20-byte deltas.
-    let mut deltas = 0usize;
-    let stream_ms = time_ms(3, || {
-        deltas = 0;
-        // As the loop feeds it: one vector of released events, drained after each delta.
-        let mut released = Vec::new();
-        for content in &short {
-            let mut recoverer = StreamRecoverer::new(TOOLS, ToolSchemas::new());
-            let mut at = 0;
-            while at < content.len() {
-                let mut end = (at + 20).min(content.len());
-                while !content.is_char_boundary(end) {
-                    end += 1;
-                }
-                recoverer.push_into(&content[at..end], &mut released);
-                for event in released.drain(..) {
-                    std::hint::black_box(event);
-                }
-                deltas += 1;
-                at = end;
+    // The streaming recoverer, fed the short replies in 20-byte deltas and ended as the agent
+    // loop ends it (the last deltas only: the loop recovers the reply whole itself, with its
+    // reasoning field and native calls); then ended by `finish`, the whole text recovered too.
+    for (figure, whole) in [("stream_delta_ns", false), ("stream_with_recovery_delta_ns", true)] {
+        let mut deltas = 0usize;
+        let stream_ms = time_ms(3, || {
+            deltas = 0;
+            // As the loop feeds it: one vector of released events, drained after each delta.
+            let mut released = Vec::new();
+            for content in &short {
+                deltas += stream_reply(content, &mut released, whole);
             }
-            std::hint::black_box(recoverer.finish(None, &[]));
-        }
-    });
-    let stream_delta_ns = stream_ms * 1e6 / deltas.max(1) as f64;
-    println!(
-        "stream: {deltas} deltas of 20 bytes, {stream_ms:.1} ms, {stream_delta_ns:.0} ns per delta (finish included)"
-    );
-    figures.push(("stream_delta_ns".into(), stream_delta_ns));
+        });
+        let delta_ns = stream_ms * 1e6 / deltas.max(1) as f64;
+        let end = if whole { "finish, the whole text recovered" } else { "finish_deltas" };
+        println!(
+            "stream: {deltas} deltas of 20 bytes, {stream_ms:.1} ms, {delta_ns:.0} ns per delta (ended by {end})"
+        );
+        figures.push((figure.into(), delta_ns));
+    }
 
     let mut worst_1mb: f64 = 0.0;
     let mut worst_1mb_cpu: f64 = 0.0;

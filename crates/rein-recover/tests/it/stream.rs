@@ -98,6 +98,9 @@ struct Streamed {
     /// tag, a token, a JSON call). What, if so.
     markup_shown: Option<String>,
     replaced: bool,
+    /// `finish_deltas` (the end without the whole text's recovery) gave other deltas than
+    /// `finish`: what each gave, if so.
+    last_deltas_differ: Option<String>,
 }
 
 /// What only markup holds: the tags and tokens of the dialects, a JSON call's `{"name"`.
@@ -138,7 +141,10 @@ fn check(pieces: &[&str], case: &Case) -> Streamed {
     for piece in pieces {
         take(recoverer.push(piece), true);
     }
+    let last_deltas = recoverer.clone().finish_deltas();
     let end = recoverer.finish(None, &[]);
+    let last_deltas_differ = (last_deltas != end.events)
+        .then(|| format!("finish_deltas {last_deltas:?}, finish {:?}", end.events));
     let replaced = end.replaced;
     take(end.events, false);
     let reply = RawReply { content: &whole, ..RawReply::default() };
@@ -158,7 +164,7 @@ fn check(pieces: &[&str], case: &Case) -> Streamed {
     let markup_shown = markup_in(&shown)
         .filter(|marker| !expected.visible_text.contains(marker))
         .map(|marker| format!("{marker:?} shown in {shown:?}"));
-    Streamed { same_end, consistent, calls_differ, markup_shown, replaced }
+    Streamed { same_end, consistent, calls_differ, markup_shown, replaced, last_deltas_differ }
 }
 
 /// Collects what went wrong streaming cases, for one assertion at the end that lists them.
@@ -167,11 +173,15 @@ struct Faults {
     inconsistent: Vec<String>,
     wrong_calls: Vec<String>,
     markup_shown: Vec<String>,
+    last_deltas: Vec<String>,
 }
 
 impl Faults {
     fn note(&mut self, place: &str, streamed: Streamed) {
         assert!(streamed.same_end, "{place}: the end state differs from recover");
+        if let Some(differ) = streamed.last_deltas_differ {
+            self.last_deltas.push(format!("{place}: {differ}"));
+        }
         if !streamed.consistent {
             self.inconsistent.push(place.to_owned());
         }
@@ -188,6 +198,7 @@ impl Faults {
             ("showed text that is not the final text, not replaced", &self.inconsistent),
             ("released calls that are not the final calls, not replaced", &self.wrong_calls),
             ("showed markup", &self.markup_shown),
+            ("ended with other deltas by finish_deltas than by finish", &self.last_deltas),
         ] {
             assert!(
                 faults.is_empty(),
@@ -222,7 +233,8 @@ fn every_case_split_at_every_boundary_ends_as_recover() {
     }
     assert!(checked > 10_000, "only {checked} splits checked");
     eprintln!(
-        "{} of the cases needed their shown text replaced at some split: {replaced_names:?}",
+        "{} of the {cases_checked} cases needed their shown text replaced at some split: \
+         {replaced_names:?}",
         replaced_names.len()
     );
     // The cases where some split shows text the final recovery reclassifies (an orphan
@@ -278,6 +290,10 @@ proptest! {
         prop_assert!(
             streamed.calls_differ.is_none(),
             "{} chunked {:?}: {:?}", case.name, pieces, streamed.calls_differ
+        );
+        prop_assert!(
+            streamed.last_deltas_differ.is_none(),
+            "{} chunked {:?}: {:?}", case.name, pieces, streamed.last_deltas_differ
         );
         prop_assert!(
             streamed.markup_shown.is_none(),
