@@ -171,6 +171,31 @@ fn call_from_fields(
     Some(text_call(name, arguments))
 }
 
+/// [`calls_from_text`] on the JSON value `text` begins with, read by `serde_json` alone: for
+/// well-formed JSON the scanner's pass to find where the value ends (before it was read) was
+/// a fifth of recovering a reply of one call. `Ok` with where the value ends, whether calls
+/// were pushed and whether it is an object with one key; `Err` with about how much of `text`
+/// was read when it is not well-formed JSON there (the scanner and its leniencies decide).
+pub(crate) fn calls_from_json_prefix(
+    text: &str,
+    place: Place,
+    tools: Tools<'_>,
+    diagnostics: &mut Vec<Diagnostic>,
+    calls: &mut Vec<ToolCall>,
+) -> Result<(usize, bool, bool), usize> {
+    let mut values = serde_json::Deserializer::from_str(text).into_iter::<Shape<'_>>();
+    match values.next() {
+        Some(Ok(shape)) => {
+            let end = values.byte_offset();
+            let (taken, single_key) = calls_from_shape(shape, place, tools, diagnostics, calls);
+            Ok((end, taken, single_key))
+        }
+        // On its first line, the error's column is how far it read.
+        Some(Err(error)) if error.line() == 1 => Err(error.column().min(text.len())),
+        _ => Err(text.len()),
+    }
+}
+
 /// The calls the JSON text `text` (a value the scanner accepted) stands for, as
 /// [`calls_from_value`] on its value, read without building the call objects around the
 /// arguments: their keys are walked as `serde_json` reads them, and only the values a call

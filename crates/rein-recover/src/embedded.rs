@@ -19,8 +19,8 @@ use rein_protocol::ToolCall;
 
 use crate::args::{parameter_value, starts_with_ignore_case};
 use crate::call::{
-    Place, Tools, arguments_from_value, calls_from_text, calls_from_value, checked_tool_name,
-    insert_argument, quote, scrub, text_call, tool_name, unwrap_envelope,
+    Place, Tools, arguments_from_value, calls_from_json_prefix, calls_from_text, calls_from_value,
+    checked_tool_name, insert_argument, quote, scrub, text_call, tool_name, unwrap_envelope,
 };
 use crate::diagnostic::{Diagnostic, DiagnosticKind};
 use crate::find::{find_by, find1, find3};
@@ -72,6 +72,11 @@ pub(crate) const MAX_TEXT_CALLS: usize = 1024;
 const PYTHON_TAG: &str = "<|python_tag|>";
 
 /// Finds every call in `text`.
+/// `serde_json` reads well-formed JSON values of a text (see [`Ctx::json_item`]) up to this
+/// many bytes per byte of the text, plus [`JSON_READS_FLOOR`]; the scanner reads the rest.
+const JSON_READS_PER_BYTE: usize = 2;
+const JSON_READS_FLOOR: usize = 4096;
+
 pub(crate) fn scan(text: &str, tools: Tools<'_>) -> Scan {
     let mut ctx = Ctx {
         text,
@@ -85,6 +90,7 @@ pub(crate) fn scan(text: &str, tools: Tools<'_>) -> Scan {
         python_items: Vec::new(),
         calls: Vec::new(),
         found: Vec::new(),
+        json_reads_left: JSON_READS_PER_BYTE * text.len() + JSON_READS_FLOOR,
         open_call: None,
     };
     let python = ctx.python_pass();
@@ -205,6 +211,9 @@ struct Ctx<'t, 'a> {
     calls: Vec<ToolCall>,
     /// Searches for closers already made (see [`Ctx::find_from`]).
     found: Vec<Found>,
+    /// How many more bytes `serde_json` may read looking for well-formed JSON values before
+    /// the scanner reads them all (see [`Ctx::json_item`]).
+    json_reads_left: usize,
     /// The call (an index in `calls`) whose text ended only because the text did, or at
     /// something that more text may turn into more of it: XML markup without its
     /// `</function>`, GLM pairs, a name alone, a value cut short, a Python-style call whose

@@ -341,8 +341,8 @@ impl<'t> Ctx<'t, '_> {
         if !matches!(self.bytes.get(i), Some(b'{' | b'[')) {
             return None;
         }
-        let end = self.json.value_end(i).ok()?;
-        let items = match to_value(&self.text[i..end])? {
+        let (value, end) = self.json_value(i)?;
+        let items = match value {
             Value::Array(items) => items,
             object @ Value::Object(_) => vec![object],
             _ => return None,
@@ -398,8 +398,7 @@ impl<'t> Ctx<'t, '_> {
         if self.bytes.get(i) != Some(&b'{') {
             return None;
         }
-        let end = self.json.value_end(i).ok()?;
-        let value = to_value(&self.text[i..end])?;
+        let (value, end) = self.json_value(i)?;
         let arguments = arguments_from_value(value, &name, &mut self.diagnostics);
         Some(self.push(text_call(name, arguments), end))
     }

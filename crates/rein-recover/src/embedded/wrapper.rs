@@ -145,6 +145,26 @@ impl<'t> Ctx<'t, '_> {
     }
 
     pub(super) fn json_item(&mut self, i: usize, place: Place) -> Option<usize> {
+        // Well-formed JSON is read by `serde_json` alone, while its reads stay within a
+        // multiple of the text (a reply of nested brackets that are not calls would have it
+        // read the same bytes from every bracket); the scanner reads the rest.
+        if self.json_reads_left > 0 {
+            let read = calls_from_json_prefix(
+                &self.text[i..],
+                place,
+                self.tools,
+                &mut self.diagnostics,
+                &mut self.calls,
+            );
+            match read {
+                Ok((length, taken, single_key)) => {
+                    self.work += length as u64;
+                    self.json_reads_left = self.json_reads_left.saturating_sub(length);
+                    return self.json_read(i, i + length, taken, single_key);
+                }
+                Err(read) => self.json_reads_left = self.json_reads_left.saturating_sub(read),
+            }
+        }
         let scanned = if place == Place::Wrapped {
             self.json.value_end_closable(i)
         } else {
@@ -152,29 +172,14 @@ impl<'t> Ctx<'t, '_> {
         };
         match scanned {
             Ok(end) => {
-                let text = &self.text[i..end];
                 let (taken, single_key) = calls_from_text(
-                    text,
+                    &self.text[i..end],
                     place,
                     self.tools,
                     &mut self.diagnostics,
                     &mut self.calls,
                 )?;
-                if taken {
-                    return Some(end);
-                }
-                // `{"tool_name": {...}}`: the tool's name as the only key (rare: its value is
-                // built only now).
-                if !single_key {
-                    return None;
-                }
-                let Some(Value::Object(object)) = to_value(text) else { return None };
-                let (key, arguments) = object.into_iter().next()?;
-                if self.tools.knows(&key) && arguments.is_object() {
-                    let arguments = arguments_from_value(arguments, &key, &mut self.diagnostics);
-                    return Some(self.push(text_call(key, arguments), end));
-                }
-                None
+                self.json_read(i, end, taken, single_key)
             }
             Err(fail) => {
                 if place != Place::Wrapped {
@@ -214,6 +219,57 @@ impl<'t> Ctx<'t, '_> {
                 self.tools.knows(&name).then(|| self.push(text_call(name, JsonObject::new()), end))
             }
         }
+    }
+
+    /// The JSON value at `i` and where it ends: read by `serde_json` alone when it is
+    /// well-formed (within [`Ctx::json_reads_left`], as [`Ctx::json_item`] reads), else found
+    /// by the scanner and built with its leniencies repaired.
+    pub(super) fn json_value(&mut self, i: usize) -> Option<(Value, usize)> {
+        if self.json_reads_left > 0 {
+            let mut values = serde_json::Deserializer::from_str(&self.text[i..]).into_iter();
+            match values.next() {
+                Some(Ok(value)) => {
+                    let length = values.byte_offset();
+                    self.work += length as u64;
+                    self.json_reads_left = self.json_reads_left.saturating_sub(length);
+                    return Some((value, i + length));
+                }
+                Some(Err(error)) if error.line() == 1 => {
+                    self.json_reads_left = self.json_reads_left.saturating_sub(error.column());
+                }
+                _ => {
+                    self.json_reads_left = self.json_reads_left.saturating_sub(self.text.len() - i);
+                }
+            }
+        }
+        let end = self.json.value_end(i).ok()?;
+        Some((to_value(&self.text[i..end])?, end))
+    }
+
+    /// Where the JSON value at `start..end`, read as `taken` and `single_key` say (see
+    /// [`calls_from_text`]), ends as a call: its end when it held calls (pushed), or when it
+    /// is `{"tool_name": {...}}` (the tool's name as the only key; rare, so its value is built
+    /// only now).
+    fn json_read(
+        &mut self,
+        start: usize,
+        end: usize,
+        taken: bool,
+        single_key: bool,
+    ) -> Option<usize> {
+        if taken {
+            return Some(end);
+        }
+        if !single_key {
+            return None;
+        }
+        let Some(Value::Object(object)) = to_value(&self.text[start..end]) else { return None };
+        let (key, arguments) = object.into_iter().next()?;
+        if self.tools.knows(&key) && arguments.is_object() {
+            let arguments = arguments_from_value(arguments, &key, &mut self.diagnostics);
+            return Some(self.push(text_call(key, arguments), end));
+        }
+        None
     }
 
     /// Whether the bare JSON value at `start..end` in the text is a call (pushed to `calls`).
