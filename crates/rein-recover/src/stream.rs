@@ -823,7 +823,11 @@ impl StreamRecoverer {
                 b'}' | b']' => {
                     held.depth = held.depth.saturating_sub(1);
                     // Mistral's markers only frame a call: what they begin is still to come.
-                    closed |= held.depth == 0 && !ends_with_mistral_marker(&bytes[..=at]);
+                    // Inside a tag (`<tool_call>{…}`), the value is not the end: the tag's
+                    // closer is, or what follows it (a recovery here found the call open).
+                    closed |= held.depth == 0
+                        && !opens_tag(&bytes[held.at..])
+                        && !ends_with_mistral_marker(&bytes[..=at]);
                 }
                 b'<' => held.last_open = Some(at),
                 // A closing tag (`</…>`, but a parameter's, which a call goes on after), or
@@ -845,10 +849,18 @@ impl StreamRecoverer {
                     let reasoning = crate::reasoning::is_open_marker(&bytes[held.at..=at]);
                     closed |= closing_tag || token || reasoning;
                 }
-                b')' | b'`' if held.depth == 0 => closed = true,
-                // A line ends a Python-style call, Functionary's name, a fence line; tags and
-                // tokens end otherwise.
-                b'\n' if held.depth == 0 => closed |= bytes.get(held.at) != Some(&b'<'),
+                b')' if held.depth == 0 => closed = true,
+                // A fence's backticks but its opening ones.
+                b'`' if held.depth == 0 => closed |= !in_opening_fence(&bytes[held.at..=at]),
+                // A line ends a Python-style call, Functionary's name, a fence line (but the
+                // fence's opening line); tags and tokens end otherwise.
+                b'\n' if held.depth == 0 => {
+                    closed |= match bytes.get(held.at) {
+                        Some(b'<') => false,
+                        Some(b'`') => bytes[held.at..at].contains(&b'\n'),
+                        _ => true,
+                    };
+                }
                 _ => {}
             }
         }
@@ -1098,6 +1110,17 @@ fn begins_construct(token: &[u8]) -> bool {
         || token == b"<|action_start|>"
         || WRAPPER_TOKENS.iter().any(|wrapper| token == wrapper.as_bytes())
         || crate::find::find_by(token, b"begin", 0).is_some()
+}
+
+/// Whether `held` begins with a tag (`<` and a letter: `<tool_call>`, `<function=…>`), which
+/// its closing tag ends.
+fn opens_tag(held: &[u8]) -> bool {
+    held.first() == Some(&b'<') && held.get(1).is_some_and(u8::is_ascii_alphabetic)
+}
+
+/// Whether `held`, ending at a backtick, is only the backticks of a fence it opens with.
+fn in_opening_fence(held: &[u8]) -> bool {
+    held.iter().all(|&b| b == b'`')
 }
 
 /// Whether `bytes` ends with one of Mistral's markers (`[TOOL_CALLS]`, `[CALL_ID]`, `[ARGS]`),
