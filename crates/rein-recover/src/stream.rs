@@ -622,12 +622,12 @@ impl StreamRecoverer {
         // parameter running to the end): it is held, and its call not yet released.
         let suffix_end = self.text[from..].trim_end().len();
         // A call its dialect has not closed may change (see `Trace::last_call_open`); so may
-        // one whose cut ends at something other than a closer (its span may still take more
-        // closers: they change nothing).
+        // one whose cut ends at something other than a closer (`}`, `]`, `>`, `)`, a fence's
+        // backtick; its span may still take more closers: they change nothing).
         let may_grow = trace.last_call_open
             || !matches!(
                 self.text[from..from + suffix_end].bytes().last(),
-                Some(b'}' | b']' | b'>' | b')')
+                Some(b'}' | b']' | b'>' | b')' | b'`')
             );
         let open_cut = match (&trace.last_cut, trace.reasoning_end) {
             _ if !may_grow => None,
