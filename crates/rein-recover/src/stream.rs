@@ -558,9 +558,12 @@ impl StreamRecoverer {
             return events;
         }
         let (mut recovered, mut trace) = self.recover_undecided();
-        if self.ends_with_closers(&trace) {
-            // Closers of a construct begun before the settled point (a fence, a wrapper's
-            // closing tag after its last call): only the whole text cuts them.
+        // Closers of a construct begun before the settled point (a fence, a wrapper's closing
+        // tag after its last call): only the whole text cuts them. Trailing whitespace: the
+        // text after the settled point keeps it when nothing in it is cut, the whole text
+        // drops it when anything before is.
+        let trailing_space = recovered.visible_text.ends_with(char::is_whitespace);
+        if self.settled.at > 0 && (trailing_space || self.ends_with_closers(&trace)) {
             self.settled = Settled::default();
             let (mut names, mut more) = ([""; ToolNames::ON_STACK], Vec::new());
             let tools = self.tools.lay_out(&mut names, &mut more);
