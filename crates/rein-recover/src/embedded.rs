@@ -519,8 +519,28 @@ impl<'t> Ctx<'t, '_> {
     }
 }
 
+/// Where the last line of `text` that begins with a fence (```` ``` ````, after indentation)
+/// has its fence.
+fn last_fence_line(text: &str) -> Option<usize> {
+    let bytes = text.as_bytes();
+    let mut end = bytes.len();
+    loop {
+        let at = memchr::memmem::rfind(&bytes[..end], b"```")?;
+        // Back over the indentation only: a line of many fences costs its length once.
+        let mut start = at;
+        while start > 0 && matches!(bytes[start - 1], b' ' | b'\t') {
+            start -= 1;
+        }
+        if start == 0 || bytes[start - 1] == b'\n' {
+            return Some(at);
+        }
+        end = at;
+    }
+}
+
 /// The spans to cut for the calls found at `spans`: calls separated only by whitespace form one
-/// group, and a group that is the only thing in a code fence takes the fence with it. The
+/// group, and a group that is the only thing in a code fence takes the fence with it (its
+/// opener alone, when the text ends in the fence before it closes). The
 /// groups are merged in the place of `spans` (a vector of their own was an allocation per text).
 pub(crate) fn cut_spans(text: &str, mut spans: Vec<Range<usize>>) -> Vec<Range<usize>> {
     let bytes = text.as_bytes();
@@ -541,6 +561,8 @@ pub(crate) fn cut_spans(text: &str, mut spans: Vec<Range<usize>>) -> Vec<Range<u
     spans.truncate(len);
     let mut groups = spans;
     let mut previous_end = 0;
+    // Where the text's last fence line starts, once a group needs it.
+    let mut last_fence = None;
     for group in &mut groups {
         // Back over whitespace to a fence line (```` ```lang ````), not past the previous group.
         let before = text[previous_end..group.start].trim_end();
@@ -553,13 +575,18 @@ pub(crate) fn cut_spans(text: &str, mut spans: Vec<Range<usize>>) -> Vec<Range<u
         if opens {
             let after = &text[group.end..];
             let trimmed = after.trim_start();
+            let fence_start =
+                previous_end + line_start + (fence_line.len() - fence_line.trim_start().len());
             if let Some(rest) = trimmed.strip_prefix("```")
                 && (rest.is_empty() || rest.starts_with(['\n', '\r', ' ', '\t']))
             {
-                let fence_start =
-                    previous_end + line_start + (fence_line.len() - fence_line.trim_start().len());
                 group.start = fence_start;
                 group.end = bytes.len() - rest.len();
+            } else if *last_fence.get_or_insert_with(|| last_fence_line(text)) == Some(fence_start)
+            {
+                // The text ends in the fence before it closes (a reply cut short, or one still
+                // streaming): its opener is the calls' markup too.
+                group.start = fence_start;
             }
         }
         previous_end = group.end;

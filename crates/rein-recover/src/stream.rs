@@ -551,7 +551,9 @@ impl StreamRecoverer {
     /// text: the rest of the deltas only, from a recovery of the text not yet decided (from the
     /// settled point). For a caller that recovers the reply itself, with its reasoning field
     /// and native calls, as the agent loop does: the whole text's recovery here was a second
-    /// one. The deltas are those `finish` returns (a property test pins them to it).
+    /// one. The deltas are those `finish` returns, unless it would say the final recovery
+    /// replaces what was shown ([`StreamEnd::replaced`]); the stream tests and fuzz target pin
+    /// them to it.
     pub fn finish_deltas(mut self) -> Vec<StreamEvent> {
         let mut events = Vec::new();
         if self.diverged || self.decided() {
