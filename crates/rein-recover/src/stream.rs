@@ -41,6 +41,7 @@
 //! must be replaced by the final recovery.
 
 use std::collections::HashMap;
+use std::hash::{Hash as _, Hasher};
 
 use rein_protocol::ToolCall;
 
@@ -82,16 +83,11 @@ pub struct StreamRecoverer {
     /// Trailing whitespace not yet released (it may be cut at the next call).
     pending_space: String,
     calls_shown: usize,
-    /// Text calls seen, by name and arguments, for [`Self::repeated_call`].
-    seen_calls: HashMap<Vec<u8>, usize>,
-    /// Scratch for a key of [`Self::seen_calls`]: building one per call (the name copied and
-    /// grown, the arguments written to a string of their own) was three or four allocations.
-    call_key: Vec<u8>,
-    /// The keys (as [`Self::call_key`]) of the calls released while streaming, one after
-    /// another, and where each ends: [`StreamEnd::replaced`] says whether the final calls begin
-    /// with them.
-    streamed_keys: Vec<u8>,
-    streamed_ends: Vec<usize>,
+    /// Text calls seen, by [`call_key`], for [`Self::repeated_call`].
+    seen_calls: HashMap<u64, usize>,
+    /// The keys of the calls released while streaming, in order: [`StreamEnd::replaced`]
+    /// says whether the final calls begin with them.
+    streamed_keys: Vec<u64>,
     repeated: bool,
     repeating: bool,
     /// Whether the last recovery ended inside a reasoning block, or held text back.
@@ -532,19 +528,9 @@ impl StreamRecoverer {
     /// ones), by name and arguments in order (ids follow from the order). Calls are released
     /// only once settled, but later text may still reclassify text before it: a `</think>`
     /// with no opener makes a bare JSON call before it reasoning.
-    fn streamed_calls_differ(&mut self, calls: &[ToolCall]) -> bool {
-        if self.streamed_ends.len() > calls.len() {
-            return true;
-        }
-        let mut start = 0;
-        for (call, &end) in calls.iter().zip(&self.streamed_ends) {
-            write_call_key(&mut self.call_key, call);
-            if self.call_key[..] != self.streamed_keys[start..end] {
-                return true;
-            }
-            start = end;
-        }
-        false
+    fn streamed_calls_differ(&self, calls: &[ToolCall]) -> bool {
+        self.streamed_keys.len() > calls.len()
+            || calls.iter().zip(&self.streamed_keys).any(|(call, &key)| call_key(call) != key)
     }
 
     /// Ends the stream as [`StreamRecoverer::finish`] does, without its recovery of the whole
@@ -561,11 +547,15 @@ impl StreamRecoverer {
         }
         let (mut recovered, mut trace) = self.recover_undecided();
         // Closers of a construct begun before the settled point (a fence, a wrapper's closing
-        // tag after its last call): only the whole text cuts them. Trailing whitespace: the
-        // text after the settled point keeps it when nothing in it is cut, the whole text
-        // drops it when anything before is.
+        // tag after its last call): only the whole text cuts them. Whitespace at the ends:
+        // the whole text keeps it when nothing in it is cut, and the text after the settled
+        // point alone cannot tell (trailing whitespace it keeps, leading whitespace before
+        // it, when nothing before it was shown).
         let trailing_space = recovered.visible_text.ends_with(char::is_whitespace);
-        if self.settled.at > 0 && (trailing_space || self.ends_with_closers(&trace)) {
+        let leading_space = self.settled.shown == 0 && self.text.starts_with(char::is_whitespace);
+        if self.settled.at > 0
+            && (trailing_space || leading_space || self.ends_with_closers(&trace))
+        {
             self.settled = Settled::default();
             let (mut names, mut more) = ([""; ToolNames::ON_STACK], Vec::new());
             let tools = self.tools.lay_out(&mut names, &mut more);
@@ -1001,16 +991,11 @@ impl StreamRecoverer {
                 // calls are numbered after the settled ones (only those released, each once).
                 call.id = crate::numbered_id(self.settled.calls + index + 1);
             }
-            let key = &mut self.call_key;
-            write_call_key(key, call);
+            let key = call_key(call);
             if !end {
-                self.streamed_keys.extend_from_slice(key);
-                self.streamed_ends.push(self.streamed_keys.len());
+                self.streamed_keys.push(key);
             }
-            let seen = match self.seen_calls.get_mut(key.as_slice()) {
-                Some(seen) => seen,
-                None => self.seen_calls.entry(key.clone()).or_insert(0),
-            };
+            let seen = self.seen_calls.entry(key).or_insert(0);
             *seen += 1;
             if *seen >= 3 {
                 self.repeated = true;
@@ -1054,15 +1039,55 @@ impl StreamRecoverer {
     }
 }
 
-/// Writes `call`'s name and arguments to `key` (cleared first), as one comparable string.
-fn write_call_key(key: &mut Vec<u8>, call: &ToolCall) {
-    key.clear();
-    key.extend_from_slice(call.name.as_bytes());
-    key.push(0);
-    // The arguments written out without a copy of them (a map serializes as it is).
-    let name_len = key.len();
-    if serde_json::to_writer(&mut *key, &call.arguments).is_err() {
-        key.truncate(name_len);
+/// A digest of `call`'s name and arguments (keys in their order), which tells calls apart:
+/// two calls with the same key are the same call but for a chance of about one in 2^64 per
+/// pair. Writing the arguments out as JSON to compare them was a tenth of what streaming cost
+/// beyond its recoveries.
+fn call_key(call: &ToolCall) -> u64 {
+    // SipHash with fixed keys: the same digest in every process.
+    let mut hasher = std::hash::DefaultHasher::new();
+    hasher.write(call.name.as_bytes());
+    hasher.write_u8(0xff);
+    hash_object(&call.arguments, &mut hasher);
+    hasher.finish()
+}
+
+/// Feeds `object` to `hasher`: its length, then each key and value in order.
+fn hash_object(object: &rein_protocol::JsonObject, hasher: &mut impl Hasher) {
+    hasher.write_usize(object.len());
+    for (key, value) in object {
+        hasher.write_usize(key.len());
+        hasher.write(key.as_bytes());
+        hash_value(value, hasher);
+    }
+}
+
+/// Feeds `value` to `hasher`, its kind first (so that `"1"` and `1` differ).
+fn hash_value(value: &serde_json::Value, hasher: &mut impl Hasher) {
+    use serde_json::Value;
+    match value {
+        Value::Null => hasher.write_u8(0),
+        Value::Bool(flag) => hasher.write_u8(if *flag { 2 } else { 1 }),
+        Value::Number(number) => {
+            hasher.write_u8(3);
+            number.hash(hasher);
+        }
+        Value::String(text) => {
+            hasher.write_u8(4);
+            hasher.write_usize(text.len());
+            hasher.write(text.as_bytes());
+        }
+        Value::Array(items) => {
+            hasher.write_u8(5);
+            hasher.write_usize(items.len());
+            for item in items {
+                hash_value(item, hasher);
+            }
+        }
+        Value::Object(object) => {
+            hasher.write_u8(6);
+            hash_object(object, hasher);
+        }
     }
 }
 
