@@ -533,36 +533,22 @@ impl StreamRecoverer {
             || calls.iter().zip(&self.streamed_keys).any(|(call, &key)| call_key(call) != key)
     }
 
-    /// Ends the stream as [`StreamRecoverer::finish`] does, without its recovery of the whole
-    /// text: the rest of the deltas only, from a recovery of the text not yet decided (from the
-    /// settled point). For a caller that recovers the reply itself, with its reasoning field
-    /// and native calls, as the agent loop does: the whole text's recovery here was a second
-    /// one. The deltas are those `finish` returns, unless it would say the final recovery
-    /// replaces what was shown ([`StreamEnd::replaced`]); the stream tests and fuzz target pin
-    /// them to it.
+    /// Ends the stream as [`StreamRecoverer::finish`] does, for a caller that recovers the
+    /// reply itself (with its reasoning field and native calls), as the agent loop does: the
+    /// rest of the deltas only, which `finish` gives too (the stream tests and fuzz target pin
+    /// them to it). When everything was released already, there is nothing to recover; else
+    /// the whole text is (the text after the settled point alone may read otherwise at its
+    /// ends: closers of what opened before it, whitespace the whole text keeps or drops).
     pub fn finish_deltas(mut self) -> Vec<StreamEvent> {
         let mut events = Vec::new();
         if self.diverged || self.decided() {
             return events;
         }
-        let (mut recovered, mut trace) = self.recover_undecided();
-        // Closers of a construct begun before the settled point (a fence, a wrapper's closing
-        // tag after its last call): only the whole text cuts them. Whitespace at the ends:
-        // the whole text keeps it when nothing in it is cut, and the text after the settled
-        // point alone cannot tell (trailing whitespace it keeps, leading whitespace before
-        // it, when nothing before it was shown).
-        let trailing_space = recovered.visible_text.ends_with(char::is_whitespace);
-        let leading_space = self.settled.shown == 0 && self.text.starts_with(char::is_whitespace);
-        if self.settled.at > 0
-            && (trailing_space || leading_space || self.ends_with_closers(&trace))
-        {
-            self.settled = Settled::default();
-            let (mut names, mut more) = ([""; ToolNames::ON_STACK], Vec::new());
-            let tools = self.tools.lay_out(&mut names, &mut more);
-            (recovered, trace) = self.recover_from(0, tools);
-        }
-        let joint = self.joint(&trace).to_owned();
-        self.release(&mut recovered, self.settled.at, &joint, Some(usize::MAX), true, &mut events);
+        self.settled = Settled::default();
+        let (mut names, mut more) = ([""; ToolNames::ON_STACK], Vec::new());
+        let tools = self.tools.lay_out(&mut names, &mut more);
+        let (mut recovered, _) = self.recover_from(0, tools);
+        self.release(&mut recovered, 0, "", Some(usize::MAX), true, &mut events);
         events
     }
 
@@ -576,18 +562,6 @@ impl StreamRecoverer {
             && !self.unsettled_calls
             && !self.reasoning_held
             && self.pending_space.is_empty()
-    }
-
-    /// Whether the text after the last cut of `trace`'s recovery (from the settled point, at
-    /// the start of a construct) may be closers of what opened before that point.
-    fn ends_with_closers(&self, trace: &crate::Trace) -> bool {
-        if self.settled.joint.is_none() {
-            return false;
-        }
-        let from = self.settled.at;
-        let after = trace.last_cut.as_ref().map_or(from, |cut| from + cut.end);
-        let after = self.text.get(after..).unwrap_or_default().trim_start();
-        !after.is_empty() && may_close(after)
     }
 
     /// Recovers the text from the settled point, or the whole text again when the text after

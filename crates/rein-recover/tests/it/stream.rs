@@ -98,9 +98,8 @@ struct Streamed {
     /// tag, a token, a JSON call). What, if so.
     markup_shown: Option<String>,
     replaced: bool,
-    /// `finish_deltas` (the end without the whole text's recovery) gave other deltas than
-    /// `finish`, which did not say the final recovery replaces what was shown: what each gave,
-    /// if so.
+    /// `finish_deltas` (the end for a caller that recovers the reply itself) gave other deltas
+    /// than `finish`: what each gave, if so.
     last_deltas_differ: Option<String>,
 }
 
@@ -145,7 +144,7 @@ fn check(pieces: &[&str], case: &Case) -> Streamed {
     }
     let last_deltas = recoverer.clone().finish_deltas();
     let end = recoverer.finish(None, &[]);
-    let last_deltas_differ = (!end.replaced && last_deltas != end.events)
+    let last_deltas_differ = (last_deltas != end.events)
         .then(|| format!("finish_deltas {last_deltas:?}, finish {:?}", end.events));
     let replaced = end.replaced;
     take(end.events, false);
