@@ -554,10 +554,12 @@ impl StreamRecoverer {
 
     /// Whether everything the text so far gives has been released: nothing is held (no
     /// construct, no call not settled, no part of a reasoning block's closing marker, no
-    /// trailing whitespace, which the end may keep, nor a text of whitespace only), so a
-    /// recovery at the end would release nothing more.
+    /// trailing whitespace, which the end may keep, nor a text of whitespace only) and no
+    /// reasoning block is open (its end may read it otherwise), so a recovery at the end would
+    /// release nothing more.
     fn decided(&self) -> bool {
         (!self.shown_text.is_empty() || self.text.is_empty())
+            && !self.in_reasoning
             && !self.holding
             && !self.unsettled_calls
             && !self.reasoning_held
