@@ -105,19 +105,32 @@ struct Streamed {
 
 /// What only markup holds: the tags and tokens of the dialects, a JSON call's `{"name"`.
 fn markup_in(text: &str) -> Option<&'static str> {
-    const MARKUP: [&str; 13] = [
+    const MARKUP: [&str; 26] = [
         "```",
         "<tool_call",
         "</tool_call>",
+        "<tool_code",
         "<invoke",
         "<function=",
+        "<function_calls",
         "<parameter",
         "<arg_key>",
+        "<arg_value>",
         "<think>",
         "</think>",
+        "[THINK]",
+        "[/THINK]",
+        "<seed:",
+        "<minimax:",
+        "<start_function_call>",
+        "<escape>",
+        "<TOOLCALL>",
+        "<steptml:",
+        "<longcat",
         "<|",
         "<｜",
         "[TOOL_CALLS]",
+        "[ARGS]",
         "{\"name\"",
     ];
     MARKUP.into_iter().find(|marker| text.contains(marker))
