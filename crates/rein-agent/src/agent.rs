@@ -608,8 +608,6 @@ impl Agent {
             turn.events.emit(AgentEvent::RequestStarted { step: turn.steps, tools_offered });
 
             let events = turn.events;
-            // The text streamed so far: what a stopped request leaves.
-            let streamed = Mutex::new(String::new());
             let degenerate = tokio::sync::Notify::new();
             // What the recoverer released from a delta, drained as it is forwarded (one
             // vector for the whole reply).
@@ -627,7 +625,6 @@ impl Agent {
             };
             let deltas = |delta: ReplyDelta| match delta {
                 ReplyDelta::Text { text } => {
-                    streamed.lock().unwrap_or_else(PoisonError::into_inner).push_str(&text);
                     let mut recoverer = recoverer.lock().unwrap_or_else(PoisonError::into_inner);
                     let mut released = released.lock().unwrap_or_else(PoisonError::into_inner);
                     recoverer.push_into(&text, &mut released);
@@ -645,8 +642,9 @@ impl Agent {
                 }
                 _ => {}
             };
+            // The text streamed so far (the recoverer keeps it): what a stopped request leaves.
             let partial =
-                || std::mem::take(&mut *streamed.lock().unwrap_or_else(PoisonError::into_inner));
+                || recoverer.lock().unwrap_or_else(PoisonError::into_inner).text().to_owned();
             let model = Arc::clone(&self.model);
             let completion = model.complete(&request, &deltas);
             let result = match race {
