@@ -535,10 +535,12 @@ impl StreamRecoverer {
 
     /// Ends the stream as [`StreamRecoverer::finish`] does, for a caller that recovers the
     /// reply itself (with its reasoning field and native calls), as the agent loop does: the
-    /// rest of the deltas only, which `finish` gives too (the stream tests and fuzz target pin
-    /// them to it). When everything was released already, there is nothing to recover; else
-    /// the whole text is (the text after the settled point alone may read otherwise at its
-    /// ends: closers of what opened before it, whitespace the whole text keeps or drops).
+    /// rest of the deltas only, those `finish` gives, unless `finish` would say the final
+    /// message replaces what was shown ([`StreamEnd::replaced`]; the caller's own recovery
+    /// replaces it then). The stream tests and fuzz target pin them to it. When everything was
+    /// released already, there is nothing to recover; else the whole text is (the text after
+    /// the settled point alone may read otherwise at its ends: closers of what opened before
+    /// it, whitespace the whole text keeps or drops).
     pub fn finish_deltas(mut self) -> Vec<StreamEvent> {
         let mut events = Vec::new();
         if self.diverged || self.decided() {
