@@ -183,17 +183,9 @@ pub(crate) fn calls_from_json_prefix(
     diagnostics: &mut Vec<Diagnostic>,
     calls: &mut Vec<ToolCall>,
 ) -> Result<(usize, bool, bool), usize> {
-    let mut values = serde_json::Deserializer::from_str(text).into_iter::<Shape<'_>>();
-    match values.next() {
-        Some(Ok(shape)) => {
-            let end = values.byte_offset();
-            let (taken, single_key) = calls_from_shape(shape, place, tools, diagnostics, calls);
-            Ok((end, taken, single_key))
-        }
-        // On its first line, the error's column is how far it read.
-        Some(Err(error)) if error.line() == 1 => Err(error.column().min(text.len())),
-        _ => Err(text.len()),
-    }
+    let (shape, end) = crate::json::first_value::<Shape<'_>>(text)?;
+    let (taken, single_key) = calls_from_shape(shape, place, tools, diagnostics, calls);
+    Ok((end, taken, single_key))
 }
 
 /// The calls the JSON text `text` (a value the scanner accepted) stands for, as

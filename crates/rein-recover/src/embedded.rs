@@ -24,7 +24,7 @@ use crate::call::{
 };
 use crate::diagnostic::{Diagnostic, DiagnosticKind};
 use crate::find::{find_by, find1, find3};
-use crate::json::{Scanner, to_value};
+use crate::json::{Scanner, first_value, to_value};
 
 mod python;
 mod tokens;

@@ -437,6 +437,20 @@ impl<'a> Scanner<'a> {
     }
 }
 
+/// The first JSON value of `text` as a `T`, read by `serde_json` alone (strict JSON), and
+/// where it ends; else about how much of `text` was read before it failed (on its first line,
+/// the error's column; the whole text otherwise).
+pub(crate) fn first_value<'de, T: serde::Deserialize<'de>>(
+    text: &'de str,
+) -> Result<(T, usize), usize> {
+    let mut values = serde_json::Deserializer::from_str(text).into_iter::<T>();
+    match values.next() {
+        Some(Ok(value)) => Ok((value, values.byte_offset())),
+        Some(Err(error)) if error.line() == 1 => Err(error.column().min(text.len())),
+        _ => Err(text.len()),
+    }
+}
+
 /// Builds the value of a text the scanner accepted. Repairs the two leniencies first (raw
 /// control characters in strings, trailing commas) when strict parsing fails. `None` when the
 /// value nests deeper than `serde_json` allows.

@@ -226,20 +226,13 @@ impl<'t> Ctx<'t, '_> {
     /// by the scanner and built with its leniencies repaired.
     pub(super) fn json_value(&mut self, i: usize) -> Option<(Value, usize)> {
         if self.json_reads_left > 0 {
-            let mut values = serde_json::Deserializer::from_str(&self.text[i..]).into_iter();
-            match values.next() {
-                Some(Ok(value)) => {
-                    let length = values.byte_offset();
+            match first_value::<Value>(&self.text[i..]) {
+                Ok((value, length)) => {
                     self.work += length as u64;
                     self.json_reads_left = self.json_reads_left.saturating_sub(length);
                     return Some((value, i + length));
                 }
-                Some(Err(error)) if error.line() == 1 => {
-                    self.json_reads_left = self.json_reads_left.saturating_sub(error.column());
-                }
-                _ => {
-                    self.json_reads_left = self.json_reads_left.saturating_sub(self.text.len() - i);
-                }
+                Err(read) => self.json_reads_left = self.json_reads_left.saturating_sub(read),
             }
         }
         let end = self.json.value_end(i).ok()?;
