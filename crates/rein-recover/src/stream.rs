@@ -1022,7 +1022,8 @@ impl StreamRecoverer {
 /// pair. Writing the arguments out as JSON to compare them was a tenth of what streaming cost
 /// beyond its recoveries.
 fn call_key(call: &ToolCall) -> u64 {
-    // SipHash with fixed keys: the same digest in every process.
+    // SipHash with fixed keys (a `HashMap`'s are random): one call, one digest, in every
+    // recoverer of the process.
     let mut hasher = std::hash::DefaultHasher::new();
     hasher.write(call.name.as_bytes());
     hasher.write_u8(0xff);
