@@ -71,12 +71,12 @@ pub(crate) const MAX_TEXT_CALLS: usize = 1024;
 /// The marker Llama 3.x writes before a JSON call.
 const PYTHON_TAG: &str = "<|python_tag|>";
 
-/// Finds every call in `text`.
 /// `serde_json` reads well-formed JSON values of a text (see [`Ctx::json_item`]) up to this
 /// many bytes per byte of the text, plus [`JSON_READS_FLOOR`]; the scanner reads the rest.
 const JSON_READS_PER_BYTE: usize = 2;
 const JSON_READS_FLOOR: usize = 4096;
 
+/// Finds every call in `text`.
 pub(crate) fn scan(text: &str, tools: Tools<'_>) -> Scan {
     let mut ctx = Ctx {
         text,
