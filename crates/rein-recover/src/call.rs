@@ -173,8 +173,8 @@ fn call_from_fields(
 
 /// [`calls_from_text`] on the JSON value `text` begins with, read by `serde_json` alone: for
 /// well-formed JSON the scanner's pass to find where the value ends (before it was read) was
-/// a fifth of recovering a reply of one call. `Ok` with where the value ends, whether calls
-/// were pushed and whether it is an object with one key; `Err` with about how much of `text`
+/// a fifth of recovering a reply of one call. `Ok` with whether calls were pushed and whether
+/// it is an object with one key, and where the value ends; `Err` with about how much of `text`
 /// was read when it is not well-formed JSON there (the scanner and its leniencies decide).
 pub(crate) fn calls_from_json_prefix(
     text: &str,
@@ -182,10 +182,9 @@ pub(crate) fn calls_from_json_prefix(
     tools: Tools<'_>,
     diagnostics: &mut Vec<Diagnostic>,
     calls: &mut Vec<ToolCall>,
-) -> Result<(usize, bool, bool), usize> {
+) -> Result<((bool, bool), usize), usize> {
     let (shape, end) = crate::json::first_value::<Shape<'_>>(text)?;
-    let (taken, single_key) = calls_from_shape(shape, place, tools, diagnostics, calls);
-    Ok((end, taken, single_key))
+    Ok((calls_from_shape(shape, place, tools, diagnostics, calls), end))
 }
 
 /// The calls the JSON text `text` (a value the scanner accepted) stands for, as

@@ -71,7 +71,7 @@ pub(crate) const MAX_TEXT_CALLS: usize = 1024;
 /// The marker Llama 3.x writes before a JSON call.
 const PYTHON_TAG: &str = "<|python_tag|>";
 
-/// `serde_json` reads well-formed JSON values of a text (see [`Ctx::json_item`]) up to this
+/// `serde_json` reads well-formed JSON values of a text (see [`Ctx::strict_json`]) up to this
 /// many bytes per byte of the text, plus [`JSON_READS_FLOOR`]; the scanner reads the rest.
 const JSON_READS_PER_BYTE: usize = 2;
 const JSON_READS_FLOOR: usize = 4096;
@@ -212,7 +212,7 @@ struct Ctx<'t, 'a> {
     /// Searches for closers already made (see [`Ctx::find_from`]).
     found: Vec<Found>,
     /// How many more bytes `serde_json` may read looking for well-formed JSON values before
-    /// the scanner reads them all (see [`Ctx::json_item`]).
+    /// the scanner reads them all (see [`Ctx::strict_json`]).
     json_reads_left: usize,
     /// The call (an index in `calls`) whose text ended only because the text did, or at
     /// something that more text may turn into more of it: XML markup without its

@@ -145,25 +145,11 @@ impl<'t> Ctx<'t, '_> {
     }
 
     pub(super) fn json_item(&mut self, i: usize, place: Place) -> Option<usize> {
-        // Well-formed JSON is read by `serde_json` alone, while its reads stay within a
-        // multiple of the text (a reply of nested brackets that are not calls would have it
-        // read the same bytes from every bracket); the scanner reads the rest.
-        if self.json_reads_left > 0 {
-            let read = calls_from_json_prefix(
-                &self.text[i..],
-                place,
-                self.tools,
-                &mut self.diagnostics,
-                &mut self.calls,
-            );
-            match read {
-                Ok((length, taken, single_key)) => {
-                    self.work += length as u64;
-                    self.json_reads_left = self.json_reads_left.saturating_sub(length);
-                    return self.json_read(i, i + length, taken, single_key);
-                }
-                Err(read) => self.json_reads_left = self.json_reads_left.saturating_sub(read),
-            }
+        let strict = self.strict_json(i, |ctx, text| {
+            calls_from_json_prefix(text, place, ctx.tools, &mut ctx.diagnostics, &mut ctx.calls)
+        });
+        if let Some(((taken, single_key), end)) = strict {
+            return self.json_read(i, end, taken, single_key);
         }
         let scanned = if place == Place::Wrapped {
             self.json.value_end_closable(i)
@@ -222,21 +208,41 @@ impl<'t> Ctx<'t, '_> {
     }
 
     /// The JSON value at `i` and where it ends: read by `serde_json` alone when it is
-    /// well-formed (within [`Ctx::json_reads_left`], as [`Ctx::json_item`] reads), else found
-    /// by the scanner and built with its leniencies repaired.
+    /// well-formed (see [`Ctx::strict_json`]), else found by the scanner and built with its
+    /// leniencies repaired.
     pub(super) fn json_value(&mut self, i: usize) -> Option<(Value, usize)> {
-        if self.json_reads_left > 0 {
-            match first_value::<Value>(&self.text[i..]) {
-                Ok((value, length)) => {
-                    self.work += length as u64;
-                    self.json_reads_left = self.json_reads_left.saturating_sub(length);
-                    return Some((value, i + length));
-                }
-                Err(read) => self.json_reads_left = self.json_reads_left.saturating_sub(read),
-            }
+        if let Some(found) = self.strict_json(i, |_, text| first_value::<Value>(text)) {
+            return Some(found);
         }
         let end = self.json.value_end(i).ok()?;
         Some((to_value(&self.text[i..end])?, end))
+    }
+
+    /// `read` of the well-formed JSON value at `i` by `serde_json` alone (what it gives, and
+    /// how long the value is, or how much it read before it failed), while its reads stay
+    /// within [`Ctx::json_reads_left`]: a reply of nested brackets that are not calls would
+    /// have it read the same bytes from every bracket. What it read and where the value ends;
+    /// `None` (the scanner decides) when the value is not well-formed or the reads ran out.
+    fn strict_json<R>(
+        &mut self,
+        i: usize,
+        read: impl FnOnce(&mut Self, &'t str) -> Result<(R, usize), usize>,
+    ) -> Option<(R, usize)> {
+        if self.json_reads_left == 0 {
+            return None;
+        }
+        let text = self.text;
+        match read(self, &text[i..]) {
+            Ok((found, length)) => {
+                self.work += length as u64;
+                self.json_reads_left = self.json_reads_left.saturating_sub(length);
+                Some((found, i + length))
+            }
+            Err(read) => {
+                self.json_reads_left = self.json_reads_left.saturating_sub(read);
+                None
+            }
+        }
     }
 
     /// Where the JSON value at `start..end`, read as `taken` and `single_key` say (see
