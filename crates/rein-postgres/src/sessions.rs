@@ -57,6 +57,10 @@ static UNDELIVERED_TASKS_SQL: LazyLock<String> = LazyLock::new(|| {
 static LOAD_SESSION_SQL: LazyLock<String> =
     LazyLock::new(|| format!("SELECT {SESSION_COLS} FROM sessions WHERE id = $1"));
 
+/// A session by its id, locked.
+static LOCK_SESSION_SQL: LazyLock<String> =
+    LazyLock::new(|| format!("{} FOR UPDATE", *LOAD_SESSION_SQL));
+
 /// A session's tasks, oldest first.
 static SESSION_TASKS_SQL: LazyLock<String> = LazyLock::new(|| {
     format!("SELECT {TASK_COLS} FROM tasks WHERE session_id = $1 ORDER BY created_at, seq")
@@ -100,13 +104,7 @@ fn all<T>(rows: &[Row], decode: fn(&Row) -> FResult<T>) -> FResult<Vec<T>> {
 }
 
 async fn load_session<C: GenericClient>(c: &C, id: &str, lock: bool) -> FResult<Option<Session>> {
-    let locked;
-    let sql = if lock {
-        locked = format!("{} FOR UPDATE", *LOAD_SESSION_SQL);
-        locked.as_str()
-    } else {
-        LOAD_SESSION_SQL.as_str()
-    };
+    let sql = if lock { &LOCK_SESSION_SQL } else { &LOAD_SESSION_SQL };
     query_opt(c, sql, &[&id]).await?.as_ref().map(rows::session).transpose()
 }
 
