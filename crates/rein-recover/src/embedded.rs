@@ -461,12 +461,10 @@ impl<'t> Ctx<'t, '_> {
 
     /// Skips a code-fence opener (```` ```lang ````) at `i`.
     fn skip_fence_open(&mut self, i: usize) -> Option<usize> {
-        let rest = self.at(i);
-        let after = rest.strip_prefix("```")?;
-        let lang = after
-            .bytes()
-            .take_while(|b| b.is_ascii_alphanumeric() || matches!(b, b'_' | b'-' | b'+'))
-            .count();
+        if self.bytes.get(i..i + 3) != Some(b"```") {
+            return None;
+        }
+        let lang = self.bytes[i + 3..].iter().take_while(|&&b| is_fence_lang_byte(b)).count();
         self.work += (3 + lang) as u64;
         Some(i + 3 + lang)
     }
@@ -488,16 +486,27 @@ impl<'t> Ctx<'t, '_> {
     /// `</name>` at `i`: its end and its name as written (compare it ignoring ASCII case:
     /// lowering it into a new string was an allocation per closing tag).
     fn closing_tag(&mut self, i: usize) -> Option<(usize, &'t str)> {
-        let rest = self.at(i);
-        let parsed: IResult<&str, &str> = delimited(
-            tag("</"),
-            while_ascii1(|b| b.is_ascii_alphanumeric() || matches!(b, b'_' | b'-' | b':')),
-            (multispace0, tag(">")),
-        )
-        .parse(rest);
-        let (after, name) = parsed.ok()?;
-        self.work += (rest.len() - after.len()) as u64;
-        Some((self.consumed(after), name))
+        let bytes = self.bytes;
+        if bytes.get(i..i + 2) != Some(b"</") {
+            return None;
+        }
+        let name_start = i + 2;
+        let mut k = name_start;
+        while k < bytes.len()
+            && (bytes[k].is_ascii_alphanumeric() || matches!(bytes[k], b'_' | b'-' | b':'))
+        {
+            k += 1;
+        }
+        let name_end = k;
+        while k < bytes.len() && matches!(bytes[k], b' ' | b'\t' | b'\r' | b'\n') {
+            k += 1;
+        }
+        if name_end == name_start || bytes.get(k) != Some(&b'>') {
+            return None;
+        }
+        self.work += (k + 1 - i) as u64;
+        // The name is ASCII, so its ends are char boundaries.
+        Some((k + 1, &self.text[name_start..name_end]))
     }
 
     /// Marks the last call read as open (see [`Ctx::open_call`]).
@@ -517,6 +526,11 @@ impl<'t> Ctx<'t, '_> {
         self.calls.push(call);
         end
     }
+}
+
+/// Whether `b` may be in a fence's language name (```` ```json ````).
+fn is_fence_lang_byte(b: u8) -> bool {
+    b.is_ascii_alphanumeric() || matches!(b, b'_' | b'-' | b'+')
 }
 
 /// Where the last line of `text` that begins with a fence (```` ``` ````, after indentation)
@@ -564,19 +578,25 @@ pub(crate) fn cut_spans(text: &str, mut spans: Vec<Range<usize>>) -> Vec<Range<u
     // Where the text's last fence line starts, once a group needs it.
     let mut last_fence = None;
     for group in &mut groups {
-        // Back over whitespace to a fence line (```` ```lang ````), not past the previous group.
+        // Back over whitespace to a fence line (```` ```lang ````), not past the previous group:
+        // read from its end (its language, its backticks, then only indentation back to the
+        // line's start), so the prose before a group is not searched for its last newline.
         let before = text[previous_end..group.start].trim_end();
-        let line_start = before.rfind('\n').map_or(0, |n| n + 1);
-        let fence_line = &before[line_start..];
-        let opens = fence_line.trim_start().starts_with("```")
-            && fence_line.trim_start()[3..]
-                .chars()
-                .all(|c| c.is_ascii_alphanumeric() || matches!(c, '_' | '-' | '+'));
+        let tail = before.as_bytes();
+        let mut lang_start = tail.len();
+        while lang_start > 0 && is_fence_lang_byte(tail[lang_start - 1]) {
+            lang_start -= 1;
+        }
+        let opens = lang_start >= 3 && &tail[lang_start - 3..lang_start] == b"```" && {
+            // A backtick is a char boundary.
+            let indent =
+                before[..lang_start - 3].trim_end_matches(|c: char| c.is_whitespace() && c != '\n');
+            indent.is_empty() || indent.ends_with('\n')
+        };
         if opens {
             let after = &text[group.end..];
             let trimmed = after.trim_start();
-            let fence_start =
-                previous_end + line_start + (fence_line.len() - fence_line.trim_start().len());
+            let fence_start = previous_end + lang_start - 3;
             if let Some(rest) = trimmed.strip_prefix("```")
                 && (rest.is_empty() || rest.starts_with(['\n', '\r', ' ', '\t']))
             {

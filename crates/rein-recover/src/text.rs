@@ -24,19 +24,20 @@ pub(crate) fn remove_spans(text: &str, spans: &[Range<usize>]) -> String {
 
 /// Appends one piece between cuts. `gap` carries the whitespace seen since the last text.
 fn push_piece<'a>(out: &mut String, piece: &'a str, gap: &mut Option<&'a str>) {
-    let body = piece.trim();
-    let leading = &piece[..piece.len() - piece.trim_start().len()];
-    if body.is_empty() {
+    // Each end trimmed once (`trim`, then `trim_start` and `trim_end` for the whitespace, went
+    // over both ends twice).
+    let start = piece.len() - piece.trim_start().len();
+    if start == piece.len() {
         // The whole piece is whitespace: it widens the gap.
         *gap = Some(widest(gap.unwrap_or(""), piece));
         return;
     }
+    let end = piece.trim_end().len();
     if !out.is_empty() {
-        out.push_str(separator(widest(gap.unwrap_or(""), leading)));
+        out.push_str(separator(widest(gap.unwrap_or(""), &piece[..start])));
     }
-    out.push_str(body);
-    let trailing = &piece[piece.trim_end().len()..];
-    *gap = Some(trailing);
+    out.push_str(&piece[start..end]);
+    *gap = Some(&piece[end..]);
 }
 
 /// The separator [`remove_spans`] puts at a cut between the whitespace `before` and `after` it.
