@@ -1017,14 +1017,20 @@ impl StreamRecoverer {
     }
 }
 
+/// The seed of [`call_key`]'s hasher (any fixed value).
+const CALL_KEY_SEED: u64 = 0x7265_696e_6361_6c6c;
+
 /// A digest of `call`'s name and arguments (keys in their order), which tells calls apart:
 /// two calls with the same key are the same call but for a chance of about one in 2^64 per
 /// pair. Writing the arguments out as JSON to compare them was a tenth of what streaming cost
 /// beyond its recoveries.
 fn call_key(call: &ToolCall) -> u64 {
-    // SipHash with fixed keys (a `HashMap`'s are random): one call, one digest, in every
-    // recoverer of the process.
-    let mut hasher = std::hash::DefaultHasher::new();
+    use std::hash::BuildHasher as _;
+    // foldhash with a fixed seed (a `HashMap`'s are random): one call, one digest, in every
+    // recoverer of the process. It is not keyed against a reply crafted to collide, and
+    // neither was the SipHash with public keys it replaced (at twice the cost): such a reply
+    // could only have its own distinct calls counted as repeats, and be stopped early.
+    let mut hasher = foldhash::quality::FixedState::with_seed(CALL_KEY_SEED).build_hasher();
     hasher.write(call.name.as_bytes());
     hasher.write_u8(0xff);
     hash_object(&call.arguments, &mut hasher);
