@@ -29,28 +29,64 @@ const MARKERS: [Marker; 6] = [
     Marker { open: b"<|channel>thought", close: b"<channel|>", orphan: false },
 ];
 
-/// Tags where a call begins: an unclosed block ends at the first of them.
-const CALL_OPENERS: [&[u8]; 15] = [
-    b"<tool_call",
-    b"<tool_code",
-    b"<function=",
-    b"<|tool_call",
-    b"<|tool_calls_section_begin|>",
-    b"<|START_ACTION|>",
-    b"<|action_start|>",
-    "<｜tool".as_bytes(),
-    "<｜DSML｜".as_bytes(),
-    b"<seed:tool_call",
-    b"<minimax:tool_call",
-    b"<TOOLCALL>",
-    b"[TOOL_CALLS]",
-    b"<start_function_call>",
-    b"<|channel|>commentary",
-];
+/// Which of [`MARKERS`] may begin with `first` then `second` (lowered): each tag is compared
+/// with those only (a tag in call text was compared with every marker).
+fn open_candidates(first: u8, second: u8) -> &'static [usize] {
+    match (first, second) {
+        (b'<', b't') => &[0],
+        (b'<', b's') => &[1],
+        (b'[', b't') => &[2],
+        (b'<', b'|') => &[3, 4, 5],
+        _ => &[],
+    }
+}
 
-/// Markup inside a call: a close marker after one is in an argument value, never the end of a
-/// reasoning block the prompt opened.
-const CALL_MARKUP: [&[u8]; 4] = [b"<arg_value", b"<arg_key", b"<parameter", b"<invoke"];
+/// [`open_candidates`] for the markers' close tags.
+fn close_candidates(first: u8, second: u8) -> &'static [usize] {
+    match (first, second) {
+        (b'<', b'/') => &[0, 1],
+        (b'[', b'/') => &[2],
+        (b'<', b'|') => &[3, 4],
+        (b'<', b'c') => &[5],
+        _ => &[],
+    }
+}
+
+/// What a call tag at the start of a text is, for reasoning.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum CallTag {
+    /// A tag where a call begins: an unclosed block ends at the first of them.
+    Opener,
+    /// Markup inside a call: a close marker after one is in an argument value, never the end
+    /// of a reasoning block the prompt opened.
+    Markup,
+}
+
+/// The call tag `rest` begins with (ASCII case ignored; `second` is its second byte lowered).
+/// The openers: `<tool_call`, `<tool_code`, `<TOOLCALL>`, `<function=`, `<|tool_call` (Kimi's
+/// `<|tool_calls_section_begin|>` too), `<|START_ACTION|>`, `<|action_start|>`,
+/// `<|channel|>commentary`, `<｜tool`, `<｜DSML｜`, `<seed:tool_call`, `<start_function_call>`,
+/// `<minimax:tool_call`, `[TOOL_CALLS]`; the markup: `<arg_value`, `<arg_key`, `<parameter`,
+/// `<invoke`.
+fn call_tag(rest: &[u8], second: u8) -> Option<CallTag> {
+    let (tags, kind): (&[&[u8]], CallTag) = match (rest[0], second) {
+        (b'<', b't') => (&[b"<tool_call", b"<tool_code", b"<toolcall>"], CallTag::Opener),
+        (b'<', b'f') => (&[b"<function="], CallTag::Opener),
+        (b'<', b'|') => (
+            &[b"<|tool_call", b"<|start_action|>", b"<|action_start|>", b"<|channel|>commentary"],
+            CallTag::Opener,
+        ),
+        (b'<', 0xEF) => (&["<｜tool".as_bytes(), "<｜DSML｜".as_bytes()], CallTag::Opener),
+        (b'<', b's') => (&[b"<seed:tool_call", b"<start_function_call>"], CallTag::Opener),
+        (b'<', b'm') => (&[b"<minimax:tool_call"], CallTag::Opener),
+        (b'[', b't') => (&[b"[tool_calls]"], CallTag::Opener),
+        (b'<', b'a') => (&[b"<arg_value", b"<arg_key"], CallTag::Markup),
+        (b'<', b'p') => (&[b"<parameter"], CallTag::Markup),
+        (b'<', b'i') => (&[b"<invoke"], CallTag::Markup),
+        _ => return None,
+    };
+    tags.iter().any(|tag| starts_with_ignore_case(rest, tag)).then_some(kind)
+}
 
 /// Takes the reasoning out of a reply: the `reasoning_content` field first, then every
 /// `<think>…</think>` block in the content (tags matched case-insensitively), parts trimmed and
@@ -112,20 +148,9 @@ pub(crate) fn extract<'c>(
             // `<think>` in inline code is a mention, not a block.
             continue;
         }
-        // Every marker and call tag starts with one of these after its `<` or `[`: the rest of
-        // the brackets in prose (`<b>`, `[1]`) cost one look.
+        // Every marker and call tag is told by its first two bytes: the rest of the brackets in
+        // prose (`<b>`, `[1]`) cost one look, and a tag is compared only with what it may be.
         let second = rest.get(1).map_or(0, u8::to_ascii_lowercase);
-        let known = if rest[0] == b'[' {
-            matches!(second, b't' | b'/')
-        } else {
-            matches!(
-                second,
-                b't' | b's' | b'/' | b'|' | b'c' | b'f' | b'm' | b'a' | b'p' | b'i' | 0xEF
-            )
-        };
-        if !known {
-            continue;
-        }
         if let Some((marker, tag, text, _)) = open {
             let close = MARKERS[marker].close;
             if starts_with_ignore_case(rest, close) {
@@ -136,20 +161,23 @@ pub(crate) fn extract<'c>(
                 from = end;
                 continue;
             }
-        } else if matches!(second, b't' | b's' | b'|')
-            && let Some(index) = MARKERS.iter().position(|m| starts_with_ignore_case(rest, m.open))
+        } else if let Some(&index) = open_candidates(rest[0], second)
+            .iter()
+            .find(|&&index| starts_with_ignore_case(rest, MARKERS[index].open))
         {
             open = Some((index, at, at + MARKERS[index].open.len(), None));
             seen_tag = true;
             from = at + MARKERS[index].open.len();
             continue;
         } else if !seen_tag
-            && matches!(second, b'/' | b'|' | b'c')
-            && let Some(marker) = MARKERS.iter().find(|m| starts_with_ignore_case(rest, m.close))
+            && let Some(&index) = close_candidates(rest[0], second)
+                .iter()
+                .find(|&&index| starts_with_ignore_case(rest, MARKERS[index].close))
         {
             // Once a tag was seen a close with no open changes nothing (and is no call tag).
+            let marker = &MARKERS[index];
             let end = at + marker.close.len();
-            if marker.orphan && !seen_tag && !seen_call {
+            if marker.orphan && !seen_call {
                 parts.push(content[..at].trim());
                 spans.push(0..end);
                 diagnostics.push(Diagnostic::new(
@@ -166,14 +194,15 @@ pub(crate) fn extract<'c>(
         if !wants_first_call && seen_call {
             continue;
         }
-        let opens_call = CALL_OPENERS.iter().any(|tag| starts_with_ignore_case(rest, tag));
-        if opens_call
-            || (!seen_call && CALL_MARKUP.iter().any(|tag| starts_with_ignore_case(rest, tag)))
-        {
-            seen_call = true;
-        }
-        if opens_call && let Some((_, _, _, first_call @ None)) = open.as_mut() {
-            *first_call = Some(at);
+        match call_tag(rest, second) {
+            Some(CallTag::Opener) => {
+                seen_call = true;
+                if let Some((_, _, _, first_call @ None)) = open.as_mut() {
+                    *first_call = Some(at);
+                }
+            }
+            Some(CallTag::Markup) => seen_call = true,
+            None => {}
         }
     }
     if let Some((_, tag, text, first_call)) = open {
