@@ -136,12 +136,11 @@ pub(crate) struct TurnState<'a> {
 }
 
 enum Requested {
-    Reply(Box<ModelReply>),
+    /// The reply, and its recovery (`recover_reply` with the request's tools).
+    Reply(Box<(ModelReply, Recovered)>),
     /// The request was dropped (a stop; for the last step after a stop, a second stop or its
     /// timeout), with the text it had streamed.
-    Cancelled {
-        partial: String,
-    },
+    Cancelled { partial: String },
 }
 
 /// What a model request is raced against.
@@ -694,17 +693,26 @@ impl Agent {
                     if recoverer.repeated_call() {
                         turn.degenerate = true;
                     }
+                    let recovered = self.recover_reply(&reply, tools_on);
                     if !recoverer.text().is_empty() {
-                        // Only the deltas: the reply is recovered whole just after, with its
-                        // reasoning field and native calls.
-                        forward(&mut recoverer.finish_deltas());
+                        // Only the deltas. Where the reply's recovery read the streamed text
+                        // alone (no reasoning field, no native calls), they come from it: the
+                        // reply is recovered once, not once more by the recoverer.
+                        let alone = reply.reasoning.is_none()
+                            && reply.tool_calls.is_empty()
+                            && reply.content == recoverer.text();
+                        forward(&mut if alone {
+                            recoverer.finish_with(&recovered)
+                        } else {
+                            recoverer.finish_deltas()
+                        });
                     }
                     if let Some(usage) = &reply.usage {
                         turn.usage.add(usage);
                         // The provider's own count corrects the estimate of the next request.
                         self.budget.record_usage(usage);
                     }
-                    return Ok(Requested::Reply(Box::new(reply)));
+                    return Ok(Requested::Reply(Box::new((reply, recovered))));
                 }
                 Err(error) if error.kind == ModelErrorKind::PromptTooLong => {
                     match prepared.level.tighter() {
@@ -782,14 +790,14 @@ impl Agent {
             }
             let note = last_step.then_some(texts::LAST_STEP);
             let reply = match self.request(turn, tools_on, note, Race::Stop).await? {
-                Requested::Reply(reply) => reply,
+                Requested::Reply(reply) => *reply,
                 // A stop during the request: no last step, whatever the mode (the model may
                 // be the thing that does not answer).
                 Requested::Cancelled { partial } => {
                     return Ok(self.stopped_mid_reply(turn, partial));
                 }
             };
-            let mut recovered = self.recover_reply(&reply, tools_on);
+            let (reply, mut recovered) = reply;
             if std::mem::take(&mut turn.degenerate) {
                 let written = recovered.calls.len();
                 let mut seen = std::collections::HashSet::new();
@@ -977,7 +985,7 @@ impl Agent {
         }
         match self.request(turn, false, Some(texts::STOPPED_LAST_STEP), Race::LastStep).await {
             Ok(Requested::Reply(reply)) => {
-                let recovered = self.recover_reply(&reply, false);
+                let (reply, recovered) = *reply;
                 if let Some(reasoning) = &recovered.reasoning {
                     turn.events.emit(AgentEvent::Reasoning { text: reasoning.clone() });
                 }
@@ -1019,7 +1027,7 @@ impl Agent {
                 return Ok((TurnEnding::Interrupted, String::new()));
             }
             Ok(Requested::Reply(reply)) => {
-                let recovered = self.recover_reply(&reply, false);
+                let recovered = reply.1;
                 if let Some(reasoning) = &recovered.reasoning {
                     turn.events.emit(AgentEvent::Reasoning { text: reasoning.clone() });
                 }
@@ -1100,7 +1108,7 @@ impl Agent {
             self.history.truncate(self.history.len() - 2);
             match result {
                 Ok(Requested::Reply(reply)) => {
-                    let more = self.recover_reply(&reply, false);
+                    let (reply, more) = *reply;
                     text.push_str(&more.visible_text);
                     if reply.stop_reason != StopReason::Length {
                         cut = false;

@@ -251,7 +251,9 @@ pub fn case_output(input: &str, default_tools: &[&str]) -> String {
 /// (the first byte picks the chunk size, 1 to 32 bytes, and whether tools are offered) and
 /// checks that its end state equals [`recover`] on the whole text, and that
 /// [`finish_deltas`](crate::StreamRecoverer::finish_deltas) ends it with the deltas `finish` gives
-/// (unless `finish` says the final recovery replaces what was shown).
+/// (unless `finish` says the final recovery replaces what was shown), and
+/// [`finish_with`](crate::StreamRecoverer::finish_with) the whole text's recovery with those of
+/// `finish_deltas`.
 pub fn stream_bytes(data: &[u8]) {
     let Some((&options, rest)) = data.split_first() else { return };
     let text = String::from_utf8_lossy(rest);
@@ -268,8 +270,13 @@ pub fn stream_bytes(data: &[u8]) {
         at = end;
     }
     let last_deltas = recoverer.clone().finish_deltas();
-    let end = recoverer.finish(None, &[]);
     let whole = recover(&RawReply { content: &text, ..RawReply::default() }, tools);
+    assert_eq!(
+        recoverer.clone().finish_with(&whole),
+        last_deltas,
+        "finish_with ends otherwise than finish_deltas"
+    );
+    let end = recoverer.finish(None, &[]);
     assert_eq!(end.recovered, whole, "the stream's end state differs from recover");
     if !end.replaced {
         assert_eq!(last_deltas, end.events, "finish_deltas ends otherwise than finish");

@@ -505,17 +505,17 @@ impl StreamRecoverer {
         let (mut names, mut more) = ([""; ToolNames::ON_STACK], Vec::new());
         let tools = self.tools.lay_out(&mut names, &mut more);
         let reply = RawReply { content: &self.text, reasoning_content, tool_calls };
-        let mut recovered = recover_typed(&reply, tools, &self.schemas);
+        let recovered = recover_typed(&reply, tools, &self.schemas);
         if !self.diverged {
             // The last deltas, from the whole text's recovery (the streamed ones end here).
             self.settled = Settled::default();
             if reasoning_content.is_none() && tool_calls.is_empty() {
                 // Its calls are returned in `recovered` too: they are copied.
-                self.release(&mut recovered, 0, "", Some(usize::MAX), false, &mut events);
+                self.release(Reading::lent(&recovered), 0, "", Some(usize::MAX), &mut events);
             } else {
                 let streamed = RawReply { content: &self.text, ..RawReply::default() };
                 let mut whole = recover_typed(&streamed, tools, &self.schemas);
-                self.release(&mut whole, 0, "", Some(usize::MAX), true, &mut events);
+                self.release(Reading::own(&mut whole), 0, "", Some(usize::MAX), &mut events);
             }
         }
         let replaced = self.diverged
@@ -550,7 +550,23 @@ impl StreamRecoverer {
         let (mut names, mut more) = ([""; ToolNames::ON_STACK], Vec::new());
         let tools = self.tools.lay_out(&mut names, &mut more);
         let (mut recovered, _) = self.recover_from(0, tools);
-        self.release(&mut recovered, 0, "", Some(usize::MAX), true, &mut events);
+        self.release(Reading::own(&mut recovered), 0, "", Some(usize::MAX), &mut events);
+        events
+    }
+
+    /// [`StreamRecoverer::finish_deltas`], the last deltas read from `recovered`: the caller's
+    /// recovery of this stream's whole text, with the tools and schemas the recoverer was made
+    /// with, no reasoning field and no native calls (`recover_typed` of the reply, which the
+    /// agent loop makes for every reply, streamed or not). The text is then recovered once at
+    /// the end of a stream instead of twice. Any other recovery gives other deltas than
+    /// [`StreamRecoverer::finish`] would.
+    pub fn finish_with(mut self, recovered: &Recovered) -> Vec<StreamEvent> {
+        let mut events = Vec::new();
+        if self.diverged || self.decided() {
+            return events;
+        }
+        self.settled = Settled::default();
+        self.release(Reading::lent(recovered), 0, "", Some(usize::MAX), &mut events);
         events
     }
 
@@ -629,7 +645,7 @@ impl StreamRecoverer {
         let settled_calls = recovered.calls.len().saturating_sub(unsettled);
         self.unsettled_calls = settled_calls < recovered.calls.len();
         recovered.calls.truncate(settled_calls);
-        self.release(&mut recovered, from, &joint, open_cut, true, events);
+        self.release(Reading::own(&mut recovered), from, &joint, open_cut, events);
         self.trace = None;
         if self.holding {
             let at = self.held.at;
@@ -892,31 +908,31 @@ impl StreamRecoverer {
 
     /// Releases what `recovered` (recovery of the text from `from`, the settled point, or of
     /// the whole text at the end) decides beyond what was shown, its calls all settled (the
-    /// caller drops those that are not). With `owned`, the calls released are moved out of
-    /// `recovered` rather than copied (the caller drops it after).
+    /// caller drops those that are not). The calls released are moved out of a recovery the
+    /// recoverer made ([`Reading::own`]) and copied from one it was lent.
     fn release(
         &mut self,
-        recovered: &mut Recovered,
+        recovered: Reading<'_>,
         from: usize,
         joint: &str,
         open_cut: Option<usize>,
-        owned: bool,
         events: &mut Vec<StreamEvent>,
     ) {
+        let Reading { reasoning, visible_text, unclosed_reasoning, mut calls } = recovered;
         let end = open_cut == Some(usize::MAX);
         let open_cut = open_cut.filter(|_| !end);
         let text = &self.text[from..];
         // Inside a reasoning block that runs to the end: prose deltas are reasoning.
         self.in_reasoning = !end
-            && recovered.diagnostics.iter().any(|d| d.kind == crate::DiagnosticKind::UnclosedThink)
-            && recovered.reasoning.as_deref().is_none_or(|reasoning| {
+            && unclosed_reasoning
+            && reasoning.is_none_or(|reasoning| {
                 reasoning
                     .rsplit("\n\n")
                     .next()
                     .is_some_and(|last| !last.is_empty() && text.trim_end().ends_with(last))
             });
 
-        let mut visible = recovered.visible_text.as_str();
+        let mut visible = visible_text;
         self.holding = false;
         if !end {
             // Trailing whitespace waits for what follows it (it may be cut at a call).
@@ -944,7 +960,7 @@ impl StreamRecoverer {
             }
         }
         let base = self.settled.reasoning;
-        if let Some(reasoning) = recovered.reasoning.as_deref() {
+        if let Some(reasoning) = reasoning {
             // The reasoning of the settled text, then this one's, joined as `recover` joins.
             let joined = if base > 0 { format!("\n\n{reasoning}") } else { String::new() };
             let reasoning = if base > 0 { joined.as_str() } else { reasoning };
@@ -962,14 +978,9 @@ impl StreamRecoverer {
             self.reasoning_held = false;
         }
         let known = self.calls_shown - self.settled.calls;
-        let decided = recovered.calls.len();
-        for (index, call) in recovered.calls.iter_mut().enumerate().take(decided).skip(known) {
-            if call.id.is_empty() {
-                // A recovery of the text from the settled point leaves the ids to this: the
-                // calls are numbered after the settled ones (only those released, each once).
-                call.id = crate::numbered_id(self.settled.calls + index + 1);
-            }
-            let key = call_key(call);
+        let decided = calls.len();
+        for index in known..decided {
+            let key = call_key(calls.get(index));
             if !end {
                 self.streamed_keys.push(key);
             }
@@ -978,14 +989,12 @@ impl StreamRecoverer {
             if *seen >= 3 {
                 self.repeated = true;
             }
-            let call = if owned {
-                std::mem::replace(
-                    call,
-                    ToolCall::new(String::new(), String::new(), Default::default()),
-                )
-            } else {
-                call.clone()
-            };
+            let mut call = calls.take(index);
+            if call.id.is_empty() {
+                // A recovery of the text from the settled point leaves the ids to this: the
+                // calls are numbered after the settled ones (only those released, each once).
+                call.id = crate::numbered_id(self.settled.calls + index + 1);
+            }
             events.push(StreamEvent::Call(call));
         }
         self.calls_shown = self.calls_shown.max(self.settled.calls + decided);
@@ -1019,6 +1028,74 @@ impl StreamRecoverer {
 
 /// The seed of [`call_key`]'s hasher (any fixed value).
 const CALL_KEY_SEED: u64 = 0x7265_696e_6361_6c6c;
+
+/// The parts of a recovery [`StreamRecoverer::release`] reads.
+struct Reading<'r> {
+    reasoning: Option<&'r str>,
+    visible_text: &'r str,
+    /// A reasoning block ran to the end of the text (`DiagnosticKind::UnclosedThink`).
+    unclosed_reasoning: bool,
+    calls: Calls<'r>,
+}
+
+/// A recovery's calls: taken when the recovery is the recoverer's own, copied when it is the
+/// caller's.
+enum Calls<'r> {
+    Own(&'r mut [ToolCall]),
+    Lent(&'r [ToolCall]),
+}
+
+impl<'r> Reading<'r> {
+    fn own(recovered: &'r mut Recovered) -> Self {
+        let Recovered { reasoning, calls, visible_text, diagnostics, .. } = recovered;
+        Reading {
+            reasoning: reasoning.as_deref(),
+            visible_text,
+            unclosed_reasoning: unclosed_reasoning(diagnostics),
+            calls: Calls::Own(calls),
+        }
+    }
+
+    fn lent(recovered: &'r Recovered) -> Self {
+        Reading {
+            reasoning: recovered.reasoning.as_deref(),
+            visible_text: &recovered.visible_text,
+            unclosed_reasoning: unclosed_reasoning(&recovered.diagnostics),
+            calls: Calls::Lent(&recovered.calls),
+        }
+    }
+}
+
+fn unclosed_reasoning(diagnostics: &[crate::Diagnostic]) -> bool {
+    diagnostics.iter().any(|d| d.kind == crate::DiagnosticKind::UnclosedThink)
+}
+
+impl Calls<'_> {
+    fn len(&self) -> usize {
+        match self {
+            Calls::Own(calls) => calls.len(),
+            Calls::Lent(calls) => calls.len(),
+        }
+    }
+
+    fn get(&self, index: usize) -> &ToolCall {
+        match self {
+            Calls::Own(calls) => &calls[index],
+            Calls::Lent(calls) => &calls[index],
+        }
+    }
+
+    /// The call at `index`, to release (each is released once).
+    fn take(&mut self, index: usize) -> ToolCall {
+        match self {
+            Calls::Own(calls) => std::mem::replace(
+                &mut calls[index],
+                ToolCall::new(String::new(), String::new(), Default::default()),
+            ),
+            Calls::Lent(calls) => calls[index].clone(),
+        }
+    }
+}
 
 /// A digest of `call`'s name and arguments (keys in their order), which tells calls apart:
 /// two calls with the same key are the same call but for a chance of about one in 2^64 per

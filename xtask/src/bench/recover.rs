@@ -7,7 +7,7 @@
 use std::time::Instant;
 
 use rein_protocol::RawToolCall;
-use rein_recover::{RawReply, StreamEvent, StreamRecoverer, ToolSchemas, fuzz, recover};
+use rein_recover::{RawReply, Recovered, StreamEvent, StreamRecoverer, ToolSchemas, fuzz, recover};
 
 use super::{Figures, rng::Rng};
 
@@ -285,10 +285,26 @@ fn time_ms(runs: usize, mut run: impl FnMut()) -> f64 {
     best
 }
 
+/// How a stream is ended (see [`stream_reply`]).
+#[derive(Clone, Copy)]
+enum StreamEnding {
+    /// By `finish_with` the reply's own recovery, made before (as the agent loop ends it).
+    With,
+    /// By `finish_deltas`.
+    Deltas,
+    /// By `finish`, the whole text recovered.
+    Whole,
+}
+
 /// Streams `content` through a [`StreamRecoverer`] in 20-byte deltas, the events released
-/// drained from `released`, and ends it by `finish` when `whole`, else by `finish_deltas`.
-/// How many deltas.
-fn stream_reply(content: &str, released: &mut Vec<StreamEvent>, whole: bool) -> usize {
+/// drained from `released`, and ends it as `ending` says (`recovered` is the reply's own
+/// recovery). How many deltas.
+fn stream_reply(
+    content: &str,
+    recovered: &Recovered,
+    released: &mut Vec<StreamEvent>,
+    ending: StreamEnding,
+) -> usize {
     let mut recoverer = StreamRecoverer::new(TOOLS, ToolSchemas::new());
     let mut deltas = 0;
     let mut at = 0;
@@ -304,10 +320,16 @@ fn stream_reply(content: &str, released: &mut Vec<StreamEvent>, whole: bool) -> 
         deltas += 1;
         at = end;
     }
-    if whole {
-        std::hint::black_box(recoverer.finish(None, &[]));
-    } else {
-        std::hint::black_box(recoverer.finish_deltas());
+    match ending {
+        StreamEnding::With => {
+            std::hint::black_box(recoverer.finish_with(recovered));
+        }
+        StreamEnding::Deltas => {
+            std::hint::black_box(recoverer.finish_deltas());
+        }
+        StreamEnding::Whole => {
+            std::hint::black_box(recoverer.finish(None, &[]));
+        }
     }
     deltas
 }
@@ -384,22 +406,31 @@ pub(crate) fn run() -> anyhow::Result<Figures> {
     figures.push(("short_us_per_reply".into(), short_ms * 1000.0 / short.len() as f64));
 
     // The streaming recoverer, fed the short replies in 20-byte deltas and ended as the agent
-    // loop ends it (the last deltas only: the loop recovers the reply whole itself, with its
-    // reasoning field and native calls); then ended by `finish`, the whole text recovered too.
-    for (figure, whole) in [("stream_delta_ns", false), ("stream_with_recovery_delta_ns", true)] {
+    // loop ends it: by `finish_with` the loop's own recovery of the reply, which it makes for
+    // every reply, streamed or not (made here before the clock starts: `short_mb_per_s` is its
+    // cost). Then ended by `finish_deltas` (for a caller that recovers the reply after), and by
+    // `finish`, the whole text recovered too.
+    let recoveries: Vec<_> = short
+        .iter()
+        .map(|content| recover(&RawReply { content, ..RawReply::default() }, TOOLS))
+        .collect();
+    for (figure, ending, label) in [
+        ("stream_delta_ns", StreamEnding::With, "finish_with the reply's recovery"),
+        ("stream_finish_deltas_delta_ns", StreamEnding::Deltas, "finish_deltas"),
+        ("stream_with_recovery_delta_ns", StreamEnding::Whole, "finish, the whole text recovered"),
+    ] {
         let mut deltas = 0usize;
         let stream_ms = time_ms(3, || {
             deltas = 0;
             // As the loop feeds it: one vector of released events, drained after each delta.
             let mut released = Vec::new();
-            for content in &short {
-                deltas += stream_reply(content, &mut released, whole);
+            for (content, recovered) in short.iter().zip(&recoveries) {
+                deltas += stream_reply(content, recovered, &mut released, ending);
             }
         });
         let delta_ns = stream_ms * 1e6 / deltas.max(1) as f64;
-        let end = if whole { "finish, the whole text recovered" } else { "finish_deltas" };
         println!(
-            "stream: {deltas} deltas of 20 bytes, {stream_ms:.1} ms, {delta_ns:.0} ns per delta (ended by {end})"
+            "stream: {deltas} deltas of 20 bytes, {stream_ms:.1} ms, {delta_ns:.0} ns per delta (ended by {label})"
         );
         figures.push((figure.into(), delta_ns));
     }

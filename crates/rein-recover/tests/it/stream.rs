@@ -98,7 +98,8 @@ struct Streamed {
     /// tag, a token, a JSON call). What, if so.
     markup_shown: Option<String>,
     replaced: bool,
-    /// `finish_deltas` (the end for a caller that recovers the reply itself) gave other deltas
+    /// `finish_deltas` (the end for a caller that recovers the reply itself; `finish_with`
+    /// gives the same deltas, asserted as it runs) gave other deltas
     /// than `finish`, which did not say the final message replaces what was shown: what each
     /// gave, if so.
     last_deltas_differ: Option<String>,
@@ -156,18 +157,24 @@ fn check(pieces: &[&str], case: &Case) -> Streamed {
     for piece in pieces {
         take(recoverer.push(piece), true);
     }
-    let last_deltas = recoverer.clone().finish_deltas();
-    let end = recoverer.finish(None, &[]);
-    let last_deltas_differ = (!end.replaced && last_deltas != end.events)
-        .then(|| format!("finish_deltas {last_deltas:?}, finish {:?}", end.events));
-    let replaced = end.replaced;
-    take(end.events, false);
     let reply = RawReply { content: &whole, ..RawReply::default() };
     let expected: Recovered = if case.schemas.is_empty() {
         recover(&reply, &tools)
     } else {
         recover_typed(&reply, &tools, &case.schemas)
     };
+    let last_deltas = recoverer.clone().finish_deltas();
+    // Ended with the caller's recovery of the whole text, the deltas are those it recovers.
+    assert_eq!(
+        recoverer.clone().finish_with(&expected),
+        last_deltas,
+        "finish_with ends otherwise than finish_deltas: {pieces:?}"
+    );
+    let end = recoverer.finish(None, &[]);
+    let last_deltas_differ = (!end.replaced && last_deltas != end.events)
+        .then(|| format!("finish_deltas {last_deltas:?}, finish {:?}", end.events));
+    let replaced = end.replaced;
+    take(end.events, false);
     let same_end = end.recovered == expected;
     let consistent = replaced || shown == expected.visible_text;
     // The calls released while streaming are the first of the final ones, in order, with the
