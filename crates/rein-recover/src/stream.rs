@@ -378,7 +378,8 @@ impl StreamRecoverer {
     pub fn push_into(&mut self, delta: &str, events: &mut Vec<StreamEvent>) {
         let before = self.text.len();
         self.text.push_str(delta);
-        if let Some(newline) = memchr::memrchr(b'\n', delta.as_bytes()) {
+        let last_newline = memchr::memrchr(b'\n', delta.as_bytes());
+        if let Some(newline) = last_newline {
             self.line_start = before + newline + 1;
         }
         self.check_repetition(before);
@@ -415,7 +416,7 @@ impl StreamRecoverer {
                 return;
             }
             self.release_prose(delta, events);
-            if delta.contains('\n')
+            if last_newline.is_some()
                 && !self.in_reasoning
                 && let Some(trace) = self.trace.take()
             {
@@ -1394,7 +1395,17 @@ const LONGEST_WRAPPER_TOKEN: usize = "<|tool_calls_section_begin|>".len();
 /// delta holding only those is released as prose without a recovery.
 fn first_opening(text: &str, from: usize, tools: &ToolNames) -> Option<usize> {
     let bytes = text.as_bytes();
-    (from..bytes.len()).find(|&at| is_markup_byte(bytes[at]) && may_start_markup(bytes, at, tools))
+    let mut at = from;
+    // A run of prose bytes is passed over by a slice scan (an index range and a bounds check
+    // per byte cost half again as much).
+    while let Some(offset) = bytes[at..].iter().position(|&b| is_markup_byte(b)) {
+        let hit = at + offset;
+        if may_start_markup(bytes, hit, tools) {
+            return Some(hit);
+        }
+        at = hit + 1;
+    }
+    None
 }
 
 /// [`first_opening`] for the markup byte at `at`.
