@@ -240,16 +240,7 @@ fn is_markup_byte(b: u8) -> bool {
 
 /// [`is_markup_byte`] as a table: every byte of every delta is looked up, and the comparisons
 /// of a `matches!` cost a tenth of the time streaming spent outside recovery.
-const MARKUP_BYTES: [bool; 256] = {
-    let mut table = [false; 256];
-    let bytes = *b"<>[]{}()`|";
-    let mut k = 0;
-    while k < bytes.len() {
-        table[bytes[k] as usize] = true;
-        k += 1;
-    }
-    table
-};
+const MARKUP_BYTES: [bool; 256] = byte_table(b"<>[]{}()`|");
 
 /// Whether the byte at `at` may begin the closing marker of a reasoning block or a call tag
 /// that ends it (see `reasoning::extract`): a `<` or `[` followed by what one of them may go on
@@ -271,7 +262,21 @@ fn may_end_reasoning(bytes: &[u8], at: usize) -> bool {
 /// The bytes [`StreamRecoverer::follow_held`] looks at outside strings (the others change
 /// nothing there).
 fn is_held_markup(b: u8) -> bool {
-    matches!(b, b'"' | b'{' | b'[' | b'}' | b']' | b'<' | b'>' | b')' | b'`' | b'\n')
+    HELD_MARKUP_BYTES[usize::from(b)]
+}
+
+/// [`is_held_markup`] as a table (see [`MARKUP_BYTES`]).
+const HELD_MARKUP_BYTES: [bool; 256] = byte_table(b"\"{[}]<>)`\n");
+
+/// A table of `bytes`: whether each byte is one of them.
+const fn byte_table(bytes: &[u8]) -> [bool; 256] {
+    let mut table = [false; 256];
+    let mut k = 0;
+    while k < bytes.len() {
+        table[bytes[k] as usize] = true;
+        k += 1;
+    }
+    table
 }
 
 /// How long a stretch of text written three times makes a reply degenerate.
