@@ -53,6 +53,16 @@ pub(crate) fn run(args: &[String]) -> anyhow::Result<()> {
     if name == "serve" && flags.iter().any(|flag| flag == "--postgres" || flag == "--replicas") {
         return write_figures("serve-postgres", &replicas::run(flags)?);
     }
+    if name == "recover" {
+        if let Some(at) = flags.iter().position(|flag| flag == "--pass") {
+            // One pass of `--callgrind`, run under valgrind: it prints no figures.
+            let Some(pass) = flags.get(at + 1) else { anyhow::bail!("--pass wants a pass") };
+            return recover::run_pass(pass);
+        }
+        if flags.iter().any(|flag| flag == "--callgrind") {
+            return write_figures("recover-callgrind", &recover::run_callgrind()?);
+        }
+    }
     let figures: Figures = match name.as_str() {
         "loop" => loop_bench::run()?,
         "recover" => recover::run()?,

@@ -3,6 +3,8 @@
 //!
 //! Wall-clock figures (`_ms`, `_mb_per_s`) are best-of-N; on a shared machine they are stretched
 //! by other load, so the CPU-time figures (`_cpu_ms`, `_cpu_mb_per_s`) are reported beside them.
+//! `cargo xtask bench recover --callgrind` counts instructions instead (with valgrind's
+//! callgrind): figures that do not move with the machine, to compare two versions of the code.
 
 use std::time::Instant;
 
@@ -472,4 +474,105 @@ pub(crate) fn run() -> anyhow::Result<Figures> {
     figures.push(("adv_worst_1mb_ms".into(), worst_1mb));
     figures.push(("adv_worst_1mb_cpu_ms".into(), worst_1mb_cpu));
     Ok(figures)
+}
+
+/// The passes `--callgrind` counts: what each runs, and the function whose instructions are
+/// counted (not inlined, so that callgrind sees it).
+const COUNTED_PASSES: [(&str, &str); 3] = [
+    ("short", "measured_recover"),
+    ("realistic", "measured_recover"),
+    ("stream", "measured_stream"),
+];
+
+/// `cargo xtask bench recover --callgrind`: instructions per reply of recovering the short
+/// replies and the realistic corpus, and of streaming the short replies as the agent loop ends
+/// them (`stream_delta_ns`'s work), each counted by callgrind in a run of this program.
+pub(crate) fn run_callgrind() -> anyhow::Result<Figures> {
+    let exe = std::env::current_exe()?;
+    let out_dir = crate::project_root().join("target").join("bench");
+    std::fs::create_dir_all(&out_dir)?;
+    let mut figures = Figures::new();
+    for (pass, function) in COUNTED_PASSES {
+        let out_file = out_dir.join(format!("callgrind.recover-{pass}.out"));
+        let output = std::process::Command::new("valgrind")
+            .arg("--tool=callgrind")
+            .arg(format!("--callgrind-out-file={}", out_file.display()))
+            .arg(format!("--toggle-collect=*{function}*"))
+            .arg(&exe)
+            .args(["bench", "recover", "--pass", pass])
+            .output()
+            .map_err(|error| {
+                anyhow::anyhow!("valgrind did not run ({error}); install it (Debian: valgrind)")
+            })?;
+        let log = String::from_utf8_lossy(&output.stderr);
+        anyhow::ensure!(
+            output.status.success(),
+            "the `{pass}` pass under callgrind failed:\n{log}"
+        );
+        let instructions = callgrind_instructions(&log)
+            .ok_or_else(|| anyhow::anyhow!("no instruction count in callgrind's log:\n{log}"))?;
+        let replies = match pass {
+            "realistic" => corpus().len(),
+            _ => short_corpus().len(),
+        };
+        let per_reply = instructions / replies as f64;
+        println!("{pass}: {instructions:.0} instructions counted, {per_reply:.0} per reply");
+        figures.push((format!("callgrind_{pass}_instructions_per_reply"), per_reply));
+    }
+    Ok(figures)
+}
+
+/// The instructions callgrind counted, from its log (`==PID== I   refs:      81,988,007`).
+fn callgrind_instructions(log: &str) -> Option<f64> {
+    log.lines()
+        .find_map(|line| line.split_once("refs:"))
+        .and_then(|(_, count)| count.trim().replace(',', "").parse().ok())
+}
+
+/// One pass of `--callgrind` (run under callgrind by [`run_callgrind`]).
+pub(crate) fn run_pass(pass: &str) -> anyhow::Result<()> {
+    match pass {
+        "short" => measured_recover(&short_corpus()),
+        "realistic" => measured_recover(&corpus()),
+        "stream" => {
+            let short = short_corpus();
+            let recoveries: Vec<_> = short
+                .iter()
+                .map(|content| recover(&RawReply { content, ..RawReply::default() }, TOOLS))
+                .collect();
+            measured_stream(&short, &recoveries);
+        }
+        _ => anyhow::bail!("unknown pass `{pass}` (one of: short, realistic, stream)"),
+    }
+    Ok(())
+}
+
+#[inline(never)]
+fn measured_recover(replies: &[String]) {
+    for content in replies {
+        std::hint::black_box(recover(&RawReply { content, ..RawReply::default() }, TOOLS));
+    }
+}
+
+#[inline(never)]
+fn measured_stream(replies: &[String], recoveries: &[Recovered]) {
+    let mut released = Vec::new();
+    for (content, recovered) in replies.iter().zip(recoveries) {
+        stream_reply(content, recovered, &mut released, StreamEnding::With);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn callgrind_instructions_are_read_from_its_log() {
+        let log = "==3051== Callgrind, a call-graph generating cache profiler\n\
+                   ==3051== Collected : 81988007\n\
+                   ==3051== \n\
+                   ==3051== I   refs:      81,988,007\n";
+        assert_eq!(callgrind_instructions(log), Some(81_988_007.0));
+        assert_eq!(callgrind_instructions("==1== no events\n"), None);
+    }
 }
