@@ -507,23 +507,21 @@ impl StreamRecoverer {
         reasoning_content: Option<&str>,
         tool_calls: &[rein_protocol::RawToolCall],
     ) -> StreamEnd {
-        let mut events = Vec::new();
         let (mut names, mut more) = ([""; ToolNames::ON_STACK], Vec::new());
         let tools = self.tools.lay_out(&mut names, &mut more);
         let reply = RawReply { content: &self.text, reasoning_content, tool_calls };
         let recovered = recover_typed(&reply, tools, &self.schemas);
-        if !self.diverged {
-            // The last deltas, from the whole text's recovery (the streamed ones end here).
-            self.settled = Settled::default();
-            if reasoning_content.is_none() && tool_calls.is_empty() {
-                // Its calls are returned in `recovered` too: they are copied.
-                self.release(Reading::lent(&recovered), 0, "", Some(usize::MAX), &mut events);
-            } else {
-                let streamed = RawReply { content: &self.text, ..RawReply::default() };
-                let mut whole = recover_typed(&streamed, tools, &self.schemas);
-                self.release(Reading::own(&mut whole), 0, "", Some(usize::MAX), &mut events);
-            }
-        }
+        // The last deltas, from the whole text's recovery (the streamed ones end here).
+        let events = if self.diverged {
+            Vec::new()
+        } else if reasoning_content.is_none() && tool_calls.is_empty() {
+            // Its calls are returned in `recovered` too: they are copied.
+            self.release_end(Reading::lent(&recovered))
+        } else {
+            let streamed = RawReply { content: &self.text, ..RawReply::default() };
+            let mut whole = recover_typed(&streamed, tools, &self.schemas);
+            self.release_end(Reading::own(&mut whole))
+        };
         let replaced = self.diverged
             || self.shown_text != recovered.visible_text
             || self.streamed_calls_differ(&recovered.calls);
@@ -548,16 +546,13 @@ impl StreamRecoverer {
     /// the settled point alone may read otherwise at its ends: closers of what opened before
     /// it, whitespace the whole text keeps or drops).
     pub fn finish_deltas(mut self) -> Vec<StreamEvent> {
-        let mut events = Vec::new();
         if self.diverged || self.decided() {
-            return events;
+            return Vec::new();
         }
-        self.settled = Settled::default();
         let (mut names, mut more) = ([""; ToolNames::ON_STACK], Vec::new());
         let tools = self.tools.lay_out(&mut names, &mut more);
         let (mut recovered, _) = self.recover_from(0, tools);
-        self.release(Reading::own(&mut recovered), 0, "", Some(usize::MAX), &mut events);
-        events
+        self.release_end(Reading::own(&mut recovered))
     }
 
     /// [`StreamRecoverer::finish_deltas`], the last deltas read from `recovered`: the caller's
@@ -567,12 +562,18 @@ impl StreamRecoverer {
     /// the end of a stream instead of twice. Any other recovery gives other deltas than
     /// [`StreamRecoverer::finish`] would.
     pub fn finish_with(mut self, recovered: &Recovered) -> Vec<StreamEvent> {
-        let mut events = Vec::new();
         if self.diverged || self.decided() {
-            return events;
+            return Vec::new();
         }
+        self.release_end(Reading::lent(recovered))
+    }
+
+    /// The last deltas, released from `reading`, a recovery of the whole text (the settled
+    /// point goes back to its start).
+    fn release_end(&mut self, reading: Reading<'_>) -> Vec<StreamEvent> {
+        let mut events = Vec::new();
         self.settled = Settled::default();
-        self.release(Reading::lent(recovered), 0, "", Some(usize::MAX), &mut events);
+        self.release(reading, 0, "", Some(usize::MAX), &mut events);
         events
     }
 
@@ -984,9 +985,9 @@ impl StreamRecoverer {
             self.reasoning_held = false;
         }
         let known = self.calls_shown - self.settled.calls;
-        let decided = calls.len();
+        let decided = calls.all().len();
         for index in known..decided {
-            let key = call_key(calls.get(index));
+            let key = call_key(&calls.all()[index]);
             if !end {
                 self.streamed_keys.push(key);
             }
@@ -1072,22 +1073,16 @@ impl<'r> Reading<'r> {
     }
 }
 
+/// Whether a recovery with `diagnostics` found a reasoning block running to the end.
 fn unclosed_reasoning(diagnostics: &[crate::Diagnostic]) -> bool {
     diagnostics.iter().any(|d| d.kind == crate::DiagnosticKind::UnclosedThink)
 }
 
 impl Calls<'_> {
-    fn len(&self) -> usize {
+    fn all(&self) -> &[ToolCall] {
         match self {
-            Calls::Own(calls) => calls.len(),
-            Calls::Lent(calls) => calls.len(),
-        }
-    }
-
-    fn get(&self, index: usize) -> &ToolCall {
-        match self {
-            Calls::Own(calls) => &calls[index],
-            Calls::Lent(calls) => &calls[index],
+            Calls::Own(calls) => calls,
+            Calls::Lent(calls) => calls,
         }
     }
 
