@@ -273,6 +273,23 @@ mod tests {
     use super::*;
 
     #[test]
+    fn candidates_are_the_markers_beginning_with_their_bytes() {
+        // The candidate tables name markers by index: they must follow `MARKERS`.
+        let lowered = |bytes: &[u8]| (bytes[0], bytes[1].to_ascii_lowercase());
+        for first in [b'<', b'['] {
+            for second in 0..=u8::MAX {
+                let want = |tag: fn(&Marker) -> &[u8]| -> Vec<usize> {
+                    (0..MARKERS.len())
+                        .filter(|&index| lowered(tag(&MARKERS[index])) == (first, second))
+                        .collect()
+                };
+                assert_eq!(open_candidates(first, second), want(|m| m.open), "{first} {second}");
+                assert_eq!(close_candidates(first, second), want(|m| m.close), "{first} {second}");
+            }
+        }
+    }
+
+    #[test]
     fn shapes() {
         assert_eq!(
             extract_reasoning("<think>plan</think>\nAnswer", None),
