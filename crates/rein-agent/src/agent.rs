@@ -1027,7 +1027,7 @@ impl Agent {
                 return Ok((TurnEnding::Interrupted, String::new()));
             }
             Ok(Requested::Reply(reply)) => {
-                let recovered = reply.1;
+                let (_, recovered) = *reply;
                 if let Some(reasoning) = &recovered.reasoning {
                     turn.events.emit(AgentEvent::Reasoning { text: reasoning.clone() });
                 }

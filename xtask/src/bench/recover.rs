@@ -492,6 +492,7 @@ pub(crate) fn run_callgrind() -> anyhow::Result<Figures> {
     let out_dir = crate::project_root().join("target").join("bench");
     std::fs::create_dir_all(&out_dir)?;
     let mut figures = Figures::new();
+    let (short_replies, realistic_messages) = (short_corpus().len(), corpus().len());
     for (pass, function) in COUNTED_PASSES {
         let out_file = out_dir.join(format!("callgrind.recover-{pass}.out"));
         let output = std::process::Command::new("valgrind")
@@ -511,10 +512,7 @@ pub(crate) fn run_callgrind() -> anyhow::Result<Figures> {
         );
         let instructions = callgrind_instructions(&log)
             .ok_or_else(|| anyhow::anyhow!("no instruction count in callgrind's log:\n{log}"))?;
-        let replies = match pass {
-            "realistic" => corpus().len(),
-            _ => short_corpus().len(),
-        };
+        let replies = if pass == "realistic" { realistic_messages } else { short_replies };
         let per_reply = instructions / replies as f64;
         println!("{pass}: {instructions:.0} instructions counted, {per_reply:.0} per reply");
         figures.push((format!("callgrind_{pass}_instructions_per_reply"), per_reply));
