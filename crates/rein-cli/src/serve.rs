@@ -143,16 +143,24 @@ fn own_origin(addr: SocketAddr) -> String {
 const MODEL_CHECK_TIMEOUT: Duration = Duration::from_secs(2);
 
 /// Tries the default model's endpoint once; when nothing answers, says in the log what to do
-/// and hands the same words to the chat (`GET /models`, `defaultModelStatus`).
-async fn check_default_model(name: String, model: Arc<ProviderModel>, board: ModelCheck) {
+/// and hands the same words to the chat (`GET /models`, `defaultModelStatus`). The check is
+/// marked as begun when this is called, before the server listens: a spawned task may start
+/// after the first request, which then read `unchecked` for a check about to run.
+fn check_default_model(
+    name: String,
+    model: Arc<ProviderModel>,
+    board: ModelCheck,
+) -> impl std::future::Future<Output = ()> {
     let endpoint = model.redactor().redact(model.endpoint()).into_owned();
     board.checking(&name, &endpoint);
-    match model.check_endpoint(MODEL_CHECK_TIMEOUT).await {
-        Ok(()) => board.finished(Ok(())),
-        Err(error) => {
-            let message = format!("The default model `{name}` does not answer: {error}");
-            eprintln!("rein: warning: {message}");
-            board.finished(Err(message));
+    async move {
+        match model.check_endpoint(MODEL_CHECK_TIMEOUT).await {
+            Ok(()) => board.finished(Ok(())),
+            Err(error) => {
+                let message = format!("The default model `{name}` does not answer: {error}");
+                eprintln!("rein: warning: {message}");
+                board.finished(Err(message));
+            }
         }
     }
 }
