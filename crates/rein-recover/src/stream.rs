@@ -286,7 +286,8 @@ const REPEAT_WINDOW: usize = 256;
 const REPEAT_STEP: usize = 1024;
 
 /// How the text of a held-back tail may begin: the openers of every dialect (see
-/// `docs/recovery-dialects.md`), compared ignoring ASCII case.
+/// `docs/recovery-dialects.md`), written in lower case and compared ignoring ASCII case; each
+/// at least two bytes long (see [`openers_by_byte`]).
 const OPENERS: &[&str] = &[
     "function call<|",
     "<end_",
@@ -1486,17 +1487,39 @@ fn could_open(tail: &str) -> bool {
     if bytes.len() > MAX_HELD {
         return false;
     }
-    // The first two bytes are compared before the rest: most openers differ there, and a tail
-    // is compared with every opener.
-    let opens = OPENERS.iter().any(|opener| {
-        let opener = opener.as_bytes();
+    // Only the openers whose first two bytes the tail's allow are compared (comparing it with
+    // every opener was a thirtieth of the instructions streaming short replies took).
+    let mut candidates = OPENERS_BY_FIRST[usize::from(bytes[0].to_ascii_lowercase())];
+    if let Some(&second) = bytes.get(1) {
+        candidates &= OPENERS_BY_SECOND[usize::from(second.to_ascii_lowercase())];
+    }
+    while candidates != 0 {
+        let opener = OPENERS[candidates.trailing_zeros() as usize].as_bytes();
+        candidates &= candidates - 1;
         let n = opener.len().min(bytes.len());
-        opener[0].eq_ignore_ascii_case(&bytes[0])
-            && (n < 2 || opener[1].eq_ignore_ascii_case(&bytes[1]))
-            && bytes[..n].eq_ignore_ascii_case(&opener[..n])
-    });
-    opens || python_list_start(bytes)
+        if bytes[..n].eq_ignore_ascii_case(&opener[..n]) {
+            return true;
+        }
+    }
+    python_list_start(bytes)
 }
+
+/// For each byte, the [`OPENERS`] (bit `k` for `OPENERS[k]`) whose byte at `at` is it, ASCII
+/// letters in lower case (every opener is written in lower case).
+const fn openers_by_byte(at: usize) -> [u32; 256] {
+    assert!(OPENERS.len() <= 32);
+    let mut table = [0u32; 256];
+    let mut k = 0;
+    while k < OPENERS.len() {
+        let opener = OPENERS[k].as_bytes();
+        table[opener[at] as usize] |= 1 << k;
+        k += 1;
+    }
+    table
+}
+
+const OPENERS_BY_FIRST: [u32; 256] = openers_by_byte(0);
+const OPENERS_BY_SECOND: [u32; 256] = openers_by_byte(1);
 
 /// Whether the JSON value `bytes` starts with has closed (its brackets balance, strings
 /// skipped) before the end.
@@ -1747,6 +1770,37 @@ mod tests {
             recoverer.push(&paragraph);
         }
         assert!(recoverer.degenerate() && !recoverer.repeated_call());
+    }
+
+    #[test]
+    fn could_open_compares_a_tail_with_every_opener_it_may_begin() {
+        // Each opener, its prefixes and its upper-case spelling open; one byte changed does not
+        // (unless it makes another opener's prefix).
+        for opener in OPENERS {
+            assert_eq!(opener.to_ascii_lowercase(), *opener);
+            for end in (1..=opener.len()).filter(|&end| opener.is_char_boundary(end)) {
+                let prefix = &opener[..end];
+                let expected = OPENERS.iter().any(|o| {
+                    let n = o.len().min(prefix.len());
+                    prefix.as_bytes()[..n].eq_ignore_ascii_case(&o.as_bytes()[..n])
+                }) || python_list_start(prefix.as_bytes());
+                assert!(expected, "{prefix:?}");
+                if !prefix.starts_with("{")
+                    && !prefix.starts_with("[{")
+                    && !prefix.starts_with("```")
+                {
+                    assert!(could_open(prefix), "{prefix:?}");
+                    assert!(could_open(&prefix.to_ascii_uppercase()), "{prefix:?}");
+                }
+            }
+        }
+        for tail in ["<b>", "<x", "[1]", "fun", "<thinking", ">>", "<|a", "<tool_callx"] {
+            let expected = OPENERS.iter().any(|o| {
+                let n = o.len().min(tail.len());
+                tail.as_bytes()[..n].eq_ignore_ascii_case(&o.as_bytes()[..n])
+            });
+            assert_eq!(could_open(tail), expected, "{tail:?}");
+        }
     }
 
     #[test]
