@@ -169,13 +169,38 @@ struct Settled {
 
 /// How the visible text before a settled point at the start of a construct joins what the
 /// text from it gives, as [`remove_spans`](crate::text) would join them in the whole text.
+/// Kept as places in the text (which only grows) and separators: two strings copied per
+/// settled construct were a twentieth of the allocations of streaming short replies.
 #[derive(Debug, Clone, Default)]
 struct Joint {
     /// The whitespace before the cut the construct joins when it is cut (before the group of
-    /// calls it ends, when the text before it ends with a call).
-    gap: String,
+    /// calls it ends, when the text before it ends with a call), in the text.
+    gap: std::ops::Range<usize>,
     /// What joins them when the construct is not cut.
-    plain: String,
+    plain: JointText,
+}
+
+/// What goes between two parts of the visible text: a separator a cut puts, or a stretch of
+/// the text.
+#[derive(Debug, Clone)]
+enum JointText {
+    Separator(&'static str),
+    Text(std::ops::Range<usize>),
+}
+
+impl Default for JointText {
+    fn default() -> Self {
+        JointText::Separator("")
+    }
+}
+
+impl JointText {
+    fn in_text<'t>(&self, text: &'t str) -> &'t str {
+        match self {
+            JointText::Separator(separator) => separator,
+            JointText::Text(range) => &text[range.clone()],
+        }
+    }
 }
 
 /// The names of the offered tools, in one string: a string per name was most of the
@@ -574,7 +599,7 @@ impl StreamRecoverer {
     fn release_end(&mut self, reading: Reading<'_>) -> Vec<StreamEvent> {
         let mut events = Vec::new();
         self.settled = Settled::default();
-        self.release(reading, 0, "", Some(usize::MAX), &mut events);
+        self.release(reading, 0, JointText::default(), Some(usize::MAX), &mut events);
         events
     }
 
@@ -614,7 +639,7 @@ impl StreamRecoverer {
     fn recompute(&mut self, events: &mut Vec<StreamEvent>) {
         let (mut recovered, trace) = self.recover_undecided();
         let from = self.settled.at;
-        let joint = self.joint(&trace).to_owned();
+        let joint = self.joint(&trace);
         // A cut that reaches the end of the text may still grow (a value closed for it, a
         // parameter running to the end): it is held, and its call not yet released.
         let suffix_end = self.text[from..].trim_end().len();
@@ -653,7 +678,7 @@ impl StreamRecoverer {
         let settled_calls = recovered.calls.len().saturating_sub(unsettled);
         self.unsettled_calls = settled_calls < recovered.calls.len();
         recovered.calls.truncate(settled_calls);
-        self.release(Reading::own(&mut recovered), from, &joint, open_cut, events);
+        self.release(Reading::own(&mut recovered), from, joint, open_cut, events);
         self.trace = None;
         if self.holding {
             let at = self.held.at;
@@ -670,18 +695,21 @@ impl StreamRecoverer {
 
     /// What goes between the visible text before the settled point and the visible text
     /// `trace`'s recovery (from the settled point) gives.
-    fn joint(&self, trace: &crate::Trace) -> &str {
-        let Some(joint) = &self.settled.joint else { return "" };
+    fn joint(&self, trace: &crate::Trace) -> JointText {
+        let Some(joint) = &self.settled.joint else { return JointText::default() };
         if self.settled.shown == 0 {
-            return "";
+            return JointText::default();
         }
         match &trace.first_cut {
             Some(cut) if cut.start == 0 => {
                 let after = &self.text[self.settled.at + cut.end..];
                 let leading = &after[..after.len() - after.trim_start().len()];
-                crate::text::cut_separator(&joint.gap, leading)
+                JointText::Separator(crate::text::cut_separator(
+                    &self.text[joint.gap.clone()],
+                    leading,
+                ))
             }
-            _ => &joint.plain,
+            _ => joint.plain.clone(),
         }
     }
 
@@ -729,16 +757,14 @@ impl StreamRecoverer {
                 let gap_before = match &self.settled.joint {
                     // The group starts at the settled point: the gap before it is that
                     // point's.
-                    Some(joint) if cut.start == 0 => joint.gap.as_str(),
-                    _ => &self.text[from + before..from + cut.start],
+                    Some(joint) if cut.start == 0 => joint.gap.clone(),
+                    _ => from + before..from + cut.start,
                 };
-                Joint {
-                    gap: gap_before.to_owned(),
-                    plain: crate::text::cut_separator(gap_before, gap).to_owned(),
-                }
+                let plain = crate::text::cut_separator(&self.text[gap_before.clone()], gap);
+                Joint { gap: gap_before, plain: JointText::Separator(plain) }
             }
             Some(cut) if from + cut.end == gap_start => return,
-            _ => Joint { gap: gap.to_owned(), plain: gap.to_owned() },
+            _ => Joint { gap: gap_start..at, plain: JointText::Text(gap_start..at) },
         };
         self.settled = Settled {
             at,
@@ -922,7 +948,7 @@ impl StreamRecoverer {
         &mut self,
         recovered: Reading<'_>,
         from: usize,
-        joint: &str,
+        joint: JointText,
         open_cut: Option<usize>,
         events: &mut Vec<StreamEvent>,
     ) {
@@ -1007,7 +1033,7 @@ impl StreamRecoverer {
         }
         self.calls_shown = self.calls_shown.max(self.settled.calls + decided);
         // The visible text is the joint, then `visible` (the joint only before some text).
-        let joint = if visible.is_empty() { "" } else { joint };
+        let joint = if visible.is_empty() { "" } else { joint.in_text(&self.text) };
         let shown = &self.shown_text[self.settled.shown..];
         match against_shown(joint, visible, shown) {
             Against::Longer(more) => {
