@@ -1349,7 +1349,7 @@ fn held_tail(text: &str, visible: &str) -> Option<(usize, usize)> {
         token_from -= 1;
     }
     token_from = token_from.saturating_sub(LONGEST_WRAPPER_TOKEN);
-    let mut candidates = Candidates { bytes, from: token_from, next3: None, next2: None };
+    let mut candidates = Candidates::new(bytes, token_from);
     while let Some(at) = candidates.next() {
         let tail = &trimmed[at..];
         if at >= region && could_open(tail) {
@@ -1384,7 +1384,10 @@ fn common_suffix(a: &[u8], b: &[u8]) -> usize {
 }
 
 /// The positions of the bytes a held tail may start with (`<`, `[`, `{`, `` ` ``, `>`), in
-/// order, found with `memchr`.
+/// order. The stretch searched is mostly short (the end the text and its visible text share,
+/// and a wrapper token before it): its first [`NEAR_CANDIDATES`] bytes are looked up in a
+/// table, which costs less there than two `memchr` searches kept in step (this took 1% off the
+/// instructions of streaming the bench's short replies); past them, the searches find the rest.
 struct Candidates<'a> {
     bytes: &'a [u8],
     from: usize,
@@ -1394,24 +1397,43 @@ struct Candidates<'a> {
     next2: Option<Option<usize>>,
 }
 
-impl Candidates<'_> {
+/// How many bytes [`Candidates`] looks at one by one before it searches.
+const NEAR_CANDIDATES: usize = 64;
+
+impl<'a> Candidates<'a> {
+    fn new(bytes: &'a [u8], from: usize) -> Self {
+        Candidates { bytes, from, next3: None, next2: None }
+    }
+
     fn next(&mut self) -> Option<usize> {
-        let rest = &self.bytes[self.from.min(self.bytes.len())..];
-        let from = self.from;
+        let rest = self.bytes.get(self.from..)?;
+        let near = rest.len().min(NEAR_CANDIDATES);
+        let at = match rest[..near].iter().position(|&b| TAIL_START_BYTES[usize::from(b)]) {
+            Some(offset) => self.from + offset,
+            None => self.search(self.from + near)?,
+        };
+        self.from = at + 1;
+        Some(at)
+    }
+
+    /// The first candidate at or after `from`, by `memchr` (each search kept until passed).
+    fn search(&mut self, from: usize) -> Option<usize> {
+        let rest = self.bytes.get(from..)?;
         if self.next3.is_none_or(|next| next.is_some_and(|at| at < from)) {
             self.next3 = Some(memchr::memchr3(b'<', b'[', b'{', rest).map(|n| from + n));
         }
         if self.next2.is_none_or(|next| next.is_some_and(|at| at < from)) {
             self.next2 = Some(memchr::memchr2(b'`', b'>', rest).map(|n| from + n));
         }
-        let at = match (self.next3.flatten(), self.next2.flatten()) {
-            (Some(a), Some(b)) => a.min(b),
-            (a, b) => a.or(b)?,
-        };
-        self.from = at + 1;
-        Some(at)
+        match (self.next3.flatten(), self.next2.flatten()) {
+            (Some(a), Some(b)) => Some(a.min(b)),
+            (a, b) => a.or(b),
+        }
     }
 }
+
+/// The bytes [`Candidates`] finds, as a table.
+const TAIL_START_BYTES: [bool; 256] = byte_table(b"<[{`>");
 
 /// The longest of [`WRAPPER_TOKENS`].
 const LONGEST_WRAPPER_TOKEN: usize = "<|tool_calls_section_begin|>".len();
@@ -1826,6 +1848,28 @@ mod tests {
                 tail.as_bytes()[..n].eq_ignore_ascii_case(&o.as_bytes()[..n])
             });
             assert_eq!(could_open(tail), expected, "{tail:?}");
+        }
+    }
+
+    #[test]
+    fn candidates_are_every_tail_start_in_order() {
+        let long = format!(
+            "{}<x{}`y{}>{}[{{",
+            "a".repeat(70),
+            " ".repeat(100),
+            "b".repeat(63),
+            "c".repeat(64)
+        );
+        for text in ["", "<", "a[b{c`d>e", "plain", long.as_str()] {
+            let bytes = text.as_bytes();
+            for from in [0, 1, 65, 200] {
+                let mut candidates = Candidates::new(bytes, from);
+                let found: Vec<usize> = std::iter::from_fn(|| candidates.next()).collect();
+                let expected: Vec<usize> = (from..bytes.len())
+                    .filter(|&at| matches!(bytes[at], b'<' | b'[' | b'{' | b'`' | b'>'))
+                    .collect();
+                assert_eq!(found, expected, "{text:?} from {from}");
+            }
         }
     }
 
