@@ -124,7 +124,7 @@ pub(crate) fn scan(text: &str, tools: Tools<'_>) -> Scan {
         let Some(at) = next else { break };
         match ctx.bytes[at] {
             b'<' => pos = ctx.angle(at, &mut spans),
-            b'[' if ctx.bytes.get(at + 1).is_some_and(u8::is_ascii_alphabetic) => {
+            b'[' if may_open_token(ctx.bytes, at) => {
                 if let Some(span) = ctx.token_dialect(at) {
                     pos = span.end;
                     spans.push(span);
@@ -279,6 +279,13 @@ fn could_open_call_in_run(bytes: &[u8], at: usize) -> bool {
     }
 }
 
+/// Whether the `[` at `at` may begin a token dialect's marker or a noise token (`[TOOL_CALLS]`,
+/// `[THINK]`): the scan's loop looks at each of them (a prose brace before one once made the
+/// scan pass it over, and a Mistral call after `{approx.}` was shown raw instead of run).
+fn may_open_token(bytes: &[u8], at: usize) -> bool {
+    bytes[at] == b'[' && bytes.get(at + 1).is_some_and(u8::is_ascii_alphabetic)
+}
+
 /// Whether `text` holds a `"name"` or `"function"` key: the evidence needed to close a value
 /// cut short inside a wrapper.
 fn names_a_call(text: &[u8]) -> bool {
@@ -427,7 +434,8 @@ impl<'t> Ctx<'t, '_> {
     /// From a bracket at `at` that cannot open a call, where the scan goes on: runs of brackets
     /// (`{{{{…`), and the brackets after them that cannot open a call either (`{"{"{"…`), are
     /// passed over here rather than one by one in the scan's loop; the next `<`, the next
-    /// bracket that could open a call, or `limit` (a Python-style call) stops it.
+    /// bracket that could open a call, a `[` that may begin a token (`[TOOL_CALLS]`), or
+    /// `limit` (a Python-style call) stops it.
     fn skip_unopenable(&mut self, at: usize, limit: usize) -> usize {
         let bytes = self.bytes;
         let mut pos = at + 1;
@@ -436,13 +444,18 @@ impl<'t> Ctx<'t, '_> {
             while pos < bytes.len()
                 && matches!(bytes[pos], b'{' | b'[')
                 && !could_open_call_in_run(bytes, pos)
+                && !may_open_token(bytes, pos)
             {
                 pos += 1;
             }
             self.work += (pos - run_start) as u64 + 1;
             let Some(offset) = find3(b'<', b'{', b'[', &bytes[pos..]) else { return pos };
             let next = pos + offset;
-            if next >= limit || bytes[next] == b'<' || could_open_call(bytes, next) {
+            if next >= limit
+                || bytes[next] == b'<'
+                || could_open_call(bytes, next)
+                || may_open_token(bytes, next)
+            {
                 return pos;
             }
             self.work += offset as u64;
