@@ -116,6 +116,25 @@ const NOISE: &[&str] = &[
     "<｜tool▁calls▁end｜>",
 ];
 
+/// For each byte, whether a [`NOISE`] token begins with `first` and then it.
+const fn noise_second_bytes(first: u8) -> [bool; 256] {
+    let mut table = [false; 256];
+    let mut k = 0;
+    while k < NOISE.len() {
+        let token = NOISE[k].as_bytes();
+        // Every token begins with `<` or `[` and is longer than two bytes.
+        assert!(token.len() > 2 && (token[0] == b'<' || token[0] == b'['));
+        if token[0] == first {
+            table[token[1] as usize] = true;
+        }
+        k += 1;
+    }
+    table
+}
+
+const NOISE_AFTER_ANGLE: [bool; 256] = noise_second_bytes(b'<');
+const NOISE_AFTER_BRACKET: [bool; 256] = noise_second_bytes(b'[');
+
 /// DeepSeek's bar, `｜` (U+FF5C), as its first byte: tokens are `<｜NAME｜>`.
 const WIDE_BAR: &str = "｜";
 
@@ -165,8 +184,16 @@ impl<'t> Ctx<'t, '_> {
             return None;
         }
         let rest = &self.bytes[at..];
-        if let Some(token) =
-            NOISE.iter().filter(|token| starts_with(rest, token)).max_by_key(|t| t.len())
+        // Only a text whose first two bytes begin some token is compared with them all (a
+        // text dense with `[a` was, 500 instructions each).
+        let begins_noise = match rest {
+            [b'<', second, ..] => NOISE_AFTER_ANGLE[usize::from(*second)],
+            [b'[', second, ..] => NOISE_AFTER_BRACKET[usize::from(*second)],
+            _ => false,
+        };
+        if begins_noise
+            && let Some(token) =
+                NOISE.iter().filter(|token| starts_with(rest, token)).max_by_key(|t| t.len())
         {
             // After a space and before a space or punctuation, a token is named in a sentence,
             // not written by the template.
