@@ -1,4 +1,5 @@
-//! Byte search for texts that may be dense with the bytes searched: a short look first, `memchr` after.
+//! Byte search for texts that may be dense with the bytes searched: a short look first, `memchr`
+//! after; and tables of which tokens a text's first bytes may begin.
 //!
 //! `memchr` is fast over long stretches but each call has a setup cost that dominates when the
 //! next match is a byte or two away, which is what adversarial inputs (`{"{"{"…`, runs of tags)
@@ -46,6 +47,22 @@ pub(crate) fn find_by(haystack: &[u8], needle: &[u8], anchor: usize) -> Option<u
         from = hit + 1;
     }
     None
+}
+
+/// For each byte, which of `tokens` (bit `k` for `tokens[k]`, at most 64) have it at `at`:
+/// two of these tables, anded, leave only the tokens a text's first two bytes may begin, so a
+/// text is compared with those alone. Every token must be longer than `at`.
+pub(crate) const fn tokens_by_byte(tokens: &[&str], at: usize) -> [u64; 256] {
+    assert!(tokens.len() <= 64);
+    let mut table = [0u64; 256];
+    let mut k = 0;
+    while k < tokens.len() {
+        let token = tokens[k].as_bytes();
+        assert!(token.len() > at);
+        table[token[at] as usize] |= 1 << k;
+        k += 1;
+    }
+    table
 }
 
 /// The longest haystack [`find_by`] searches by its anchor byte: at most this many hits, each

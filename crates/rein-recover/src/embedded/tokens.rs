@@ -39,7 +39,7 @@ use serde_json::Value;
 use super::{Ctx, MAX_TEXT_CALLS, is_ident_byte, is_name_byte, name_attribute};
 use crate::args::parameter_value;
 use crate::call::{Place, arguments_from_value, calls_from_text, scrub, text_call, tool_name};
-use crate::find::find_by;
+use crate::find::{find_by, tokens_by_byte};
 use crate::json::to_value;
 
 /// How the body after an open token is read.
@@ -116,24 +116,9 @@ const NOISE: &[&str] = &[
     "<｜tool▁calls▁end｜>",
 ];
 
-/// For each byte, whether a [`NOISE`] token begins with `first` and then it.
-const fn noise_second_bytes(first: u8) -> [bool; 256] {
-    let mut table = [false; 256];
-    let mut k = 0;
-    while k < NOISE.len() {
-        let token = NOISE[k].as_bytes();
-        // Every token begins with `<` or `[` and is longer than two bytes.
-        assert!(token.len() > 2 && (token[0] == b'<' || token[0] == b'['));
-        if token[0] == first {
-            table[token[1] as usize] = true;
-        }
-        k += 1;
-    }
-    table
-}
-
-const NOISE_AFTER_ANGLE: [bool; 256] = noise_second_bytes(b'<');
-const NOISE_AFTER_BRACKET: [bool; 256] = noise_second_bytes(b'[');
+/// The [`NOISE`] tokens by their first and second bytes (see [`tokens_by_byte`]).
+const NOISE_BY_FIRST: [u64; 256] = tokens_by_byte(NOISE, 0);
+const NOISE_BY_SECOND: [u64; 256] = tokens_by_byte(NOISE, 1);
 
 /// DeepSeek's bar, `｜` (U+FF5C), as its first byte: tokens are `<｜NAME｜>`.
 const WIDE_BAR: &str = "｜";
@@ -187,8 +172,9 @@ impl<'t> Ctx<'t, '_> {
         // Only a text whose first two bytes begin some token is compared with them all (a
         // text dense with `[a` was, 500 instructions each).
         let begins_noise = match rest {
-            [b'<', second, ..] => NOISE_AFTER_ANGLE[usize::from(*second)],
-            [b'[', second, ..] => NOISE_AFTER_BRACKET[usize::from(*second)],
+            [first, second, ..] => {
+                NOISE_BY_FIRST[usize::from(*first)] & NOISE_BY_SECOND[usize::from(*second)] != 0
+            }
             _ => false,
         };
         if begins_noise
