@@ -40,35 +40,64 @@ fn mentioned(bytes: &[u8], at: usize) -> bool {
     at > 0 && bytes[at - 1] == b'`'
 }
 
+/// Call markup that is an attempt wherever it stands; then, from [`FIRST_WRAPPER`] on, the
+/// wrapper tags, an attempt only where [`wrapper_attempt`] says so. Longer wrappers before the
+/// ones they begin with (`<tool_calls` before `<tool_call`).
+const MARKERS: [&[u8]; 29] = [
+    b"<|tool_call_begin|>",
+    "<｜tool▁call▁begin｜>".as_bytes(),
+    "<｜tool_call_begin｜>".as_bytes(),
+    "<｜DSML｜invoke".as_bytes(),
+    b"<steptml:invoke",
+    b"<|START_ACTION|>",
+    b"<|action_start|><|plugin|>",
+    b"<start_function_call>",
+    b"<|tool_call>call:",
+    b"<seed:tool_call>",
+    b"<minimax:tool_call>",
+    b"<longcat_tool_call>",
+    b"<|tools_prefix|>",
+    b"<TOOLCALL>[",
+    b"<|tool_call|>[",
+    b"<|tool_call_start|>",
+    b"<function name=",
+    b"<function=",
+    b"<parameter=",
+    b"<parameter ",
+    b"<invoke ",
+    b"<invoke>",
+    b"<model_calls>",
+    b"<arg_key>",
+    b"<arg_value>",
+    b"<tool_calls",
+    b"<tool_call",
+    b"<tool_code",
+    b"<function_calls",
+];
+const FIRST_WRAPPER: usize = 25;
+
+/// The [`MARKERS`] by their second and third bytes, either case (see [`markers_by_byte`]).
+const MARKERS_BY_SECOND: [u32; 256] = markers_by_byte(&MARKERS, 1);
+const MARKERS_BY_THIRD: [u32; 256] = markers_by_byte(&MARKERS, 2);
+
+/// For each byte, which of `markers` (bit `k` for `markers[k]`) have it at `at`, compared
+/// ignoring ASCII case: the two tables anded leave the markers a `<` may begin, so a text dense
+/// with `<` is compared with none of them (comparing each `<` with every marker cost 450
+/// instructions a byte on a megabyte of `<`).
+const fn markers_by_byte(markers: &[&[u8]], at: usize) -> [u32; 256] {
+    assert!(markers.len() <= 32);
+    let mut table = [0u32; 256];
+    let mut k = 0;
+    while k < markers.len() {
+        let byte = markers[k][at];
+        table[byte.to_ascii_lowercase() as usize] |= 1 << k;
+        table[byte.to_ascii_uppercase() as usize] |= 1 << k;
+        k += 1;
+    }
+    table
+}
+
 fn markup(text: &str, tools: Tools<'_>) -> bool {
-    const ALWAYS: [&[u8]; 25] = [
-        b"<|tool_call_begin|>",
-        "<｜tool▁call▁begin｜>".as_bytes(),
-        "<｜tool_call_begin｜>".as_bytes(),
-        "<｜DSML｜invoke".as_bytes(),
-        b"<steptml:invoke",
-        b"<|START_ACTION|>",
-        b"<|action_start|><|plugin|>",
-        b"<start_function_call>",
-        b"<|tool_call>call:",
-        b"<seed:tool_call>",
-        b"<minimax:tool_call>",
-        b"<longcat_tool_call>",
-        b"<|tools_prefix|>",
-        b"<TOOLCALL>[",
-        b"<|tool_call|>[",
-        b"<|tool_call_start|>",
-        b"<function name=",
-        b"<function=",
-        b"<parameter=",
-        b"<parameter ",
-        b"<invoke ",
-        b"<invoke>",
-        b"<model_calls>",
-        b"<arg_key>",
-        b"<arg_value>",
-    ];
-    const WRAPPERS: [&[u8]; 4] = [b"<tool_calls", b"<tool_call", b"<tool_code", b"<function_calls"];
     let bytes = text.as_bytes();
     let mut from = 0;
     while let Some(offset) = find1(b'<', &bytes[from..]) {
@@ -78,23 +107,28 @@ fn markup(text: &str, tools: Tools<'_>) -> bool {
         if mentioned(bytes, at) {
             continue;
         }
-        // Every marker is compared by its second and third bytes before the rest: a text
-        // dense with `<|` compared each with every marker (300 M instructions a megabyte).
         let (Some(&second), Some(&third)) = (rest.get(1), rest.get(2)) else { continue };
-        let (second, third) = (second.to_ascii_lowercase(), third.to_ascii_lowercase());
-        let may_be = |marker: &[u8]| {
-            marker[1].to_ascii_lowercase() == second
-                && marker[2].to_ascii_lowercase() == third
-                && starts_with_ignore_case(rest, marker)
-        };
-        if ALWAYS.iter().any(|marker| may_be(marker)) {
-            return true;
-        }
-        if let Some(marker) = WRAPPERS.iter().find(|marker| may_be(marker)) {
+        let mut wrapper_named = false;
+        let mut candidates =
+            MARKERS_BY_SECOND[usize::from(second)] & MARKERS_BY_THIRD[usize::from(third)];
+        while candidates != 0 {
+            let k = candidates.trailing_zeros() as usize;
+            candidates &= candidates - 1;
+            let marker = MARKERS[k];
+            if !starts_with_ignore_case(rest, marker) {
+                continue;
+            }
+            if k < FIRST_WRAPPER {
+                return true;
+            }
             let line_start = at == 0 || matches!(bytes[at - 1], b'\n' | b'\r');
             if line_start || wrapper_attempt(&text[at + marker.len()..]) {
                 return true;
             }
+            wrapper_named = true;
+            break;
+        }
+        if wrapper_named {
             continue;
         }
         // `<tool_name>` or `<tool_name attr=...>` for an offered tool.
