@@ -1,5 +1,6 @@
 //! Byte search for texts that may be dense with the bytes searched: a short look first, `memchr`
-//! after; and tables of which tokens a text's first bytes may begin.
+//! after; and tables of which tokens a text's first bytes may begin ([`tokens_by_byte`],
+//! [`BytePairs`]).
 //!
 //! `memchr` is fast over long stretches but each call has a setup cost that dominates when the
 //! next match is a byte or two away, which is what adversarial inputs (`{"{"{"…`, runs of tags)
@@ -63,6 +64,59 @@ pub(crate) const fn tokens_by_byte(tokens: &[&str], at: usize) -> [u64; 256] {
         k += 1;
     }
     table
+}
+
+/// Which pairs of bytes begin, at a given place, some token of a set: a text's bytes there are
+/// looked up before it is compared with any token, so a text dense with the tokens' first byte
+/// (`<<<<`, `<|<|`, `<|x`) passes every parser's comparisons by a table look each. It may hold
+/// more than the tokens (a token added ignoring case adds its pairs in either case); it never
+/// holds fewer.
+pub(crate) struct BytePairs {
+    /// Bit `second % 64` of `bits[first][second / 64]`.
+    bits: [[u64; 4]; 256],
+}
+
+impl BytePairs {
+    pub(crate) const EMPTY: BytePairs = BytePairs { bits: [[0; 4]; 256] };
+
+    /// `token`'s bytes at `at` and `at + 1` added, in either ASCII case when `ignore_case`.
+    /// The token must be longer than `at + 1`.
+    pub(crate) const fn with(mut self, token: &[u8], at: usize, ignore_case: bool) -> BytePairs {
+        let (first, second) = (token[at], token[at + 1]);
+        self = self.with_pair(first, second);
+        if ignore_case {
+            self = self.with_pair(first.to_ascii_lowercase(), second.to_ascii_lowercase());
+            self = self.with_pair(first.to_ascii_uppercase(), second.to_ascii_lowercase());
+            self = self.with_pair(first.to_ascii_lowercase(), second.to_ascii_uppercase());
+            self = self.with_pair(first.to_ascii_uppercase(), second.to_ascii_uppercase());
+        }
+        self
+    }
+
+    /// [`BytePairs::with`] for each of `tokens`.
+    pub(crate) const fn with_all(mut self, tokens: &[&str], at: usize) -> BytePairs {
+        let mut k = 0;
+        while k < tokens.len() {
+            self = self.with(tokens[k].as_bytes(), at, false);
+            k += 1;
+        }
+        self
+    }
+
+    const fn with_pair(mut self, first: u8, second: u8) -> BytePairs {
+        self.bits[first as usize][second as usize / 64] |= 1 << (second % 64);
+        self
+    }
+
+    /// Whether `text`'s bytes at `at` and `at + 1` may begin one of the tokens.
+    pub(crate) fn may_begin(&self, text: &[u8], at: usize) -> bool {
+        match (text.get(at), text.get(at + 1)) {
+            (Some(&first), Some(&second)) => {
+                self.bits[usize::from(first)][usize::from(second / 64)] & (1 << (second % 64)) != 0
+            }
+            _ => false,
+        }
+    }
 }
 
 /// The longest haystack [`find_by`] searches by its anchor byte: at most this many hits, each

@@ -39,7 +39,7 @@ use serde_json::Value;
 use super::{Ctx, MAX_TEXT_CALLS, is_ident_byte, is_name_byte, name_attribute};
 use crate::args::parameter_value;
 use crate::call::{Place, arguments_from_value, calls_from_text, scrub, text_call, tool_name};
-use crate::find::{find_by, tokens_by_byte};
+use crate::find::{BytePairs, find_by, tokens_by_byte};
 use crate::json::to_value;
 
 /// How the body after an open token is read.
@@ -116,12 +116,35 @@ const NOISE: &[&str] = &[
     "<｜tool▁calls▁end｜>",
 ];
 
-/// The [`NOISE`] tokens by their first and second bytes (see [`tokens_by_byte`]).
+/// The [`NOISE`] tokens by their first three bytes (see [`tokens_by_byte`]).
 const NOISE_BY_FIRST: [u64; 256] = tokens_by_byte(NOISE, 0);
 const NOISE_BY_SECOND: [u64; 256] = tokens_by_byte(NOISE, 1);
+const NOISE_BY_THIRD: [u64; 256] = tokens_by_byte(NOISE, 2);
 
 /// DeepSeek's bar, `｜` (U+FF5C), as its first byte: tokens are `<｜NAME｜>`.
 const WIDE_BAR: &str = "｜";
+
+/// The open tokens [`Ctx::token_dialect`] reads at a `<` besides the [`WRAPPERS`]' (and
+/// DeepSeek's `<｜`, whose bar it compares).
+const KIMI_OPENERS: [&str; 2] = ["<|tool_calls_section_begin|>", "<|tool_call_begin|>"];
+const HARMONY_OPENERS: [&str; 2] = ["<|channel|>", "<|start|>"];
+const GIGACHAT_SEPARATOR: &str = "<|role_sep|>";
+const STEP3_INVOKE: &str = "<steptml:invoke";
+
+/// `pairs` with every token read here at a `<`, by its second and third bytes: the open tokens
+/// of [`Ctx::token_dialect`] and the [`NOISE`] (see [`BytePairs`]).
+pub(super) const fn with_angle_tokens(mut pairs: BytePairs) -> BytePairs {
+    let mut k = 0;
+    while k < WRAPPERS.len() {
+        pairs = pairs.with(WRAPPERS[k].open.as_bytes(), 1, false);
+        k += 1;
+    }
+    pairs
+        .with_all(&KIMI_OPENERS, 1)
+        .with_all(&HARMONY_OPENERS, 1)
+        .with_all(&[GIGACHAT_SEPARATOR, STEP3_INVOKE, "<｜"], 1)
+        .with_all(NOISE, 1)
+}
 
 impl<'t> Ctx<'t, '_> {
     /// A special-token dialect at `at` (a `<` or `[`): its calls pushed, and the span they
@@ -140,22 +163,20 @@ impl<'t> Ctx<'t, '_> {
             return self.python_list(at, Place::Bare).map(|end| at..end);
         }
         if second == b'|' {
-            if starts_with(rest, "<|tool_calls_section_begin|>")
-                || starts_with(rest, "<|tool_call_begin|>")
-            {
+            if KIMI_OPENERS.iter().any(|opener| starts_with(rest, opener)) {
                 return self.kimi(at).map(|end| at..end);
             }
-            if starts_with(rest, "<|channel|>") || starts_with(rest, "<|start|>") {
+            if HARMONY_OPENERS.iter().any(|opener| starts_with(rest, opener)) {
                 return self.harmony(at).map(|end| at..end);
             }
-            if starts_with(rest, "<|role_sep|>") {
+            if starts_with(rest, GIGACHAT_SEPARATOR) {
                 return self.gigachat(at);
             }
         }
         if rest[1..].starts_with(WIDE_BAR.as_bytes()) {
             return self.deepseek(at).map(|end| at..end);
         }
-        if starts_with(rest, "<steptml:invoke") {
+        if starts_with(rest, STEP3_INVOKE) {
             return self.ns_invoke(at, "steptml:").map(|(call, end)| at..self.push(call, end));
         }
         let wrapper = WRAPPERS.iter().find(|w| starts_with(rest, w.open))?;
@@ -169,18 +190,27 @@ impl<'t> Ctx<'t, '_> {
             return None;
         }
         let rest = &self.bytes[at..];
-        // Only a text whose first two bytes begin some token is compared with them all (a
-        // text dense with `[a` was, 500 instructions each).
-        let begins_noise = match rest {
-            [first, second, ..] => {
-                NOISE_BY_FIRST[usize::from(*first)] & NOISE_BY_SECOND[usize::from(*second)] != 0
+        // A text is compared only with the tokens its first three bytes may begin (compared
+        // with them all, a text dense with `[a` took 500 instructions a byte, one dense with
+        // `<|im_end|>` 120).
+        let mut candidates = match rest {
+            [first, second, third, ..] => {
+                NOISE_BY_FIRST[usize::from(*first)]
+                    & NOISE_BY_SECOND[usize::from(*second)]
+                    & NOISE_BY_THIRD[usize::from(*third)]
             }
-            _ => false,
+            _ => 0,
         };
-        if begins_noise
-            && let Some(token) =
-                NOISE.iter().filter(|token| starts_with(rest, token)).max_by_key(|t| t.len())
-        {
+        let mut longest: Option<&str> = None;
+        while candidates != 0 {
+            let token = NOISE[candidates.trailing_zeros() as usize];
+            candidates &= candidates - 1;
+            if longest.is_none_or(|longest| token.len() > longest.len()) && starts_with(rest, token)
+            {
+                longest = Some(token);
+            }
+        }
+        if let Some(token) = longest {
             // After a space and before a space or punctuation, a token is named in a sentence,
             // not written by the template.
             let spaced = at > 0
@@ -191,7 +221,7 @@ impl<'t> Ctx<'t, '_> {
                 );
             return (!spaced).then_some(at + token.len());
         }
-        if starts_with(rest, "<|start|>") || starts_with(rest, "<|channel|>") {
+        if HARMONY_OPENERS.iter().any(|opener| starts_with(rest, opener)) {
             let window = &rest[..rest.len().min(96)];
             let message = find_by(window, b"<|message|>", 2).map(|n| n + "<|message|>".len());
             let end = message.or_else(|| {

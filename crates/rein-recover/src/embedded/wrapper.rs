@@ -10,14 +10,17 @@ use serde_json::Value;
 
 use super::*;
 
+/// The wrapper tags [`Ctx::wrapper_open`] reads, compared ignoring case; longer ones before the
+/// ones they begin with.
+pub(super) const WRAPPER_NAMES: [&[u8]; 4] =
+    [b"<tool_calls", b"<tool_call", b"<tool_code", b"<function_calls"];
+
 impl<'t> Ctx<'t, '_> {
     /// A wrapper open tag at `i` (`<tool_call>`, `<tool_calls>`, `<tool_code>`, `<function_calls>`,
     /// any case, attributes allowed): where its body starts.
     pub(super) fn wrapper_open(&mut self, i: usize) -> Option<usize> {
-        const NAMES: [&[u8]; 4] =
-            [b"<tool_calls", b"<tool_call", b"<tool_code", b"<function_calls"];
         let rest = &self.bytes[i..];
-        let name = NAMES.iter().find(|name| starts_with_ignore_case(rest, name))?;
+        let name = WRAPPER_NAMES.iter().find(|name| starts_with_ignore_case(rest, name))?;
         let after = i + name.len();
         self.work += name.len() as u64;
         match self.bytes.get(after) {

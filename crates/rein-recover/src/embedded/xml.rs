@@ -15,15 +15,16 @@ use serde_json::Value;
 
 use super::*;
 
+/// The tags [`Ctx::xml_call`] opens a call at, compared ignoring case.
+pub(super) const XML_CALL_OPENERS: [&[u8]; 2] = [b"<function", b"<invoke"];
+
 impl<'t> Ctx<'t, '_> {
     /// `<function=NAME>…</function>`, `<function name="NAME">` or `<invoke name="NAME">`, with a
     /// JSON object or `<parameter=K>V</parameter>` items as arguments. The call is pushed to
     /// `calls`; returns where it ends.
     pub(super) fn xml_call(&mut self, i: usize) -> Option<usize> {
         let rest = self.at(i);
-        if !(starts_with_ignore_case(rest.as_bytes(), b"<function")
-            || starts_with_ignore_case(rest.as_bytes(), b"<invoke"))
-        {
+        if !XML_CALL_OPENERS.iter().any(|opener| starts_with_ignore_case(rest.as_bytes(), opener)) {
             return None;
         }
         let mut json_args = false;
