@@ -148,6 +148,9 @@ impl<'t> Ctx<'t, '_> {
     }
 
     pub(super) fn json_item(&mut self, i: usize, place: Place) -> Option<usize> {
+        if !self.may_open_json(i) {
+            return None;
+        }
         let strict = self.strict_json(i, |ctx, text| {
             calls_from_json_prefix(text, place, ctx.tools, &mut ctx.diagnostics, &mut ctx.calls)
         });
@@ -206,6 +209,22 @@ impl<'t> Ctx<'t, '_> {
                 let name = tool_name(name, self.tools)?;
                 let end = self.consumed(after);
                 self.tools.knows(&name).then(|| self.push(text_call(name, JsonObject::new()), end))
+            }
+        }
+    }
+
+    /// Whether the bracket at `i` may open a JSON value, by the byte after it (and after any
+    /// whitespace): a value, a closer, or for an object a key. Neither `serde_json` nor the
+    /// scanner is started on what cannot be one: a text dense with `[TOOL_CALLS]` had each
+    /// read as an array, and `serde_json` allocates the error it fails with.
+    fn may_open_json(&mut self, i: usize) -> bool {
+        let after = self.skip_ws(i + 1);
+        match (self.bytes[i], self.bytes.get(after)) {
+            (_, None) => true,
+            (b'{', Some(&next)) => matches!(next, b'"' | b'}'),
+            (_, Some(&next)) => {
+                matches!(next, b'{' | b'[' | b']' | b'"' | b'-' | b't' | b'f' | b'n')
+                    || next.is_ascii_digit()
             }
         }
     }
