@@ -108,6 +108,7 @@ pub(crate) fn scan(text: &str, tools: Tools<'_>) -> Scan {
         unreadable_wrappers: 0,
         unclosed_wrappers: 0,
         python_items: Vec::new(),
+        list_starts: Vec::new(),
         calls: Vec::new(),
         found: Vec::new(),
         json_reads_left: JSON_READS_PER_BYTE * text.len() + JSON_READS_FLOOR,
@@ -227,6 +228,9 @@ struct Ctx<'t, 'a> {
     unclosed_wrappers: usize,
     /// Scratch for [`Ctx::python_call`]: keyword arguments read but not yet built.
     python_items: Vec<(&'t str, Range<usize>)>,
+    /// Scratch for a Python-style call list: where each of its calls starts, read before any
+    /// is built.
+    list_starts: Vec<usize>,
     /// The calls read so far: parsers push what they read here and return where it ended.
     calls: Vec<ToolCall>,
     /// Searches for closers already made (see [`Ctx::find_from`]).

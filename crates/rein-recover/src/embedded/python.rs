@@ -17,19 +17,10 @@ impl<'t> Ctx<'t, '_> {
     /// The whole call is read before anything is built: on text dense with `name(` that never
     /// closes, a failed attempt then costs no allocation.
     pub(super) fn python_call(&mut self, i: usize) -> Option<(ToolCall, usize)> {
-        let rest = self.at(i);
-        let (after, name) = identifier(rest).ok()?;
-        let mut k = self.consumed(after);
-        while self.bytes.get(k) == Some(&b' ') {
-            k += 1;
-        }
-        if self.bytes.get(k) != Some(&b'(') {
-            return None;
-        }
         let mut items = std::mem::take(&mut self.python_items);
         items.clear();
-        let read = self.python_arguments(k + 1, &mut items);
-        let built = read.and_then(|(object, close)| {
+        let read = self.python_call_read(i, &mut items);
+        let built = read.and_then(|(name, object, close)| {
             // Checked once the call is read: most attempts on bad input fail before.
             let name = checked_tool_name(name, self.tools)?;
             let arguments = match object {
@@ -52,6 +43,35 @@ impl<'t> Ctx<'t, '_> {
         let (name, mut arguments, close) = built?;
         scrub(&mut arguments, name, &mut self.diagnostics);
         Some((text_call(name.to_owned(), arguments), close + 1))
+    }
+
+    /// Where the Python-style call at `i` ends, read but not built (see [`Ctx::python_call`]).
+    pub(super) fn python_call_end(&mut self, i: usize) -> Option<usize> {
+        let mut items = std::mem::take(&mut self.python_items);
+        items.clear();
+        let read = self.python_call_read(i, &mut items);
+        self.python_items = items;
+        read.map(|(.., close)| close + 1)
+    }
+
+    /// The name of the Python-style call at `i`, its arguments read but not built (see
+    /// [`Ctx::python_arguments`]), and where its closing `)` is.
+    fn python_call_read(
+        &mut self,
+        i: usize,
+        items: &mut Vec<(&'t str, Range<usize>)>,
+    ) -> Option<(&'t str, Option<Range<usize>>, usize)> {
+        let rest = self.at(i);
+        let (after, name) = identifier(rest).ok()?;
+        let mut k = self.consumed(after);
+        while self.bytes.get(k) == Some(&b' ') {
+            k += 1;
+        }
+        if self.bytes.get(k) != Some(&b'(') {
+            return None;
+        }
+        let (object, close) = self.python_arguments(k + 1, items)?;
+        Some((name, object, close))
     }
 
     /// The arguments of a Python-style call after its `(` at `from - 1`, read but not built:

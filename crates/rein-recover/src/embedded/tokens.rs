@@ -339,24 +339,30 @@ impl<'t> Ctx<'t, '_> {
                 return None;
             }
         }
-        let mut read = Vec::new();
+        // The list is read to its `]` before any call is built: a text dense with lists that
+        // never close (`[query(sql='x'), ` over and over) built each first call and dropped it.
+        let mut starts = std::mem::take(&mut self.list_starts);
+        starts.clear();
         let mut i = first;
-        loop {
-            let (call, end) = self.python_call(i)?;
-            read.push(call);
+        let closed = loop {
+            let Some(end) = self.python_call_end(i) else { break false };
+            starts.push(i);
             let k = self.skip_ws(end);
             match bytes.get(k) {
                 Some(b',') => i = self.skip_ws(k + 1),
                 Some(b']') => {
                     i = k + 1;
-                    break;
+                    break true;
                 }
-                _ => return None,
+                _ => break false,
             }
-            if read.len() >= MAX_TEXT_CALLS {
-                return None;
+            if starts.len() >= MAX_TEXT_CALLS {
+                break false;
             }
-        }
+        };
+        let read = closed.then(|| self.python_calls_at(&starts)).flatten();
+        self.list_starts = starts;
+        let mut read = read?;
         if place == Place::Bare {
             let mut line_end = i;
             while line_end < bytes.len() && matches!(bytes[line_end], b' ' | b'\t' | b'`' | b'\r') {
@@ -377,6 +383,11 @@ impl<'t> Ctx<'t, '_> {
         }
         self.calls.append(&mut read);
         Some(i)
+    }
+
+    /// The Python-style calls at `starts`, built; `None` when one cannot be.
+    fn python_calls_at(&mut self, starts: &[usize]) -> Option<Vec<ToolCall>> {
+        starts.iter().map(|&start| self.python_call(start).map(|(call, _)| call)).collect()
     }
 
     /// Apertus: `[{"NAME": {…}}, …]` or one such object, any name.
