@@ -23,9 +23,10 @@ use crate::call::{
     checked_tool_name, insert_argument, quote, scrub, text_call, tool_name, unwrap_envelope,
 };
 use crate::diagnostic::{Diagnostic, DiagnosticKind};
-use crate::find::{BytePairs, find_by, find1, find3};
+use crate::find::{find_by, find1, find3};
 use crate::json::{Scanner, first_value, to_value};
 
+mod angle;
 mod python;
 mod tokens;
 mod wrapper;
@@ -67,26 +68,6 @@ const MAX_REPEATED_DIAGNOSTICS: usize = 8;
 /// build and free whatever the parser did. The scan stops at this many, leaving the rest of the
 /// text as it is, with a [`DiagnosticKind::TooManyCalls`].
 pub(crate) const MAX_TEXT_CALLS: usize = 1024;
-
-/// Every token a parser reads at a `<` begins with, by its second and third bytes: a `<` that
-/// begins none of them is passed at once (see [`BytePairs`]). A megabyte of `<` was compared
-/// with every parser's tokens, 250 instructions a byte.
-static ANGLE_OPENERS: BytePairs = angle_openers();
-
-const fn angle_openers() -> BytePairs {
-    let mut pairs = tokens::with_angle_tokens(BytePairs::EMPTY);
-    let mut k = 0;
-    while k < wrapper::WRAPPER_NAMES.len() {
-        pairs = pairs.with(wrapper::WRAPPER_NAMES[k], 1, true);
-        k += 1;
-    }
-    let mut k = 0;
-    while k < xml::XML_CALL_OPENERS.len() {
-        pairs = pairs.with(xml::XML_CALL_OPENERS[k], 1, true);
-        k += 1;
-    }
-    pairs
-}
 
 /// The marker Llama 3.x writes before a JSON call.
 const PYTHON_TAG: &str = "<|python_tag|>";
@@ -387,41 +368,6 @@ fn name_attribute(attributes: &str) -> Option<&str> {
 }
 
 impl<'t> Ctx<'t, '_> {
-    /// What starts with the `<` at `at`: a special-token dialect, a wrapper, the XML call
-    /// markup or a noise token (its span pushed to `spans`); where the scan goes on.
-    fn angle(&mut self, at: usize, spans: &mut Vec<Range<usize>>) -> usize {
-        if !ANGLE_OPENERS.may_begin(self.bytes, at + 1) {
-            return at + 1;
-        }
-        if matches!(self.bytes.get(at + 1), Some(b'|' | 0xEF | b'T' | b's' | b'l' | b'm'))
-            && let Some(span) = self.token_dialect(at)
-        {
-            let end = span.end;
-            spans.push(span);
-            return end;
-        }
-        if let Some(body) = self.wrapper_open(at) {
-            return match self.wrapper(at, body) {
-                Some(end) => {
-                    spans.push(at..end);
-                    end
-                }
-                None => body,
-            };
-        }
-        if let Some(end) = self.xml_call(at) {
-            spans.push(at..end);
-            return end;
-        }
-        if matches!(self.bytes.get(at + 1), Some(b'|' | 0xEF | b'T' | b'/' | b'e' | b's'))
-            && let Some(end) = self.noise_token(at)
-        {
-            spans.push(at..end);
-            return end;
-        }
-        at + 1
-    }
-
     /// The first `needle` at or after `from`, remembered: the calls of one dialect search for
     /// the same closer from ever later places, and a text dense with openers that never close
     /// would otherwise be searched to its end once per opener.
