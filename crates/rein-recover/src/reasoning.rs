@@ -233,6 +233,12 @@ pub(crate) fn is_open_marker(bytes: &[u8]) -> bool {
     MARKERS.iter().any(|marker| bytes.eq_ignore_ascii_case(marker.open))
 }
 
+/// How long the reasoning block's open marker `bytes` begins with is (ASCII case ignored),
+/// when it begins with one.
+pub(crate) fn open_marker_len(bytes: &[u8]) -> Option<usize> {
+    MARKERS.iter().find(|marker| starts_with_ignore_case(bytes, marker.open)).map(|m| m.open.len())
+}
+
 /// Whether `bytes` may hold one of [`MARKERS`]: every one holds `think` or `channel` (in any
 /// case), and `channel` only next to a `|`. A reply with neither (most replies) is passed over
 /// with one `memchr` pass instead of a look at each of its tags (a sixth of the time recovery

@@ -13,12 +13,16 @@
 //! 1. Not holding, and no byte of the delta may begin something recovery reads (`<b>`, `[1]`,
 //!    `(see`, a brace not followed by a key: see `may_start_markup`): the delta is prose,
 //!    released at once, no recovery. Inside an open reasoning block, likewise a delta with no
-//!    `<` or `[` that may begin the block's closing marker or a call tag (`may_end_reasoning`).
+//!    `<` or `[` that may begin the block's closing marker or a call tag (`may_end_reasoning`),
+//!    and one where the only such `<` or `[` is the start of a marker still being written
+//!    (`</thi`): the reasoning before it is released, the rest held. A reply that opens with
+//!    a reasoning marker enters the block without a recovery.
 //! 2. Not holding, a construct begins in the delta and nothing in it has closed yet: the prose
 //!    before it is released and the construct held, no recovery.
 //! 3. Holding: the delta is followed byte by byte ([`Held`]); recovery runs only when something
 //!    held may have completed (its outermost bracket closed, a closing tag or the token it
-//!    starts with ended, a line or a fence), or every 256 bytes.
+//!    starts with ended, a line or a fence; after a token whose dialect ends its calls with an
+//!    end token, that token rather than the bracket), or every 256 bytes.
 //! 4. Otherwise recovery runs, on the text from the settled point only ([`Settled`]): the start
 //!    of a line of released prose, or of a held construct on a line of its own, before which
 //!    every construct is closed and cut. Its calls are numbered after the settled ones and its
@@ -139,6 +143,10 @@ struct Held {
     /// one ended.
     closers: bool,
     closers_done: bool,
+    /// The held text opens with a token whose dialect ends its call with an end token
+    /// ([`ENDED_BY_TOKEN`]), and its value's outermost bracket has closed: the next token's
+    /// end (`…|>`) may complete it, the bracket did not.
+    value_closed: bool,
 }
 
 /// While holding, recovery runs at least once per this many bytes whatever the held text
@@ -423,11 +431,24 @@ impl StreamRecoverer {
         // ends it (every one begins with one; one begun before is held, `reasoning_held`): a
         // delta without either is more reasoning, released as written without a recovery
         // (prose brackets, `(see` or `<b>`, no longer cost one).
-        let reasoning_markup = self.in_reasoning
-            && (self.reasoning_held
-                || (before..self.text.len()).any(|at| may_end_reasoning(self.text.as_bytes(), at)));
+        let ends_reasoning = if self.in_reasoning && !self.reasoning_held {
+            (before..self.text.len()).find(|&at| may_end_reasoning(self.text.as_bytes(), at))
+        } else {
+            None
+        };
+        let reasoning_markup =
+            self.in_reasoning && (self.reasoning_held || ends_reasoning.is_some());
         if self.in_reasoning && !reasoning_markup && !self.holding {
             self.release_prose(delta, events);
+            return;
+        }
+        if let Some(at) = ends_reasoning.filter(|_| !self.holding)
+            && open_marker_start(&self.text[at..]) == Some(0)
+        {
+            // What may end the block is only begun (`</thi`): the reasoning before it is
+            // released and the rest held, to be recovered once more of it comes.
+            self.release_prose(&delta[..at - before], events);
+            self.reasoning_held = true;
             return;
         }
         let opens =
@@ -464,7 +485,44 @@ impl StreamRecoverer {
             // Nothing held can be decided before something closes: the text waits.
             return;
         }
+        if self.enter_reasoning(events) {
+            return;
+        }
         self.recompute(events);
+    }
+
+    /// A reply that begins with a reasoning block's open marker (only whitespace before it)
+    /// and holds nothing after it that may end the block: the block is open, and the text after
+    /// the marker is its reasoning, released as a reasoning delta without a recovery (which
+    /// would find just that; it was a recovery for every reply that thinks).
+    fn enter_reasoning(&mut self, events: &mut Vec<StreamEvent>) -> bool {
+        if self.in_reasoning
+            || self.settled.at != 0
+            || self.calls_shown != 0
+            || !self.shown_text.is_empty()
+            || !self.shown_reasoning.is_empty()
+        {
+            return false;
+        }
+        let bytes = self.text.as_bytes();
+        let start = bytes.iter().take_while(|b| b.is_ascii_whitespace()).count();
+        let Some(marker) = crate::reasoning::open_marker_len(&bytes[start..]) else {
+            return false;
+        };
+        let after = start + marker;
+        if (after..bytes.len()).any(|at| may_end_reasoning(bytes, at)) {
+            return false;
+        }
+        self.in_reasoning = true;
+        self.holding = false;
+        self.reasoning_held = false;
+        self.unsettled_calls = false;
+        self.trace = None;
+        self.pending_space.clear();
+        let text = std::mem::take(&mut self.text);
+        self.release_prose(&text[after..], events);
+        self.text = text;
+        true
     }
 
     /// Whether the construct that may start at `at` (in the last delta, which starts at
@@ -849,10 +907,15 @@ impl StreamRecoverer {
                     held.depth = held.depth.saturating_sub(1);
                     // Mistral's markers only frame a call: what they begin is still to come.
                     // Inside a tag (`<tool_call>{…}`), the value is not the end: the tag's
-                    // closer is, or what follows it (a recovery here found the call open).
-                    closed |= held.depth == 0
-                        && !opens_tag(&bytes[held.at..])
-                        && !ends_with_mistral_marker(&bytes[..=at]);
+                    // closer is, or what follows it (a recovery here found the call open); nor
+                    // after a token whose dialect has an end token (`<|call|>`).
+                    if held.depth == 0 && ended_by_token(&bytes[held.at..]) {
+                        held.value_closed = true;
+                    } else {
+                        closed |= held.depth == 0
+                            && !opens_tag(&bytes[held.at..])
+                            && !ends_with_mistral_marker(&bytes[..=at]);
+                    }
                 }
                 b'<' => held.last_open = Some(at),
                 // A closing tag (`</…>`, but a parameter's, which a call goes on after), or
@@ -866,10 +929,11 @@ impl StreamRecoverer {
                             && !name[1..].starts_with(b"param")
                             && !name[1..].starts_with(b"arg_")
                     });
-                    let token = at > 0
-                        && matches!(bytes[at - 1], b'|' | 0x9C)
-                        && held.last_open == Some(held.at)
-                        && !begins_construct(&bytes[held.at..=at]);
+                    let ends_token = at > 0 && matches!(bytes[at - 1], b'|' | 0x9C);
+                    let token = ends_token
+                        && ((held.last_open == Some(held.at)
+                            && !begins_construct(&bytes[held.at..=at]))
+                            || held.value_closed);
                     // A reasoning block opened: what follows it streams as reasoning.
                     let reasoning = crate::reasoning::is_open_marker(&bytes[held.at..=at]);
                     closed |= closing_tag || token || reasoning;
@@ -1232,6 +1296,25 @@ fn begins_construct(token: &[u8]) -> bool {
         || token == b"<|action_start|>"
         || WRAPPER_TOKENS.iter().any(|wrapper| token == wrapper.as_bytes())
         || crate::find::find_by(token, b"begin", 0).is_some()
+}
+
+/// The tokens that open a call whose dialect ends it with an end token after its JSON value
+/// (harmony's `<|call|>`, Kimi-K2's `<|tool_call_end|>`, DeepSeek's `<｜tool▁call▁end｜>`,
+/// Cohere's `<|END_ACTION|>`, InternLM's `<|action_end|>`): the value's closing bracket does
+/// not complete the held text, the end token does.
+const ENDED_BY_TOKEN: [&str; 7] = [
+    "<|channel|>",
+    "<|tool_calls_section_begin|>",
+    "<|tool_call_begin|>",
+    "<｜tool▁calls▁begin｜>",
+    "<｜tool▁call▁begin｜>",
+    "<|START_ACTION|>",
+    "<|action_start|>",
+];
+
+/// Whether `held` begins with one of [`ENDED_BY_TOKEN`].
+fn ended_by_token(held: &[u8]) -> bool {
+    ENDED_BY_TOKEN.iter().any(|token| held.starts_with(token.as_bytes()))
 }
 
 /// Whether `held` begins with a tag (`<` and a letter: `<tool_call>`, `<function=…>`), which
@@ -1732,6 +1815,71 @@ mod tests {
             })
             .collect();
         (calls, recoverer.finish(None, &[]))
+    }
+
+    /// What each delta released: its reasoning, and its text.
+    fn released_per_delta(pieces: &[&str]) -> Vec<(String, String)> {
+        let mut recoverer = StreamRecoverer::new(&["query"], ToolSchemas::new());
+        pieces
+            .iter()
+            .map(|piece| {
+                let (mut reasoning, mut text) = (String::new(), String::new());
+                for event in recoverer.push(piece) {
+                    match event {
+                        StreamEvent::Reasoning(more) => reasoning.push_str(&more),
+                        StreamEvent::Text(more) => text.push_str(&more),
+                        StreamEvent::Call(_) => {}
+                    }
+                }
+                (reasoning, text)
+            })
+            .collect()
+    }
+
+    #[test]
+    fn a_reply_that_opens_thinking_streams_its_reasoning_from_the_first_delta() {
+        let released = released_per_delta(&["\n<think>First, the ", "map. Then", "</think>Done."]);
+        assert_eq!(released[0], ("First, the".to_owned(), String::new()));
+        assert_eq!(released[1], (" map. Then".to_owned(), String::new()));
+        assert_eq!(released[2], (String::new(), "Done.".to_owned()));
+        // Not when something in the first delta may end the block already.
+        let released = released_per_delta(&["<think>a <tool_call>", "{}</tool_call>"]);
+        assert_eq!(released[0].0, "a");
+        // Nor for a marker later in the reply.
+        let (text, reasoning, _, end) = stream(&["Hi <think>plan", "</think> ok"], &[]);
+        assert_eq!((text.as_str(), reasoning.as_str()), ("Hi ok", "plan"));
+        assert!(!end.replaced);
+    }
+
+    #[test]
+    fn a_closing_marker_split_between_deltas_holds_only_itself() {
+        let released = released_per_delta(&["<think>plan it ", "well </thi", "nk>Answer."]);
+        assert_eq!(released[1], (" well".to_owned(), String::new()));
+        assert_eq!(released[2], (String::new(), "Answer.".to_owned()));
+        // A tag that is not the marker after all goes on as reasoning.
+        let (_, reasoning, _, end) = stream(&["<think>see ", "</ta", "ble> then</think>ok"], &[]);
+        assert_eq!(reasoning, "see </table> then");
+        assert_eq!(end.recovered.reasoning.as_deref(), Some("see </table> then"));
+    }
+
+    #[test]
+    fn a_call_ended_by_a_token_is_released_with_the_token_not_its_value() {
+        // The value's brace closes nothing: the end token completes the call.
+        let pieces = [
+            "<|channel|>commentary to=functions.query <|constrain|>json<|message|>{\"a\": 1}",
+            "<|call|>",
+            "\nDone.",
+        ];
+        let (calls, end) = calls_per_delta(&pieces, &["query"]);
+        assert!(calls[0].is_empty(), "{calls:?}");
+        assert_eq!(calls[1], end.recovered.calls);
+        let pieces = [
+            "<|START_ACTION|>[{\"tool_name\": \"query\", \"parameters\": {\"a\": 1}}]",
+            "<|END_ACTION|>",
+        ];
+        let (calls, end) = calls_per_delta(&pieces, &["query"]);
+        assert!(calls[0].is_empty(), "{calls:?}");
+        assert_eq!(calls[1], end.recovered.calls);
     }
 
     #[test]
