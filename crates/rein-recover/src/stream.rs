@@ -22,7 +22,9 @@
 //! 3. Holding: the delta is followed byte by byte ([`Held`]); recovery runs only when something
 //!    held may have completed (its outermost bracket closed, a closing tag or the token it
 //!    starts with ended, a line or a fence; after a token whose dialect ends its calls with an
-//!    end token, that token rather than the bracket), or every 256 bytes.
+//!    end token, that token rather than the bracket), or every 256 bytes. When what completed
+//!    is the closers after a released call (`</function_calls>`, an end token, a fence) and a
+//!    new construct begins on the next line, the settled point moves to it without a recovery.
 //! 4. Otherwise recovery runs, on the text from the settled point only ([`Settled`]): the start
 //!    of a line of released prose, or of a held construct on a line of its own, before which
 //!    every construct is closed and cut. Its calls are numbered after the settled ones and its
@@ -143,6 +145,13 @@ struct Held {
     /// one ended.
     closers: bool,
     closers_done: bool,
+    /// While following closers: where the cut they follow starts, and where the last closer
+    /// read ends; once they have ended, where what follows them starts (see
+    /// [`StreamRecoverer::settle_past_closers`]).
+    cut_start: usize,
+    cut_end: usize,
+    closers_end: usize,
+    after_closers: Option<usize>,
     /// The held text opens with a token whose dialect ends its call with an end token
     /// ([`ENDED_BY_TOKEN`]), and its value's outermost bracket has closed: the next token's
     /// end (`…|>`) may complete it, the bracket did not.
@@ -464,7 +473,7 @@ impl StreamRecoverer {
                 self.release_prose(&delta[..self.held.at - before], events);
                 self.pending_space.clear();
                 if let Some(trace) = self.trace.take() {
-                    self.held.closers = self.follows_cut(&trace);
+                    self.hold_closers(&trace);
                     self.settle_at_held(&trace);
                 }
                 return;
@@ -485,7 +494,7 @@ impl StreamRecoverer {
             // Nothing held can be decided before something closes: the text waits.
             return;
         }
-        if self.enter_reasoning(events) {
+        if self.settle_past_closers(events) || self.enter_reasoning(events) {
             return;
         }
         self.recompute(events);
@@ -743,7 +752,7 @@ impl StreamRecoverer {
         if self.holding {
             let at = self.held.at;
             self.held = Held { at, scanned: at, recovered_len: self.text.len(), ..Held::default() };
-            self.held.closers = self.follows_cut(&trace);
+            self.hold_closers(&trace);
             self.follow_held();
             if !self.in_reasoning && !self.diverged {
                 self.settle_at_held(&trace);
@@ -771,6 +780,66 @@ impl StreamRecoverer {
             }
             _ => joint.plain.clone(),
         }
+    }
+
+    /// Follows the held text as the closers of the last call `trace`'s recovery cut, when it
+    /// may be (see [`Self::follows_cut`]).
+    fn hold_closers(&mut self, trace: &crate::Trace) {
+        self.held.closers = self.follows_cut(trace);
+        if let Some(cut) = trace.last_cut.as_ref().filter(|_| self.held.closers) {
+            self.held.cut_start = self.settled.at + cut.start;
+            self.held.cut_end = self.settled.at + cut.end;
+            self.held.closers_end = self.held.at;
+        }
+    }
+
+    /// Once the closers after a released call have ended and a construct begins on a line of
+    /// its own after them, settles at that construct's start without a recovery: the recovery
+    /// would read the call again only to find its cut running over the closers. The cut is
+    /// the one the call's recovery made, up to the end of the closers. False (nothing changed)
+    /// when it cannot be settled so; the text is then recovered as before.
+    fn settle_past_closers(&mut self, events: &mut Vec<StreamEvent>) -> bool {
+        let Some(after) = self.held.after_closers else { return false };
+        let from = self.settled.at;
+        // The construct starts its line: tokens after the closers on their line (a construct's
+        // opening tokens followed as closers) begin it.
+        let bytes = self.text.as_bytes();
+        let Some(newline) = memchr::memrchr(b'\n', &bytes[self.held.cut_end..after]) else {
+            return false;
+        };
+        let next = self.held.cut_end + newline + 1;
+        let closers = self.text[self.held.cut_end..next].trim_end();
+        let closers_end = self.held.cut_end + closers.len();
+        if !self.holding
+            || self.in_reasoning
+            || self.diverged
+            || self.unsettled_calls
+            || !self.pending_space.is_empty()
+            || self.held.cut_start < from
+            || self.text.as_bytes()[next] == b'('
+            || !could_open(&self.text[next..])
+            || python_line(&self.text[..next], &self.tools).is_some()
+            || !known_closers(closers)
+        {
+            return false;
+        }
+        let trace = crate::Trace {
+            last_cut: Some(self.held.cut_start - from..closers_end - from),
+            ..crate::Trace::default()
+        };
+        let held = self.held;
+        self.held.at = next;
+        self.settle_at_held(&trace);
+        if self.settled.at != next {
+            self.held = held;
+            return false;
+        }
+        self.held =
+            Held { at: next, scanned: next, recovered_len: held.recovered_len, ..Held::default() };
+        if self.follow_held() {
+            self.recompute(events);
+        }
+        true
     }
 
     /// Whether the held text comes right after the last call `trace`'s recovery cut (only
@@ -876,15 +945,19 @@ impl StreamRecoverer {
                     // `<｜tool▁calls▁end｜>`).
                     (true, b'<', Some(b'/' | b'|' | 0xEF)) => held.closers_done = false,
                     // The rest of a fence.
-                    (true, b'`', _) if at > 0 && bytes[at - 1] == b'`' => {}
+                    (true, b'`', _) if at > 0 && bytes[at - 1] == b'`' => held.closers_end = at + 1,
                     // Something other than a closer: the call's text is complete, and what
                     // follows is followed as held text (so that the next delta is not taken
                     // for the end of the closers again, and recovered again).
                     (true, ..) => {
                         held.closers = false;
+                        held.after_closers = Some(at);
                         closed = true;
                     }
-                    (false, b'>' | b'`' | b'}' | b']', _) => held.closers_done = true,
+                    (false, b'>' | b'`' | b'}' | b']', _) => {
+                        held.closers_done = true;
+                        held.closers_end = at + 1;
+                    }
                     _ => {}
                 }
                 if held.closers {
@@ -1332,6 +1405,45 @@ fn in_opening_fence(held: &[u8]) -> bool {
 /// which begin a call or its parts rather than end it.
 fn ends_with_mistral_marker(bytes: &[u8]) -> bool {
     [&b"[TOOL_CALLS]"[..], b"[CALL_ID]", b"[ARGS]"].iter().any(|marker| bytes.ends_with(marker))
+}
+
+/// The wrapper closers and end tokens that recovery cuts with the call before them (its
+/// wrapper's own, and those `embedded::tokens` takes after a call).
+const KNOWN_CLOSERS: [&str; 19] = [
+    "</tool_call>",
+    "</tool_calls>",
+    "</function>",
+    "</invoke>",
+    "</function_calls>",
+    "</tool_code>",
+    "</seed:tool_call>",
+    "</minimax:tool_call>",
+    "</TOOLCALL>",
+    "<|tool_calls_section_end|>",
+    "<|tool_call_end|>",
+    "<｜tool▁calls▁end｜>",
+    "<｜tool▁call▁end｜>",
+    "<|END_ACTION|>",
+    "<|action_end|>",
+    "<|tools_suffix|>",
+    "<|call|>",
+    "<end_function_call>",
+    "```",
+];
+
+/// Whether `text` is at most two of [`KNOWN_CLOSERS`] (whitespace around and between): what
+/// [`StreamRecoverer::settle_past_closers`] may take as cut with the call before it.
+fn known_closers(text: &str) -> bool {
+    let mut rest = text.trim_start();
+    let mut count = 0;
+    while !rest.is_empty() {
+        let Some(closer) = KNOWN_CLOSERS.iter().find(|closer| rest.starts_with(*closer)) else {
+            return false;
+        };
+        rest = rest[closer.len()..].trim_start();
+        count += 1;
+    }
+    count <= 2
 }
 
 /// What may end a call's text after it, only whitespace between (a fence, a closing tag, an
@@ -1880,6 +1992,29 @@ mod tests {
         let (calls, end) = calls_per_delta(&pieces, &["query"]);
         assert!(calls[0].is_empty(), "{calls:?}");
         assert_eq!(calls[1], end.recovered.calls);
+    }
+
+    #[test]
+    fn a_construct_after_a_wrappers_closers_is_read_on_its_own() {
+        let pieces = [
+            "Two calls.\n<function_calls>\n<invoke name=\"query\">\n<parameter name=\"a\">1</parameter>\n</invoke>",
+            "\n</function_calls>\n<tool_call>{\"name\": \"query\", ",
+            "\"arguments\": {\"b\": 2}}</tool_call>\nDone.",
+        ];
+        let (calls, end) = calls_per_delta(&pieces, &["query"]);
+        assert_eq!(calls.iter().map(Vec::len).collect::<Vec<_>>(), [1, 0, 1]);
+        assert_eq!([&calls[0][..], &calls[2][..]].concat(), end.recovered.calls);
+        assert!(!end.replaced);
+        let (text, _, _, end) = stream(&pieces, &["query"]);
+        assert_eq!(text, end.recovered.visible_text);
+        // A closing tag recovery does not cut with the call stays text, as in the whole text.
+        let pieces = [
+            "<tool_call>{\"name\": \"query\", \"arguments\": {}}</tool_call>",
+            "\n</b>\n<tool_call>{\"name\": \"query\", \"arguments\": {}}</tool_call>",
+        ];
+        let (text, _, calls, end) = stream(&pieces, &["query"]);
+        assert_eq!((text.as_str(), calls), (end.recovered.visible_text.as_str(), 2));
+        assert!(!end.replaced);
     }
 
     #[test]
