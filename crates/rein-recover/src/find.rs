@@ -103,6 +103,16 @@ impl BytePairs {
         self
     }
 
+    /// [`BytePairs::with`] for each of `tokens`, in either ASCII case.
+    pub(crate) const fn with_any_case(mut self, tokens: &[&[u8]], at: usize) -> BytePairs {
+        let mut k = 0;
+        while k < tokens.len() {
+            self = self.with(tokens[k], at, true);
+            k += 1;
+        }
+        self
+    }
+
     const fn with_pair(mut self, first: u8, second: u8) -> BytePairs {
         self.bits[first as usize][second as usize / 64] |= 1 << (second % 64);
         self

@@ -15,18 +15,9 @@ use crate::find::BytePairs;
 static ANGLE_OPENERS: BytePairs = angle_openers();
 
 const fn angle_openers() -> BytePairs {
-    let mut pairs = tokens::with_angle_tokens(BytePairs::EMPTY);
-    let mut k = 0;
-    while k < wrapper::WRAPPER_NAMES.len() {
-        pairs = pairs.with(wrapper::WRAPPER_NAMES[k], 1, true);
-        k += 1;
-    }
-    let mut k = 0;
-    while k < xml::XML_CALL_OPENERS.len() {
-        pairs = pairs.with(xml::XML_CALL_OPENERS[k], 1, true);
-        k += 1;
-    }
-    pairs
+    tokens::with_angle_tokens(BytePairs::EMPTY)
+        .with_any_case(&wrapper::WRAPPER_NAMES, 1)
+        .with_any_case(&xml::XML_CALL_OPENERS, 1)
 }
 
 impl<'t> Ctx<'t, '_> {
