@@ -229,10 +229,14 @@ impl<'t> Ctx<'t, '_> {
         }
     }
 
-    /// The JSON value at `i` and where it ends: read by `serde_json` alone when it is
+    /// The JSON value at the bracket at `i` and where it ends (`None` at once where no value
+    /// may open, see [`Ctx::may_open_json`]): read by `serde_json` alone when it is
     /// well-formed (see [`Ctx::strict_json`]), else found by the scanner and built with its
     /// leniencies repaired.
     pub(super) fn json_value(&mut self, i: usize) -> Option<(Value, usize)> {
+        if !self.may_open_json(i) {
+            return None;
+        }
         if let Some(found) = self.strict_json(i, |_, text| first_value::<Value>(text)) {
             return Some(found);
         }
