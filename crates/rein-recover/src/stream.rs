@@ -1976,22 +1976,22 @@ mod tests {
 
     #[test]
     fn a_call_ended_by_a_token_is_released_with_the_token_not_its_value() {
-        // The value's brace closes nothing: the end token completes the call.
-        let pieces = [
-            "<|channel|>commentary to=functions.query <|constrain|>json<|message|>{\"a\": 1}",
-            "<|call|>",
-            "\nDone.",
-        ];
-        let (calls, end) = calls_per_delta(&pieces, &["query"]);
-        assert!(calls[0].is_empty(), "{calls:?}");
-        assert_eq!(calls[1], end.recovered.calls);
-        let pieces = [
-            "<|START_ACTION|>[{\"tool_name\": \"query\", \"parameters\": {\"a\": 1}}]",
-            "<|END_ACTION|>",
-        ];
-        let (calls, end) = calls_per_delta(&pieces, &["query"]);
-        assert!(calls[0].is_empty(), "{calls:?}");
-        assert_eq!(calls[1], end.recovered.calls);
+        // The value's bracket closes nothing: the end token completes the call.
+        for pieces in [
+            &[
+                "<|channel|>commentary to=functions.query <|constrain|>json<|message|>{\"a\": 1}",
+                "<|call|>",
+                "\nDone.",
+            ][..],
+            &[
+                "<|START_ACTION|>[{\"tool_name\": \"query\", \"parameters\": {\"a\": 1}}]",
+                "<|END_ACTION|>",
+            ],
+        ] {
+            let (calls, end) = calls_per_delta(pieces, &["query"]);
+            assert!(calls[0].is_empty(), "{calls:?}");
+            assert_eq!(calls[1], end.recovered.calls);
+        }
     }
 
     #[test]
