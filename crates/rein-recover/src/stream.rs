@@ -145,12 +145,10 @@ struct Held {
     /// one ended.
     closers: bool,
     closers_done: bool,
-    /// While following closers: where the cut they follow starts, and where the last closer
-    /// read ends; once they have ended, where what follows them starts (see
-    /// [`StreamRecoverer::settle_past_closers`]).
+    /// While following closers: where the cut they follow starts and ends; once they have
+    /// ended, where what follows them starts (see [`StreamRecoverer::settle_past_closers`]).
     cut_start: usize,
     cut_end: usize,
-    closers_end: usize,
     after_closers: Option<usize>,
     /// The held text opens with a token whose dialect ends its call with an end token
     /// ([`ENDED_BY_TOKEN`]), and its value's outermost bracket has closed: the next token's
@@ -789,7 +787,6 @@ impl StreamRecoverer {
         if let Some(cut) = trace.last_cut.as_ref().filter(|_| self.held.closers) {
             self.held.cut_start = self.settled.at + cut.start;
             self.held.cut_end = self.settled.at + cut.end;
-            self.held.closers_end = self.held.at;
         }
     }
 
@@ -801,6 +798,15 @@ impl StreamRecoverer {
     fn settle_past_closers(&mut self, events: &mut Vec<StreamEvent>) -> bool {
         let Some(after) = self.held.after_closers else { return false };
         let from = self.settled.at;
+        if !self.holding
+            || self.in_reasoning
+            || self.diverged
+            || self.unsettled_calls
+            || !self.pending_space.is_empty()
+            || self.held.cut_start < from
+        {
+            return false;
+        }
         // The construct starts its line: tokens after the closers on their line (a construct's
         // opening tokens followed as closers) begin it.
         let bytes = self.text.as_bytes();
@@ -810,13 +816,7 @@ impl StreamRecoverer {
         let next = self.held.cut_end + newline + 1;
         let closers = self.text[self.held.cut_end..next].trim_end();
         let closers_end = self.held.cut_end + closers.len();
-        if !self.holding
-            || self.in_reasoning
-            || self.diverged
-            || self.unsettled_calls
-            || !self.pending_space.is_empty()
-            || self.held.cut_start < from
-            || self.text.as_bytes()[next] == b'('
+        if bytes[next] == b'('
             || !could_open(&self.text[next..])
             || python_line(&self.text[..next], &self.tools).is_some()
             || !known_closers(closers)
@@ -945,7 +945,7 @@ impl StreamRecoverer {
                     // `<｜tool▁calls▁end｜>`).
                     (true, b'<', Some(b'/' | b'|' | 0xEF)) => held.closers_done = false,
                     // The rest of a fence.
-                    (true, b'`', _) if at > 0 && bytes[at - 1] == b'`' => held.closers_end = at + 1,
+                    (true, b'`', _) if at > 0 && bytes[at - 1] == b'`' => {}
                     // Something other than a closer: the call's text is complete, and what
                     // follows is followed as held text (so that the next delta is not taken
                     // for the end of the closers again, and recovered again).
@@ -954,10 +954,7 @@ impl StreamRecoverer {
                         held.after_closers = Some(at);
                         closed = true;
                     }
-                    (false, b'>' | b'`' | b'}' | b']', _) => {
-                        held.closers_done = true;
-                        held.closers_end = at + 1;
-                    }
+                    (false, b'>' | b'`' | b'}' | b']', _) => held.closers_done = true,
                     _ => {}
                 }
                 if held.closers {

@@ -648,7 +648,7 @@ impl<'t> Ctx<'t, '_> {
     fn wide_token(&self, i: usize) -> Option<(&'t str, usize)> {
         let text: &'t str = self.text;
         let rest = text.get(i..)?.strip_prefix('<')?.strip_prefix(WIDE_BAR)?;
-        let window = &rest.as_bytes()[..floor_char_boundary(rest, 64)];
+        let window = &rest.as_bytes()[..rest.len().min(64)];
         let close = wide_close(window)?;
         Some((&rest[..close], i + 1 + WIDE_BAR.len() + close + WIDE_CLOSE.len()))
     }
@@ -881,15 +881,6 @@ fn kimi_name(written: &str) -> Option<String> {
     };
     let tools = crate::call::Tools::new(&[]);
     tool_name(written, tools)
-}
-
-/// The largest char boundary of `text` at or below `max`.
-fn floor_char_boundary(text: &str, max: usize) -> usize {
-    let mut end = text.len().min(max);
-    while !text.is_char_boundary(end) {
-        end -= 1;
-    }
-    end
 }
 
 #[cfg(test)]
