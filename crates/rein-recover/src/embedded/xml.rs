@@ -3,13 +3,7 @@
 //! `<arg_value>` pairs (see `docs/recovery-dialects.md`, "XML call markup"; cases in
 //! `test_data/cases/function_tags/`, `glm/`, `minimax/`, `minicpm/`).
 
-use nom::{
-    IResult, Parser,
-    branch::alt,
-    bytes::complete::tag,
-    character::complete::{multispace0, multispace1},
-    sequence::delimited,
-};
+use nom::{IResult, Parser, character::complete::multispace0, sequence::delimited};
 use rein_protocol::{JsonObject, ToolCall};
 use serde_json::Value;
 
@@ -51,15 +45,14 @@ impl<'t> Ctx<'t, '_> {
                 (name, name_end + brace)
             }
         } else {
-            let parsed: IResult<&str, &str> = delimited(
-                (alt((tag_ci("<function"), tag_ci("<invoke"))), multispace1),
-                till_ascii(|c| c == b'>' || c == b'<'),
-                tag(">"),
-            )
-            .parse(rest);
-            let (after, attributes) = parsed.ok()?;
-            self.work += (rest.len() - after.len()) as u64;
-            (name_attribute(attributes)?, self.consumed(after))
+            let opener = if starts_with_ignore_case(rest.as_bytes(), b"<function") {
+                "<function".len()
+            } else {
+                "<invoke".len()
+            };
+            let (attributes, after) = tag_attributes(rest, opener)?;
+            self.work += after as u64;
+            (name_attribute(attributes)?, i + after)
         };
         let name = tool_name(name, self.tools)?;
         let mut i = self.skip_ws(body);
@@ -166,24 +159,27 @@ impl<'t> Ctx<'t, '_> {
         if !starts_with_ignore_case(rest.as_bytes(), b"<param") {
             return None;
         }
-        let parsed: IResult<&str, &str> = alt((
-            delimited(
-                alt((tag_ci("<parameter="), tag_ci("<param="))),
-                till_ascii(|c| c == b'>' || c == b'<' || c == b'\n'),
-                tag(">"),
-            ),
-            delimited(
-                (alt((tag_ci("<parameter"), tag_ci("<param"))), multispace1),
-                till_ascii(|c| c == b'>' || c == b'<'),
-                tag(">"),
-            )
-            .map_opt(name_attribute),
-        ))
-        .parse(rest);
-        let (after, key) = parsed.ok()?;
-        self.work += (rest.len() - after.len()) as u64;
+        let bytes = rest.as_bytes();
+        let opener = if starts_with_ignore_case(bytes, b"<parameter") {
+            "<parameter".len()
+        } else {
+            "<param".len()
+        };
+        let (key, after) = if bytes.get(opener) == Some(&b'=') {
+            // `<parameter=K>`: the key runs to the `>`, on its line.
+            let start = opener + 1;
+            let len = bytes[start..].iter().position(|&b| matches!(b, b'>' | b'<' | b'\n'))?;
+            if bytes[start + len] != b'>' {
+                return None;
+            }
+            (&rest[start..start + len], start + len + 1)
+        } else {
+            let (attributes, after) = tag_attributes(rest, opener)?;
+            (name_attribute(attributes)?, after)
+        };
+        self.work += after as u64;
         let key = key.trim().trim_matches(|c| c == '"' || c == '\'');
-        (!key.is_empty()).then(|| (key, self.consumed(after)))
+        (!key.is_empty()).then_some((key, i + after))
     }
 
     /// Where a parameter value that starts at `from` ends: at its closer `closer` (consumed), or
@@ -244,4 +240,23 @@ impl<'t> Ctx<'t, '_> {
         }
         Some((text_call(name, arguments), i))
     }
+}
+
+/// The attributes of the tag `tag` begins with, its name `name_len` bytes long: at least one
+/// space after the name, then everything up to the tag's `>` (a `<` before it ends the tag
+/// unread). The attributes and where the tag ends.
+fn tag_attributes(tag: &str, name_len: usize) -> Option<(&str, usize)> {
+    let bytes = tag.as_bytes();
+    let spaces = bytes
+        .get(name_len..)?
+        .iter()
+        .take_while(|b| matches!(b, b' ' | b'\t' | b'\r' | b'\n'))
+        .count();
+    if spaces == 0 {
+        return None;
+    }
+    let start = name_len + spaces;
+    let len = bytes[start..].iter().position(|&b| b == b'>' || b == b'<')?;
+    // Both stops are ASCII: the slice ends on a char boundary.
+    (bytes[start + len] == b'>').then(|| (&tag[start..start + len], start + len + 1))
 }
