@@ -154,6 +154,9 @@ struct Held {
     /// ([`ENDED_BY_TOKEN`]), and its value's outermost bracket has closed: the next token's
     /// end (`…|>`) may complete it, the bracket did not.
     value_closed: bool,
+    /// The held text is a line that began like a Python-style call of an offered tool (see
+    /// [`python_line`]): once its first word settles it as prose, it is released.
+    python_line: bool,
 }
 
 /// While holding, recovery runs at least once per this many bytes whatever the held text
@@ -749,7 +752,13 @@ impl StreamRecoverer {
         self.trace = None;
         if self.holding {
             let at = self.held.at;
-            self.held = Held { at, scanned: at, recovered_len: self.text.len(), ..Held::default() };
+            self.held = Held {
+                at,
+                scanned: at,
+                recovered_len: self.text.len(),
+                python_line: self.held.python_line,
+                ..Held::default()
+            };
             self.hold_closers(&trace);
             self.follow_held();
             if !self.in_reasoning && !self.diverged {
@@ -1031,7 +1040,19 @@ impl StreamRecoverer {
     /// [`Held`]).
     fn may_complete(&mut self) -> bool {
         let closed = self.follow_held();
-        closed || self.text.len() - self.held.recovered_len >= HELD_RECHECK
+        closed
+            || self.text.len() - self.held.recovered_len >= HELD_RECHECK
+            || self.held_line_is_prose()
+    }
+
+    /// Whether the held text is a line held as a Python-style call may begin (see
+    /// [`Held::python_line`]) whose first word now says it never will: its prose is then
+    /// released at once rather than when the line ends (a prose line starting with `f`, the
+    /// start of `fly_to`, was held to its end).
+    fn held_line_is_prose(&self) -> bool {
+        self.held.python_line
+            && self.held.at == self.line_start
+            && matches!(python_line_at(&self.text, self.line_start, &self.tools), (None, true))
     }
 
     /// `recover` on the text from `from`.
@@ -1113,12 +1134,14 @@ impl StreamRecoverer {
                 self.holding = true;
                 held_at = at;
             }
+            let mut python_line_at = None;
             if let Some(line_start) = python_line(text, &self.tools) {
                 let line = text[line_start..].trim();
                 if !line.is_empty() && visible.ends_with(line) {
                     visible = visible[..visible.len() - line.len()].trim_end();
                     self.holding = true;
                     held_at = held_at.min(line_start);
+                    python_line_at = Some(line_start);
                 }
             }
             if let Some(at) = open_cut {
@@ -1127,6 +1150,7 @@ impl StreamRecoverer {
             }
             if self.holding {
                 self.held.at = from + held_at;
+                self.held.python_line = python_line_at == Some(held_at);
             }
         }
         let base = self.settled.reasoning;
@@ -1958,6 +1982,18 @@ mod tests {
         let (text, reasoning, _, end) = stream(&["Hi <think>plan", "</think> ok"], &[]);
         assert_eq!((text.as_str(), reasoning.as_str()), ("Hi ok", "plan"));
         assert!(!end.replaced);
+    }
+
+    #[test]
+    fn a_line_begun_like_a_tool_name_is_released_once_its_word_is_not_one() {
+        // `q` may begin `query(`: held; `quite` is no call, and the line streams on.
+        let released = released_per_delta(&["Done.\nq", "uite so", " and more", "\n"]);
+        assert_eq!(released[0].1, "Done.");
+        assert_eq!(released[1].1, "\nquite so");
+        assert_eq!(released[2].1, " and more");
+        // The tool's name followed by `(` is a call taking shape: held to its line's end.
+        let released = released_per_delta(&["Done.\nq", "uery(sql=", "'x')"]);
+        assert!(released[1].1.is_empty() && released[2].1.is_empty(), "{released:?}");
     }
 
     #[test]
