@@ -164,6 +164,9 @@ struct Held {
 /// XML parameter value).
 const HELD_RECHECK: usize = 256;
 
+/// How long a held text [`StreamRecoverer::held_is_prose`] looks at may be.
+const PROSE_LOOK_MOST: usize = 64;
+
 /// Where the decided text ends, and what it gave: each recovery while streaming reads only the
 /// text from `at` on, so a reply costs about the size of its constructs rather than quadratic
 /// time. `at` is the start of a line of released prose with every construct before it closed
@@ -1040,19 +1043,29 @@ impl StreamRecoverer {
     /// [`Held`]).
     fn may_complete(&mut self) -> bool {
         let closed = self.follow_held();
-        closed
-            || self.text.len() - self.held.recovered_len >= HELD_RECHECK
-            || self.held_line_is_prose()
+        closed || self.text.len() - self.held.recovered_len >= HELD_RECHECK || self.held_is_prose()
     }
 
-    /// Whether the held text is a line held as a Python-style call may begin (see
-    /// [`Held::python_line`]) whose first word now says it never will: its prose is then
-    /// released at once rather than when the line ends (a prose line starting with `f`, the
-    /// start of `fly_to`, was held to its end).
-    fn held_line_is_prose(&self) -> bool {
-        self.held.python_line
-            && self.held.at == self.line_start
-            && matches!(python_line_at(&self.text, self.line_start, &self.tools), (None, true))
+    /// Whether the held text, begun like markup, can no longer become any: its prose is then
+    /// released at once, not once something closes or [`HELD_RECHECK`] bytes followed (a
+    /// delta ending in `<t`, then `able of contents…`, held a line and more). A line held as
+    /// a Python-style call may begin ([`Held::python_line`]) is prose once its first word is no
+    /// offered tool followed by `(`; a held opener once [`could_open`] says so, looked at while
+    /// the held text is short (each delta costs a bounded look; a longer one, a JSON object
+    /// running long, waits for its end or the recheck).
+    fn held_is_prose(&self) -> bool {
+        if self.held.python_line {
+            return self.held.at == self.line_start
+                && matches!(
+                    python_line_at(&self.text, self.line_start, &self.tools),
+                    (None, true)
+                );
+        }
+        let tail = &self.text[self.held.at..];
+        !self.held.closers
+            && tail.len() <= PROSE_LOOK_MOST
+            && matches!(tail.as_bytes().first(), Some(b'<' | b'[' | b'{' | b'>' | b'`'))
+            && !could_open(tail)
     }
 
     /// `recover` on the text from `from`.
@@ -1753,6 +1766,16 @@ fn could_open(tail: &str) -> bool {
     if bytes.len() > MAX_HELD {
         return false;
     }
+    if bytes.starts_with(b"<|") || bytes.starts_with("<｜".as_bytes()) {
+        // A special token's name holds no whitespace: `<|` and prose after it is no token (the
+        // name ends at its `|` or `｜`, or at `>` for Gemma's `<|channel>`).
+        let name = &bytes[2..];
+        if let Some(space) = name.iter().position(u8::is_ascii_whitespace)
+            && !name[..space].iter().any(|&b| matches!(b, b'|' | b'>' | 0xEF))
+        {
+            return false;
+        }
+    }
     // Only the openers whose first two bytes the tail's allow are compared (comparing it with
     // every opener was a thirtieth of the instructions streaming short replies took).
     let mut candidates = OPENERS_BY_FIRST[usize::from(bytes[0].to_ascii_lowercase())];
@@ -1982,6 +2005,25 @@ mod tests {
         let (text, reasoning, _, end) = stream(&["Hi <think>plan", "</think> ok"], &[]);
         assert_eq!((text.as_str(), reasoning.as_str()), ("Hi ok", "plan"));
         assert!(!end.replaced);
+    }
+
+    #[test]
+    fn an_opener_begun_in_prose_is_released_once_it_can_open_nothing() {
+        // Each may begin markup when the delta ends with it; the next delta says it does not,
+        // and the text is released with it (it was held until 256 more bytes came).
+        for opener in ["<", "<t", "<s", "<|", "<｜", "[", "[s", "{", "`", ">"] {
+            let released =
+                released_per_delta(&[&format!("See {opener}"), "able of contents", " here."]);
+            assert_eq!(released[0].1, "See", "{opener}");
+            assert_eq!(released[1].1, format!(" {opener}able of contents"), "{opener}");
+            assert_eq!(released[2].1, " here.", "{opener}");
+        }
+        // What still may be markup stays held.
+        let released = released_per_delta(&["See <", "tool_call>{\"name\"", ": \"query\""]);
+        assert!(released[1].1.is_empty() && released[2].1.is_empty(), "{released:?}");
+        let released =
+            released_per_delta(&["See <|", "channel|>commentary", " to=functions.query"]);
+        assert!(released[1].1.is_empty() && released[2].1.is_empty(), "{released:?}");
     }
 
     #[test]
