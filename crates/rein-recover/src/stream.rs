@@ -157,6 +157,8 @@ struct Held {
     /// The held text is a line that began like a Python-style call of an offered tool (see
     /// [`python_line`]): once its first word settles it as prose, it is released.
     python_line: bool,
+    /// The held text begins with a whole opener (see [`StreamRecoverer::held_is_prose`]).
+    opener_whole: bool,
 }
 
 /// While holding, recovery runs at least once per this many bytes whatever the held text
@@ -234,6 +236,10 @@ struct ToolNames {
     joined: String,
     /// Where each name ends in `joined`.
     ends: Vec<usize>,
+    /// The bytes the names begin with, a bit each: most words begin with none, and are told
+    /// apart from every name by one look (the names compared one by one, at every line of
+    /// prose, were a quarter of what releasing it cost).
+    first_bytes: [u64; 4],
 }
 
 impl ToolNames {
@@ -243,11 +249,20 @@ impl ToolNames {
     fn new(names: &[&str]) -> Self {
         let mut joined = String::with_capacity(names.iter().map(|name| name.len()).sum());
         let mut ends = Vec::with_capacity(names.len());
+        let mut first_bytes = [0u64; 4];
         for name in names {
             joined.push_str(name);
             ends.push(joined.len());
+            if let Some(&first) = name.as_bytes().first() {
+                first_bytes[usize::from(first >> 6)] |= 1 << (first & 63);
+            }
         }
-        ToolNames { joined, ends }
+        ToolNames { joined, ends, first_bytes }
+    }
+
+    /// Whether some name begins with `byte`.
+    fn may_begin_with(&self, byte: u8) -> bool {
+        self.first_bytes[usize::from(byte >> 6)] & (1 << (byte & 63)) != 0
     }
 
     fn is_empty(&self) -> bool {
@@ -289,6 +304,21 @@ fn is_markup_byte(b: u8) -> bool {
 /// [`is_markup_byte`] as a table: every byte of every delta is looked up, and the comparisons
 /// of a `matches!` cost a tenth of the time streaming spent outside recovery.
 const MARKUP_BYTES: [bool; 256] = byte_table(b"<>[]{}()`|");
+
+/// Where the first [`is_markup_byte`] of `bytes` is. Prose is passed over eight bytes at a
+/// time, their lookups or-ed without a branch each (a byte at a time, the scan of every delta
+/// was a fifth of releasing it).
+fn first_markup_byte(bytes: &[u8]) -> Option<usize> {
+    let mut chunks = bytes.chunks_exact(8);
+    let mut offset = 0;
+    for chunk in &mut chunks {
+        if chunk.iter().fold(false, |hit, &b| hit | is_markup_byte(b)) {
+            return chunk.iter().position(|&b| is_markup_byte(b)).map(|at| offset + at);
+        }
+        offset += 8;
+    }
+    chunks.remainder().iter().position(|&b| is_markup_byte(b)).map(|at| offset + at)
+}
 
 /// Whether the byte at `at` may begin the closing marker of a reasoning block or a call tag
 /// that ends it (see `reasoning::extract`): a `<` or `[` followed by what one of them may go on
@@ -432,7 +462,12 @@ impl StreamRecoverer {
     pub fn push_into(&mut self, delta: &str, events: &mut Vec<StreamEvent>) {
         let before = self.text.len();
         self.text.push_str(delta);
-        let last_newline = memchr::memrchr(b'\n', delta.as_bytes());
+        // Deltas are short: a look back over one costs less than a `memrchr` call.
+        let last_newline = if delta.len() <= 64 {
+            delta.bytes().rposition(|b| b == b'\n')
+        } else {
+            memchr::memrchr(b'\n', delta.as_bytes())
+        };
         if let Some(newline) = last_newline {
             self.line_start = before + newline + 1;
         }
@@ -1051,9 +1086,9 @@ impl StreamRecoverer {
     /// delta ending in `<t`, then `able of contents…`, held a line and more). A line held as
     /// a Python-style call may begin ([`Held::python_line`]) is prose once its first word is no
     /// offered tool followed by `(`; a held opener once [`could_open`] says so, looked at while
-    /// the held text is short (each delta costs a bounded look; a longer one, a JSON object
-    /// running long, waits for its end or the recheck).
-    fn held_is_prose(&self) -> bool {
+    /// the held text is short (each delta costs a bounded look; a longer one waits for the
+    /// recheck).
+    fn held_is_prose(&mut self) -> bool {
         if self.held.python_line {
             return self.held.at == self.line_start
                 && matches!(
@@ -1062,10 +1097,28 @@ impl StreamRecoverer {
                 );
         }
         let tail = &self.text[self.held.at..];
-        !self.held.closers
-            && tail.len() <= PROSE_LOOK_MOST
-            && matches!(tail.as_bytes().first(), Some(b'<' | b'[' | b'{' | b'>' | b'`'))
-            && !could_open(tail)
+        let bytes = tail.as_bytes();
+        // A JSON object or a fence begun is followed to its end (its bracket or closing fence
+        // decides it, and `could_open` would scan it again at every delta).
+        if self.held.closers
+            || self.held.opener_whole
+            || tail.len() > PROSE_LOOK_MOST
+            || !matches!(bytes.first(), Some(b'<' | b'[' | b'{' | b'>' | b'`'))
+            || bytes.starts_with(b"{\"")
+            || bytes.starts_with(b"[{")
+            || bytes.starts_with(b"```")
+        {
+            return false;
+        }
+        if !could_open(tail) {
+            return true;
+        }
+        // A tail as long as every opener that may still open holds one whole, and always
+        // will: it is not looked at again. A token's name, a closing tag and a Python-style
+        // list's name may still turn out prose.
+        self.held.opener_whole = tail.len() >= LONGEST_OPENER
+            && !matches!(bytes, [b'<', b'|' | b'/' | 0xEF, ..] | [b'[', ..]);
+        false
     }
 
     /// `recover` on the text from `from`.
@@ -1557,6 +1610,9 @@ fn python_line_at(text: &str, line_start: usize, tools: &ToolNames) -> (Option<u
         return (None, !rest.is_empty());
     }
     let written = &rest[..name];
+    if !tools.may_begin_with(written.as_bytes()[0]) {
+        return (None, true);
+    }
     let after = rest[name..].trim_start_matches(' ');
     // Most lines are prose: a word followed by anything but `(` settles it without the tools.
     if after.is_empty() {
@@ -1676,9 +1732,7 @@ const LONGEST_WRAPPER_TOKEN: usize = "<|tool_calls_section_begin|>".len();
 fn first_opening(text: &str, from: usize, tools: &ToolNames) -> Option<usize> {
     let bytes = text.as_bytes();
     let mut at = from;
-    // A run of prose bytes is passed over by a slice scan (an index range and a bounds check
-    // per byte cost half again as much).
-    while let Some(offset) = bytes[at..].iter().position(|&b| is_markup_byte(b)) {
+    while let Some(offset) = first_markup_byte(&bytes[at..]) {
         let hit = at + offset;
         if may_start_markup(bytes, hit, tools) {
             return Some(hit);
@@ -1741,7 +1795,9 @@ fn python_name_before(bytes: &[u8], paren: usize, tools: &ToolNames) -> bool {
         name_start -= 1;
     }
     let name = &bytes[name_start..name_end];
-    !name.is_empty() && tools.iter().any(|tool| tool.as_bytes() == name)
+    !name.is_empty()
+        && tools.may_begin_with(name[0])
+        && tools.iter().any(|tool| tool.as_bytes() == name)
 }
 
 /// The most bytes held back after a tag-like opener that recovery has not read as markup: a
@@ -1769,10 +1825,10 @@ fn could_open(tail: &str) -> bool {
     if bytes.starts_with(b"<|") || bytes.starts_with("<｜".as_bytes()) {
         // A special token's name holds no whitespace: `<|` and prose after it is no token (the
         // name ends at its `|` or `｜`, or at `>` for Gemma's `<|channel>`).
-        let name = &bytes[2..];
-        if let Some(space) = name.iter().position(u8::is_ascii_whitespace)
-            && !name[..space].iter().any(|&b| matches!(b, b'|' | b'>' | 0xEF))
-        {
+        let name_end = bytes[2..]
+            .iter()
+            .find(|&&b| b.is_ascii_whitespace() || matches!(b, b'|' | b'>' | 0xEF));
+        if name_end.is_some_and(u8::is_ascii_whitespace) {
             return false;
         }
     }
@@ -1782,16 +1838,39 @@ fn could_open(tail: &str) -> bool {
     if let Some(&second) = bytes.get(1) {
         candidates &= OPENERS_BY_SECOND[usize::from(second.to_ascii_lowercase())];
     }
-    while candidates != 0 {
-        let opener = OPENERS[candidates.trailing_zeros() as usize].as_bytes();
-        candidates &= candidates - 1;
-        let n = opener.len().min(bytes.len());
-        if bytes[..n].eq_ignore_ascii_case(&opener[..n]) {
-            return true;
+    if candidates != 0 {
+        // The tail's start lowered once, then compared with each candidate as bytes (compared
+        // ignoring case, each comparison lowered every byte again).
+        let mut lowered = [0u8; LONGEST_OPENER];
+        let start = &bytes[..bytes.len().min(LONGEST_OPENER)];
+        for (low, byte) in lowered.iter_mut().zip(start) {
+            *low = byte.to_ascii_lowercase();
+        }
+        let lowered = &lowered[..start.len()];
+        while candidates != 0 {
+            let opener = OPENERS[candidates.trailing_zeros() as usize].as_bytes();
+            candidates &= candidates - 1;
+            let n = opener.len().min(lowered.len());
+            if lowered[..n] == opener[..n] {
+                return true;
+            }
         }
     }
     python_list_start(bytes)
 }
+
+/// The length of the longest of [`OPENERS`].
+const LONGEST_OPENER: usize = {
+    let mut longest = 0;
+    let mut k = 0;
+    while k < OPENERS.len() {
+        if OPENERS[k].len() > longest {
+            longest = OPENERS[k].len();
+        }
+        k += 1;
+    }
+    longest
+};
 
 /// The [`OPENERS`] by their first and second bytes (see [`tokens_by_byte`]; every opener is
 /// written in lower case).
