@@ -1029,9 +1029,12 @@ impl StreamRecoverer {
                     if held.depth == 0 && ended_by_token(&bytes[held.at..]) {
                         held.value_closed = true;
                     } else {
+                        // Nor a Python-style list's bracket: the list is a call only alone on
+                        // its line, decided when the line ends.
                         closed |= held.depth == 0
                             && !opens_tag(&bytes[held.at..])
-                            && !ends_with_mistral_marker(&bytes[..=at]);
+                            && !ends_with_mistral_marker(&bytes[..=at])
+                            && !python_list_start(&bytes[held.at..]);
                     }
                 }
                 b'<' => held.last_open = Some(at),
@@ -1055,7 +1058,9 @@ impl StreamRecoverer {
                     let reasoning = crate::reasoning::is_open_marker(&bytes[held.at..=at]);
                     closed |= closing_tag || token || reasoning;
                 }
-                b')' if held.depth == 0 => closed = true,
+                // A Python-style call is one only alone on its line: its line's end decides
+                // it, not its parenthesis (a recovery there found it open).
+                b')' if held.depth == 0 => closed |= !held.python_line,
                 // A fence's backticks but its opening ones.
                 b'`' if held.depth == 0 => closed |= !in_opening_fence(&bytes[held.at..=at]),
                 // A line ends a Python-style call, Functionary's name, a fence line (but the
@@ -2196,6 +2201,16 @@ mod tests {
         assert!(calls[0].is_empty() && calls[1].is_empty(), "{calls:?}");
         assert_eq!(calls[2], end.recovered.calls);
         assert_eq!(end.recovered.calls[0].arguments.len(), 2);
+        // A Python-style call, or list of them, only alone on its line: its line's end.
+        for pieces in
+            [["Sure.\nquery(sql='x'", ")", "\nDone."], ["Sure.\n[query(sql='x')", "]", "\nDone."]]
+        {
+            let (calls, end) = calls_per_delta(&pieces, &["query"]);
+            assert!(calls[0].is_empty() && calls[1].is_empty(), "{calls:?}");
+            assert_eq!(calls[2], end.recovered.calls);
+            assert_eq!(end.recovered.visible_text, "Sure.\nDone.");
+            assert!(!end.replaced);
+        }
     }
 
     #[test]
