@@ -1557,6 +1557,13 @@ fn may_close(held: &str) -> bool {
         "<tool_call|>",
     ];
     const HARMONY_ENDS: [&str; 2] = ["<|call|>", "<|end|>"];
+    if let Some(token) = held.strip_prefix("<｜")
+        && let Some(end) = token.find("｜>")
+    {
+        // A whole DeepSeek token closes only if it is an end token (`<｜tool▁calls▁end｜>`),
+        // not when it opens the next construct (`<｜tool▁calls▁begin｜>`).
+        return token[..end].contains("end");
+    }
     CLOSERS.iter().chain(&HARMONY_ENDS).any(|closer| {
         let n = closer.len().min(held.len());
         held.as_bytes()[..n] == closer.as_bytes()[..n]
@@ -2108,6 +2115,16 @@ mod tests {
         let released =
             released_per_delta(&["See <|", "channel|>commentary", " to=functions.query"]);
         assert!(released[1].1.is_empty() && released[2].1.is_empty(), "{released:?}");
+    }
+
+    #[test]
+    fn a_whole_deepseek_token_closes_a_call_only_when_it_ends_one() {
+        assert!(may_close("<｜tool▁calls▁end｜>"));
+        assert!(may_close("<｜tool▁call▁end｜><｜tool▁calls▁end｜>"));
+        // Begun only: it may still become an end token.
+        assert!(may_close("<｜tool▁ca"));
+        // The next call's opening tokens are no closers of the call before.
+        assert!(!may_close("<｜tool▁calls▁begin｜><｜tool▁call▁begin｜>query"));
     }
 
     #[test]
