@@ -1630,8 +1630,28 @@ fn python_line_at(text: &str, line_start: usize, tools: &ToolNames) -> (Option<u
     if after.is_empty() {
         return (tools.iter().any(|tool| tool.starts_with(written)).then_some(line_start), false);
     }
-    let held = after.starts_with('(') && tools.iter().any(|tool| tool == written);
+    let held = after.starts_with('(')
+        && python_arguments_may_follow(&after[1..])
+        && tools.iter().any(|tool| tool == written);
     (held.then_some(line_start), !held)
+}
+
+/// Whether `arguments`, what follows a Python-style call's `(` so far, may still become the
+/// arguments recovery reads (see `embedded/python.rs`): a JSON object, keyword arguments
+/// (`key=…`), none, or nothing yet. `query (see the map)` is prose from its `see m` on.
+fn python_arguments_may_follow(arguments: &str) -> bool {
+    let arguments = arguments.trim_ascii_start();
+    let bytes = arguments.as_bytes();
+    let is_identifier = |b: &u8| b.is_ascii_alphanumeric() || matches!(b, b'_' | b'.');
+    match bytes.first() {
+        None | Some(b'{' | b')') => true,
+        Some(first) if is_identifier(first) => {
+            let key = bytes.iter().take_while(|b| is_identifier(b)).count();
+            let rest = arguments[key..].trim_ascii_start();
+            rest.is_empty() || rest.starts_with('=')
+        }
+        Some(_) => false,
+    }
 }
 
 /// Where the raw text of a construct that may still become markup starts in `visible` (which
@@ -2137,6 +2157,15 @@ mod tests {
         // The tool's name followed by `(` is a call taking shape: held to its line's end.
         let released = released_per_delta(&["Done.\nq", "uery(sql=", "'x')"]);
         assert!(released[1].1.is_empty() && released[2].1.is_empty(), "{released:?}");
+        for begun in ["query (", "query (sql", "query ( sql =", "query()"] {
+            let released = released_per_delta(&["Done.\n", begun]);
+            assert!(released[1].1.is_empty(), "{begun}: {released:?}");
+        }
+        // Unless what follows the `(` can be no arguments recovery reads.
+        let released = released_per_delta(&["Done.\nquery (", "see the map) for it"]);
+        assert_eq!(released[1].1, "\nquery (see the map) for it");
+        let released = released_per_delta(&["Done.\nquery (", "\"x\") it is"]);
+        assert_eq!(released[1].1, "\nquery (\"x\") it is");
     }
 
     #[test]
