@@ -2138,6 +2138,33 @@ mod tests {
     }
 
     #[test]
+    fn prose_with_brackets_is_held_back_no_more_than_a_few_bytes() {
+        // Brackets, tags and tool names of prose, streamed a byte at a time: what is shown
+        // never lags the text by more than the few bytes that may still open markup.
+        let reply = "Look at <b>bold</b> and [1] or {approx.} (see below), a < b > c.\n\
+            query (see the map) for it; `code` and <table of contents>.\n\
+            fly over the parks<|not a token> and [some list] here.\n\
+            quite so: {\"a\" is quoted} <t and [s end.";
+        let tools = ["query", "fly_to", "show_layer"];
+        let mut recoverer = StreamRecoverer::new(&tools, ToolSchemas::new());
+        let mut shown = String::new();
+        let mut worst = (0, 0);
+        for (at, c) in reply.char_indices() {
+            for event in recoverer.push(&reply[at..at + c.len_utf8()]) {
+                if let StreamEvent::Text(text) = event {
+                    shown.push_str(&text);
+                }
+            }
+            let lag = (at + c.len_utf8()) - shown.len();
+            worst = worst.max((lag, at));
+        }
+        assert!(worst.0 <= 16, "held {} bytes at {:?}", worst.0, &reply[..worst.1]);
+        let end = recoverer.finish(None, &[]);
+        assert!(!end.replaced);
+        assert_eq!(end.recovered.visible_text, reply);
+    }
+
+    #[test]
     fn a_whole_deepseek_token_closes_a_call_only_when_it_ends_one() {
         assert!(may_close("<｜tool▁calls▁end｜>"));
         assert!(may_close("<｜tool▁call▁end｜><｜tool▁calls▁end｜>"));
