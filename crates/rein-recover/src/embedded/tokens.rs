@@ -502,7 +502,8 @@ impl<'t> Ctx<'t, '_> {
         let header_len = find_by(window, MESSAGE.as_bytes(), 2)?;
         self.work += header_len as u64;
         let header = &self.text[at..at + header_len];
-        let to = header.find("to=")?;
+        // By bytes: `str::find` built a substring searcher for every header.
+        let to = find_by(header.as_bytes(), b"to=", 2)?;
         let name_text = &header[to + 3..];
         let name_len = name_text.bytes().take_while(|&b| is_name_byte(b)).count();
         let raw = &name_text[..name_len];
