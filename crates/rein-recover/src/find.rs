@@ -131,7 +131,7 @@ impl BytePairs {
 
 /// The longest haystack [`find_by`] searches by its anchor byte: at most this many hits, each
 /// a `memchr` and a comparison, bound what a dense haystack costs.
-const FIND_BY_MOST: usize = 512;
+pub(crate) const FIND_BY_MOST: usize = 512;
 
 fn find_with(
     haystack: &[u8],
