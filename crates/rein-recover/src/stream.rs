@@ -121,7 +121,22 @@ pub struct StreamRecoverer {
     line_start: usize,
     /// The start of a line known never to become a Python-style call (see [`python_line_at`]).
     prose_line: Option<usize>,
+    /// The bytes the recoveries while streaming have read, each the text from the settled
+    /// point on (see [`RECOVERY_BUDGET_PER_BYTE`]).
+    recovered_bytes: u64,
+    /// A recovery was due but over the budget: nothing more is released until one is within
+    /// it again (the text so far is then recovered in one).
+    deferred: bool,
 }
+
+/// The bytes all recoveries while streaming may read, per byte of text, beyond
+/// [`RECOVERY_BUDGET_FLOOR`]. The settled point keeps each recovery to about one construct,
+/// but on a text it cannot move through (one long line dense with brackets, tags or blocks)
+/// every recovery read the whole text again: a quarter of a megabyte of `{` took 20 seconds.
+/// Over the budget, a recovery waits until the text has grown enough to pay for it, so a reply
+/// costs a bounded number of readings of each byte; no reply of the bench's corpora comes near.
+const RECOVERY_BUDGET_PER_BYTE: u64 = 8;
+const RECOVERY_BUDGET_FLOOR: u64 = 16 * 1024;
 
 /// The held construct, followed byte by byte between recoveries: a recovery can only release
 /// it once something in it closes (its outermost bracket, a closing tag or token, a line or a
@@ -162,8 +177,10 @@ struct Held {
 }
 
 /// While holding, recovery runs at least once per this many bytes whatever the held text
-/// holds: the hold-back stays bounded even where the bracket count is fooled (a `}` in an
-/// XML parameter value).
+/// holds, or per a quarter of the held text when that is more: the hold-back stays bounded
+/// even where the bracket count is fooled (a `}` in an XML parameter value), and a construct
+/// that grows long (an argument of 400 KB, a file's content) is recovered a logarithmic number
+/// of times, not once per 256 bytes (which took a second for 400 KB: quadratic).
 const HELD_RECHECK: usize = 256;
 
 /// How long a held text [`StreamRecoverer::held_is_prose`] looks at may be.
@@ -240,6 +257,8 @@ struct ToolNames {
     /// apart from every name by one look (the names compared one by one, at every line of
     /// prose, were a quarter of what releasing it cost).
     first_bytes: [u64; 4],
+    /// The longest name's length: a longer word is none of them.
+    longest: usize,
 }
 
 impl ToolNames {
@@ -257,7 +276,8 @@ impl ToolNames {
                 first_bytes[usize::from(first >> 6)] |= 1 << (first & 63);
             }
         }
-        ToolNames { joined, ends, first_bytes }
+        let longest = names.iter().map(|name| name.len()).max().unwrap_or(0);
+        ToolNames { joined, ends, first_bytes, longest }
     }
 
     /// Whether some name begins with `byte`.
@@ -473,6 +493,11 @@ impl StreamRecoverer {
         }
         self.check_repetition(before);
         if self.diverged {
+            return;
+        }
+        if self.deferred {
+            // Held whole until a recovery is within the budget again.
+            self.recompute(events);
             return;
         }
         // Inside reasoning, a `<` or `[` may begin the block's closing marker or a call tag that
@@ -722,6 +747,7 @@ impl StreamRecoverer {
             && !self.holding
             && !self.unsettled_calls
             && !self.reasoning_held
+            && !self.deferred
             && self.pending_space.is_empty()
     }
 
@@ -745,6 +771,14 @@ impl StreamRecoverer {
 
     /// Recovers the undecided text (from the settled point) and releases what is decided.
     fn recompute(&mut self, events: &mut Vec<StreamEvent>) {
+        let window = (self.text.len() - self.settled.at) as u64;
+        let budget = RECOVERY_BUDGET_PER_BYTE * self.text.len() as u64 + RECOVERY_BUDGET_FLOOR;
+        if self.recovered_bytes + window > budget {
+            self.deferred = true;
+            return;
+        }
+        self.recovered_bytes += window;
+        self.deferred = false;
         let (mut recovered, trace) = self.recover_undecided();
         let from = self.settled.at;
         let joint = self.joint(&trace);
@@ -919,7 +953,13 @@ impl StreamRecoverer {
         while gap_start > from && bytes[gap_start - 1].is_ascii_whitespace() {
             gap_start -= 1;
         }
-        let line_start = memchr::memrchr(b'\n', &bytes[..at]).map_or(0, |n| n + 1);
+        // The last line's start is kept: searching back for it from the construct was a look
+        // over the whole text on one long line.
+        let line_start = if at >= self.line_start {
+            self.line_start
+        } else {
+            memchr::memrchr(b'\n', &bytes[..at]).map_or(0, |n| n + 1)
+        };
         if line_start < gap_start || (gap_start == from && from > 0) {
             return;
         }
@@ -1083,7 +1123,8 @@ impl StreamRecoverer {
     /// [`Held`]).
     fn may_complete(&mut self) -> bool {
         let closed = self.follow_held();
-        closed || self.text.len() - self.held.recovered_len >= HELD_RECHECK || self.held_is_prose()
+        let recheck = HELD_RECHECK.max((self.text.len() - self.held.at) / 4);
+        closed || self.text.len() - self.held.recovered_len >= recheck || self.held_is_prose()
     }
 
     /// Whether the held text, begun like markup, can no longer become any: its prose is then
@@ -1610,14 +1651,28 @@ fn python_line(text: &str, tools: &ToolNames) -> Option<usize> {
 /// can no longer become a call however it goes on (its first word is followed by something
 /// other than `(`, or is no offered tool's name: what follows on the line changes neither).
 fn python_line_at(text: &str, line_start: usize, tools: &ToolNames) -> (Option<usize>, bool) {
-    if tools.is_empty() {
+    // A line past the hold-back bound is released whatever it becomes (as a tag-like opener
+    // is, see [`MAX_HELD`]): were it a call, the final recovery replaces it. Each look below is
+    // bounded too, so that a line that grows a delta at a time costs a bounded look per delta
+    // (a 400 KB line of one word, of spaces or of one argument took seconds).
+    if tools.is_empty() || text.len() - line_start > MAX_HELD {
         return (None, true);
     }
     let bytes = text.as_bytes();
-    let indent =
-        bytes[line_start..].iter().take_while(|b| matches!(b, b' ' | b'\t' | b'`')).count();
+    let indent = bytes[line_start..]
+        .iter()
+        .take(PYTHON_LOOK_MOST + 1)
+        .take_while(|b| matches!(b, b' ' | b'\t' | b'`'))
+        .count();
     let rest = &text[line_start + indent..];
-    let name = rest.bytes().take_while(|b| b.is_ascii_alphanumeric() || *b == b'_').count();
+    let name = rest
+        .bytes()
+        .take(tools.longest + 1)
+        .take_while(|b| b.is_ascii_alphanumeric() || *b == b'_')
+        .count();
+    if indent > PYTHON_LOOK_MOST || name > tools.longest {
+        return (None, true);
+    }
     if name == 0 {
         return (None, !rest.is_empty());
     }
@@ -1625,10 +1680,16 @@ fn python_line_at(text: &str, line_start: usize, tools: &ToolNames) -> (Option<u
     if !tools.may_begin_with(written.as_bytes()[0]) {
         return (None, true);
     }
-    let after = rest[name..].trim_start_matches(' ');
+    let spaces = rest[name..].bytes().take(PYTHON_LOOK_MOST + 1).take_while(|&b| b == b' ').count();
+    if spaces > PYTHON_LOOK_MOST {
+        return (None, true);
+    }
+    let after = &rest[name + spaces..];
     // Most lines are prose: a word followed by anything but `(` settles it without the tools.
     if after.is_empty() {
-        return (tools.iter().any(|tool| tool.starts_with(written)).then_some(line_start), false);
+        // A word no name begins with never becomes one, however it goes on.
+        let begun = tools.iter().any(|tool| tool.starts_with(written));
+        return (begun.then_some(line_start), !begun);
     }
     let held = after.starts_with('(')
         && python_arguments_may_follow(&after[1..])
@@ -1636,11 +1697,20 @@ fn python_line_at(text: &str, line_start: usize, tools: &ToolNames) -> (Option<u
     (held.then_some(line_start), !held)
 }
 
+/// How far [`python_line_at`] looks into a line's indentation, the spaces after its first
+/// word, and the arguments after its `(`.
+const PYTHON_LOOK_MOST: usize = 64;
+
 /// Whether `arguments`, what follows a Python-style call's `(` so far, may still become the
 /// arguments recovery reads (see `embedded/python.rs`): a JSON object, keyword arguments
 /// (`key=…`), none, or nothing yet. `query (see the map)` is prose from its `see m` on.
 fn python_arguments_may_follow(arguments: &str) -> bool {
-    let arguments = arguments.trim_ascii_start();
+    // Looked at as far as [`PYTHON_LOOK_MOST`] bytes: what is not decided by then may follow.
+    let mut look = arguments.len().min(PYTHON_LOOK_MOST);
+    while !arguments.is_char_boundary(look) {
+        look -= 1;
+    }
+    let arguments = arguments[..look].trim_ascii_start();
     let bytes = arguments.as_bytes();
     let is_identifier = |b: &u8| b.is_ascii_alphanumeric() || matches!(b, b'_' | b'.');
     match bytes.first() {
@@ -1669,10 +1739,24 @@ fn held_tail(text: &str, visible: &str) -> Option<(usize, usize)> {
     }
     token_from = token_from.saturating_sub(LONGEST_WRAPPER_TOKEN);
     let mut candidates = Candidates::new(bytes, token_from);
+    // The end of the last closed JSON value a candidate began: the brackets inside it close
+    // inside it too, so none can open anything (each looked at was a scan to its end: on a
+    // deep closed object, quadratic).
+    let mut closed_to = 0;
     while let Some(at) = candidates.next() {
         let tail = &trimmed[at..];
+        let bracket = matches!(bytes[at], b'{' | b'[');
+        if bracket && at < closed_to {
+            continue;
+        }
         if at >= region && could_open(tail) {
             return Some((visible.len() - tail.len(), at));
+        }
+        if bracket
+            && (tail.starts_with("{\"") || tail.starts_with("[{"))
+            && let Some(end) = json_end(tail.as_bytes())
+        {
+            closed_to = at + end;
         }
         // A wrapper token is cut from the visible text even before its call is read: what
         // follows it is held.
@@ -1851,7 +1935,7 @@ fn could_open(tail: &str) -> bool {
     if bytes.starts_with(b"```") {
         return crate::find::find_by(&bytes[3..], b"```", 0).is_none();
     }
-    if bytes.len() > MAX_HELD {
+    if bytes.len() > MAX_HELD && !ends_inside_tag(bytes) {
         return false;
     }
     if bytes.starts_with(b"<|") || bytes.starts_with("<｜".as_bytes()) {
@@ -1891,6 +1975,15 @@ fn could_open(tail: &str) -> bool {
     python_list_start(bytes)
 }
 
+/// Whether `bytes` ends inside a tag: a `<` in its last bytes with no `>` after it. Recovery
+/// reads no call whose last tag is cut short (`…<parameter=s`), so a long call written in
+/// XML markup (a file's content as a parameter) would pass the hold-back bound at such a
+/// delta and show its markup; it is held until the tag is whole.
+fn ends_inside_tag(bytes: &[u8]) -> bool {
+    let end = &bytes[bytes.len().saturating_sub(64)..];
+    memchr::memrchr(b'<', end).is_some_and(|open| !end[open..].contains(&b'>'))
+}
+
 /// The length of the longest of [`OPENERS`].
 const LONGEST_OPENER: usize = {
     let mut longest = 0;
@@ -1912,10 +2005,15 @@ const OPENERS_BY_SECOND: [u64; 256] = tokens_by_byte(OPENERS, 1);
 /// Whether the JSON value `bytes` starts with has closed (its brackets balance, strings
 /// skipped) before the end.
 fn json_closed(bytes: &[u8]) -> bool {
+    json_end(bytes).is_some()
+}
+
+/// Where the JSON value `bytes` starts with ends, when it has closed (see [`json_closed`]).
+fn json_end(bytes: &[u8]) -> Option<usize> {
     let mut depth = 0usize;
     let mut in_string = false;
     let mut escaped = false;
-    for &b in bytes {
+    for (at, &b) in bytes.iter().enumerate() {
         if in_string {
             match (escaped, b) {
                 (true, _) => escaped = false,
@@ -1931,13 +2029,13 @@ fn json_closed(bytes: &[u8]) -> bool {
             b'}' | b']' => {
                 depth = depth.saturating_sub(1);
                 if depth == 0 {
-                    return true;
+                    return Some(at + 1);
                 }
             }
             _ => {}
         }
     }
-    false
+    None
 }
 
 /// `[name(` or the start of it: a Python-style call list may follow.

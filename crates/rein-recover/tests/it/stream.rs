@@ -358,3 +358,32 @@ fn reasoning_streams_as_the_final_reasoning() {
     }
     assert!(bad.is_empty(), "{} mismatches: {:#?}", bad.len(), &bad[..bad.len().min(10)]);
 }
+
+/// Texts the settled point cannot move through (one long line dense with brackets, tags or
+/// calls) run the stream out of its recovery budget, so its recoveries wait for the text to
+/// grow: what it releases meanwhile is still the final text and calls, and its end is
+/// `recover`'s. (Its cost is `cargo xtask bench recover`'s `stream_adv_*` figures.)
+#[test]
+fn streams_over_the_recovery_budget_still_end_as_recover() {
+    let mut faults = Faults::default();
+    let call = r#"<tool_call>{"name": "query", "arguments": {"sql": "SELECT 1"}}</tool_call> "#;
+    let mut texts: Vec<(String, String)> = rein_recover::fuzz::ADVERSARIAL_SHAPES
+        .iter()
+        .map(|shape| {
+            let text = rein_recover::fuzz::adversarial(shape, 48 * 1024).expect("known shape");
+            ((*shape).to_owned(), text)
+        })
+        .collect();
+    texts.push(("calls on one line".to_owned(), format!("Calling. {}Done.", call.repeat(400))));
+    for (name, content) in texts {
+        let case = Case {
+            name: name.clone(),
+            tools: DEFAULT_TOOLS.iter().map(|tool| (*tool).to_owned()).collect(),
+            schemas: ToolSchemas::new(),
+            content,
+        };
+        let streamed = check(&chunks(&case.content, 20), &case);
+        faults.note(&case.name, streamed);
+    }
+    faults.assert_none();
+}
