@@ -1,5 +1,6 @@
 //! `cargo xtask bench recover`: per-dialect case rates, recovery throughput on a realistic corpus
-//! and on short replies in mixed dialects, and time per adversarial shape.
+//! and on short replies in mixed dialects, streaming cost per delta, and time per adversarial
+//! shape, recovered whole and streamed.
 //!
 //! Wall-clock figures (`_ms`, `_mb_per_s`) are best-of-N; on a shared machine they are stretched
 //! by other load, so the CPU-time figures (`_cpu_ms`, `_cpu_mb_per_s`) are reported beside them.
@@ -487,8 +488,40 @@ pub(crate) fn run() -> anyhow::Result<Figures> {
     }
     figures.push(("adv_worst_1mb_ms".into(), worst_1mb));
     figures.push(("adv_worst_1mb_cpu_ms".into(), worst_1mb_cpu));
+
+    // The streaming recoverer on each adversarial shape of 1 MiB in 20-byte deltas, ended by
+    // `finish_deltas`: one long line the settled point cannot move through, where its
+    // recovery budget keeps it linear.
+    let mut stream_worst: f64 = 0.0;
+    for shape in fuzz::ADVERSARIAL_SHAPES {
+        let Some(content) = fuzz::adversarial(shape, 1024 * 1024) else {
+            anyhow::bail!("unknown shape {shape}")
+        };
+        let ms = time_ms(STREAM_ADVERSARIAL_PASSES, || {
+            let mut recoverer = StreamRecoverer::new(TOOLS, ToolSchemas::new());
+            let mut released = Vec::new();
+            let mut at = 0;
+            while at < content.len() {
+                let mut end = (at + 20).min(content.len());
+                while !content.is_char_boundary(end) {
+                    end += 1;
+                }
+                recoverer.push_into(&content[at..end], &mut released);
+                released.clear();
+                at = end;
+            }
+            std::hint::black_box(recoverer.finish_deltas());
+        });
+        println!("  stream {shape:<29}   1mb {ms:>9.2} ms");
+        stream_worst = stream_worst.max(ms);
+        figures.push((format!("stream_adv_{shape}_1mb_ms"), ms));
+    }
+    figures.push(("stream_adv_worst_1mb_ms".into(), stream_worst));
     Ok(figures)
 }
+
+/// Passes of each adversarial shape streamed (a pass of the slowest takes about 0.3 s).
+const STREAM_ADVERSARIAL_PASSES: usize = 2;
 
 /// The passes `--callgrind` counts: what each runs, and the function whose instructions are
 /// counted (not inlined, so that callgrind sees it).
