@@ -1,12 +1,8 @@
 //! Detecting text that tried to make a tool call recovery could not read.
 
-use std::sync::LazyLock;
-
-use memchr::memmem::Finder;
-
 use crate::args::starts_with_ignore_case;
 use crate::call::Tools;
-use crate::find::{FIND_BY_MOST, find_by, find1};
+use crate::find::{Needle, find1};
 
 /// How far apart a `"name"` key and an `"arguments"` key may be to count as one call object.
 const KEY_WINDOW: usize = 4096;
@@ -25,29 +21,16 @@ pub(crate) fn attempted(text: &str, tools: Tools<'_>) -> bool {
     markup(text, tools) || call_keys(text, tools) || python_style(text, tools) || tokens(text)
 }
 
-/// The searchers of [`tokens`] in a long text, built once: [`find_by`] builds one for each
-/// search of a text longer than it searches by its anchor byte, which cost more than the
-/// searches of a reply of prose (the check reads it whole), 4% of recovering the realistic
-/// corpus.
-static MISTRAL_CALLS: LazyLock<Finder<'static>> = LazyLock::new(|| Finder::new(b"[TOOL_CALLS]"));
-static HARMONY_TO: LazyLock<Finder<'static>> = LazyLock::new(|| Finder::new(b"to=functions."));
-static HARMONY_MESSAGE: LazyLock<Finder<'static>> = LazyLock::new(|| Finder::new(b"<|message|>"));
-
-/// The first `finder`'s needle in `bytes`: by its byte at `anchor` in a short text (see
-/// [`find_by`]), by the searcher built once in a long one.
-fn find_token(bytes: &[u8], finder: &Finder<'static>, anchor: usize) -> Option<usize> {
-    if bytes.len() <= FIND_BY_MOST {
-        find_by(bytes, finder.needle(), anchor)
-    } else {
-        finder.find(bytes)
-    }
-}
+/// What [`tokens`] looks for in every reply with no call read from it.
+static MISTRAL_CALLS: Needle = Needle::new(b"[TOOL_CALLS]", 0);
+static HARMONY_TO: Needle = Needle::new(b"to=functions.", 2);
+static HARMONY_MESSAGE: Needle = Needle::new(b"<|message|>", 2);
 
 /// Call tokens outside any tag: Mistral's `[TOOL_CALLS]` before a name or JSON, and a harmony
 /// header addressed to a function (`<|channel|>commentary to=functions.NAME`).
 fn tokens(text: &str) -> bool {
     let bytes = text.as_bytes();
-    if let Some(at) = find_token(bytes, &MISTRAL_CALLS, 0)
+    if let Some(at) = MISTRAL_CALLS.find(bytes)
         && !mentioned(bytes, at)
     {
         let next = bytes.get(at + "[TOOL_CALLS]".len());
@@ -55,7 +38,7 @@ fn tokens(text: &str) -> bool {
             return true;
         }
     }
-    find_token(bytes, &HARMONY_TO, 2).is_some() && find_token(bytes, &HARMONY_MESSAGE, 2).is_some()
+    HARMONY_TO.find(bytes).is_some() && HARMONY_MESSAGE.find(bytes).is_some()
 }
 
 fn mentioned(bytes: &[u8], at: usize) -> bool {

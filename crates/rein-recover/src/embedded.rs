@@ -388,28 +388,21 @@ impl<'t> Ctx<'t, '_> {
     /// the same closer from ever later places, and a text dense with openers that never close
     /// would otherwise be searched to its end once per opener.
     fn find_from(&mut self, from: usize, needle: &'static [u8]) -> Option<usize> {
-        if let Some(found) = self.found.iter().find(|found| {
-            found.needle == needle && found.from <= from && found.at.is_none_or(|at| from <= at)
-        }) {
+        let slot = match self.found.iter().position(|found| found.needle == needle) {
+            Some(slot) => slot,
+            None => {
+                // Not searched yet: no `from` is past `usize::MAX`.
+                let finder = memchr::memmem::Finder::new(needle);
+                self.found.push(Found { needle, from: usize::MAX, at: None, finder });
+                self.found.len() - 1
+            }
+        };
+        let found = &mut self.found[slot];
+        if found.from <= from && found.at.is_none_or(|at| from <= at) {
             return found.at;
         }
-        let bytes = self.bytes;
-        let search = |finder: &memchr::memmem::Finder<'_>| {
-            finder.find(&bytes[from..]).map(|offset| from + offset)
-        };
-        let at = match self.found.iter_mut().find(|found| found.needle == needle) {
-            Some(found) => {
-                let at = search(&found.finder);
-                (found.from, found.at) = (from, at);
-                at
-            }
-            None => {
-                let finder = memchr::memmem::Finder::new(needle);
-                let at = search(&finder);
-                self.found.push(Found { needle, from, at, finder });
-                at
-            }
-        };
+        let at = found.finder.find(&self.bytes[from..]).map(|offset| from + offset);
+        (found.from, found.at) = (from, at);
         self.work += (at.unwrap_or(self.bytes.len()) - from) as u64;
         at
     }

@@ -50,6 +50,30 @@ pub(crate) fn find_by(haystack: &[u8], needle: &[u8], anchor: usize) -> Option<u
     None
 }
 
+/// A needle searched for in many texts: [`find_by`] in a short one, and in a long one the
+/// `memmem` searcher built the first time and kept (`find_by` builds one per search there,
+/// which cost more than searching a reply of prose three times over).
+pub(crate) struct Needle {
+    bytes: &'static [u8],
+    /// The byte of the needle [`find_by`] looks for (one rare in what is searched).
+    anchor: usize,
+    finder: std::sync::OnceLock<memchr::memmem::Finder<'static>>,
+}
+
+impl Needle {
+    pub(crate) const fn new(bytes: &'static [u8], anchor: usize) -> Self {
+        Needle { bytes, anchor, finder: std::sync::OnceLock::new() }
+    }
+
+    /// The first position of the needle in `haystack`.
+    pub(crate) fn find(&self, haystack: &[u8]) -> Option<usize> {
+        if haystack.len() <= FIND_BY_MOST {
+            return find_by(haystack, self.bytes, self.anchor);
+        }
+        self.finder.get_or_init(|| memchr::memmem::Finder::new(self.bytes)).find(haystack)
+    }
+}
+
 /// For each byte, which of `tokens` (bit `k` for `tokens[k]`, at most 64) have it at `at`:
 /// two of these tables, anded, leave only the tokens a text's first two bytes may begin, so a
 /// text is compared with those alone. Every token must be longer than `at`.
@@ -131,7 +155,7 @@ impl BytePairs {
 
 /// The longest haystack [`find_by`] searches by its anchor byte: at most this many hits, each
 /// a `memchr` and a comparison, bound what a dense haystack costs.
-pub(crate) const FIND_BY_MOST: usize = 512;
+const FIND_BY_MOST: usize = 512;
 
 fn find_with(
     haystack: &[u8],

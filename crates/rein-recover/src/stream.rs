@@ -22,14 +22,18 @@
 //! 3. Holding: the delta is followed byte by byte ([`Held`]); recovery runs only when something
 //!    held may have completed (its outermost bracket closed, a closing tag or the token it
 //!    starts with ended, a line or a fence; after a token whose dialect ends its calls with an
-//!    end token, that token rather than the bracket), or every 256 bytes. When what completed
-//!    is the closers after a released call (`</function_calls>`, an end token, a fence) and a
-//!    new construct begins on the next line, the settled point moves to it without a recovery.
+//!    end token, that token rather than the bracket), or every 256 bytes (every quarter of the
+//!    held text, once that is longer); or when the held text can no longer open anything
+//!    (`<t` then `able`), which releases it as prose. When what completed is the closers
+//!    after a released call (`</function_calls>`, an end token, a fence) and a new construct
+//!    begins on the next line, the settled point moves to it without a recovery.
 //! 4. Otherwise recovery runs, on the text from the settled point only ([`Settled`]): the start
 //!    of a line of released prose, or of a held construct on a line of its own, before which
 //!    every construct is closed and cut. Its calls are numbered after the settled ones and its
 //!    visible text joined to what was shown as the whole text's recovery would join them; when
 //!    it reads the text differently alone (an orphan `</think>`), the text is recovered whole.
+//!    Recoveries have a budget ([`RECOVERY_BUDGET_PER_BYTE`]): over it, one waits for the text
+//!    to grow, and nothing more is released meanwhile.
 //!
 //! A call is released only once it is settled: what ends it in its dialect has been read (its
 //! closing tag, wrapper closer or end token, the end of its JSON value, the `)` and line end
@@ -269,14 +273,15 @@ impl ToolNames {
         let mut joined = String::with_capacity(names.iter().map(|name| name.len()).sum());
         let mut ends = Vec::with_capacity(names.len());
         let mut first_bytes = [0u64; 4];
+        let mut longest = 0;
         for name in names {
             joined.push_str(name);
             ends.push(joined.len());
             if let Some(&first) = name.as_bytes().first() {
                 first_bytes[usize::from(first >> 6)] |= 1 << (first & 63);
             }
+            longest = longest.max(name.len());
         }
-        let longest = names.iter().map(|name| name.len()).max().unwrap_or(0);
         ToolNames { joined, ends, first_bytes, longest }
     }
 
@@ -1144,8 +1149,9 @@ impl StreamRecoverer {
         }
         let tail = &self.text[self.held.at..];
         let bytes = tail.as_bytes();
-        // A JSON object or a fence begun is followed to its end (its bracket or closing fence
-        // decides it, and `could_open` would scan it again at every delta).
+        // Closers, a whole opener, a long tail and a prose byte are decided; a JSON object or
+        // a fence begun is followed to its end (its bracket or closing fence decides it, and
+        // `could_open` would scan it again at every delta).
         if self.held.closers
             || self.held.opener_whole
             || tail.len() > PROSE_LOOK_MOST
@@ -1749,14 +1755,18 @@ fn held_tail(text: &str, visible: &str) -> Option<(usize, usize)> {
         if bracket && at < closed_to {
             continue;
         }
+        if bracket && (tail.starts_with("{\"") || tail.starts_with("[{")) {
+            // A JSON value may open something while it is still open ([`could_open`]): one
+            // scan tells both that and where a closed one ends.
+            match json_end(tail.as_bytes()) {
+                Some(end) => closed_to = at + end,
+                None if at >= region => return Some((visible.len() - tail.len(), at)),
+                None => {}
+            }
+            continue;
+        }
         if at >= region && could_open(tail) {
             return Some((visible.len() - tail.len(), at));
-        }
-        if bracket
-            && (tail.starts_with("{\"") || tail.starts_with("[{"))
-            && let Some(end) = json_end(tail.as_bytes())
-        {
-            closed_to = at + end;
         }
         // A wrapper token is cut from the visible text even before its call is read: what
         // follows it is held.
@@ -1930,7 +1940,7 @@ fn could_open(tail: &str) -> bool {
     }
     if bytes.starts_with(b"{") || bytes.starts_with(b"[{") {
         return (bytes.len() < 2 || bytes.starts_with(b"{\"") || bytes.starts_with(b"[{"))
-            && !json_closed(bytes);
+            && json_end(bytes).is_none();
     }
     if bytes.starts_with(b"```") {
         return crate::find::find_by(&bytes[3..], b"```", 0).is_none();
@@ -2002,13 +2012,8 @@ const LONGEST_OPENER: usize = {
 const OPENERS_BY_FIRST: [u64; 256] = tokens_by_byte(OPENERS, 0);
 const OPENERS_BY_SECOND: [u64; 256] = tokens_by_byte(OPENERS, 1);
 
-/// Whether the JSON value `bytes` starts with has closed (its brackets balance, strings
-/// skipped) before the end.
-fn json_closed(bytes: &[u8]) -> bool {
-    json_end(bytes).is_some()
-}
-
-/// Where the JSON value `bytes` starts with ends, when it has closed (see [`json_closed`]).
+/// Where the JSON value `bytes` starts with ends, when it has closed (its brackets balance,
+/// strings skipped) before the end.
 fn json_end(bytes: &[u8]) -> Option<usize> {
     let mut depth = 0usize;
     let mut in_string = false;
