@@ -11,7 +11,6 @@ use std::{
     io::BufReader,
     net::{TcpListener, TcpStream},
     path::Path,
-    process::{Child, Command, Stdio},
     sync::{Arc, Mutex},
     time::{Duration, Instant},
 };
@@ -19,7 +18,7 @@ use std::{
 use serde_json::{Value, json};
 
 use crate::support::{
-    http, peer_python as python, read_request, serve, stop, write_completion, write_json,
+    PythonHttpServer, free_port, http, read_request, serve, stop, write_completion, write_json,
 };
 
 const RT: &str = "/agent/api/runtime";
@@ -74,52 +73,9 @@ async def slow(seconds: float) -> str:
 mcp.run("streamable-http", host="127.0.0.1", port=port, streamable_http_path="/mcp")
 "#;
 
-/// A free port on 127.0.0.1 (free when asked; the server binds it a moment later).
-fn free_port() -> u16 {
-    TcpListener::bind("127.0.0.1:0").expect("bind").local_addr().expect("addr").port()
-}
-
-/// The test server's process, killed when dropped.
-struct McpServer {
-    child: Child,
-}
-
-impl McpServer {
-    /// Starts the server on `port` and waits (bounded) until it takes connections.
-    fn start(dir: &Path, port: u16, label: &str) -> McpServer {
-        let script = dir.join("server.py");
-        std::fs::write(&script, SERVER).expect("write the server");
-        let child = Command::new(python())
-            .arg(&script)
-            .arg(port.to_string())
-            .arg(label)
-            .stdin(Stdio::null())
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .spawn()
-            .expect("start the MCP server");
-        let mut server = McpServer { child };
-        let started = Instant::now();
-        while TcpStream::connect(("127.0.0.1", port)).is_err() {
-            if let Ok(Some(status)) = server.child.try_wait() {
-                panic!("the MCP server on port {port} exited: {status}");
-            }
-            assert!(started.elapsed() < Duration::from_secs(60), "no server on port {port}");
-            std::thread::sleep(Duration::from_millis(100));
-        }
-        server
-    }
-
-    fn kill(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
-
-impl Drop for McpServer {
-    fn drop(&mut self) {
-        self.kill();
-    }
+/// The test server, serving `label`'s tools on `port`.
+fn mcp_server(dir: &Path, port: u16, label: &str) -> PythonHttpServer {
+    PythonHttpServer::start(dir, SERVER, port, &[label])
 }
 
 fn url(port: u16) -> String {
@@ -287,7 +243,7 @@ fn a_server_started_after_rein_serve_joins_and_its_tools_are_offered_from_the_ne
 
     // The server comes up about 5 s after rein; the retries (1 s, 2 s, 4 s, ... jittered) find it.
     std::thread::sleep(Duration::from_secs(5).saturating_sub(started.elapsed()));
-    let _server = McpServer::start(dir.path(), port, "late");
+    let _server = mcp_server(dir.path(), port, "late");
     let up =
         wait_for_server(&host, "late", Duration::from_secs(90), |s| s["status"] == "connected");
     assert_eq!(up["lastError"], Value::Null, "{up}");
@@ -309,7 +265,7 @@ fn a_server_that_dies_is_failed_with_its_error_then_connected_again_and_its_tool
     let (endpoint, _bodies) = model();
     let dir = tempfile::tempdir().expect("tempdir");
     let port = free_port();
-    let mut server = McpServer::start(dir.path(), port, "flaky");
+    let mut server = mcp_server(dir.path(), port, "flaky");
     let path = write_json(
         dir.path(),
         "rein.json",
@@ -329,7 +285,7 @@ fn a_server_that_dies_is_failed_with_its_error_then_connected_again_and_its_tool
     assert!(down["tools"].as_array().unwrap().contains(&json!("echo")), "{down}");
 
     // Back on the same port: a retry reconnects, and the tool works again.
-    let _server = McpServer::start(dir.path(), port, "flaky");
+    let _server = mcp_server(dir.path(), port, "flaky");
     let up =
         wait_for_server(&host, "flaky", Duration::from_secs(90), |s| s["status"] == "connected");
     assert_eq!(up["lastError"], Value::Null, "{up}");
@@ -342,7 +298,7 @@ fn a_disabled_server_is_never_started_and_glens_mcp_url_is_a_server() {
     let (endpoint, _bodies) = model();
     let dir = tempfile::tempdir().expect("tempdir");
     let port = free_port();
-    let _server = McpServer::start(dir.path(), port, "glen");
+    let _server = mcp_server(dir.path(), port, "glen");
     let marker = dir.path().join("started");
     let command = format!("touch '{}'; exec sleep 600", marker.display());
     let mut config = config(
@@ -372,8 +328,8 @@ fn two_servers_with_one_tool_name_offer_it_as_server_tool_and_config_check_conne
     let (endpoint, bodies) = model();
     let dir = tempfile::tempdir().expect("tempdir");
     let (port_a, port_b) = (free_port(), free_port());
-    let _a = McpServer::start(dir.path(), port_a, "a");
-    let _b = McpServer::start(dir.path(), port_b, "b");
+    let _a = mcp_server(dir.path(), port_a, "a");
+    let _b = mcp_server(dir.path(), port_b, "b");
     let servers = json!({"a": {"url": url(port_a)}, "b": {"url": url(port_b)}});
     let path = write_json(dir.path(), "rein.json", &config(&endpoint, servers));
 
@@ -412,7 +368,7 @@ fn a_tool_list_change_reaches_sessions_between_turns_never_in_the_middle_of_one(
     let (endpoint, bodies) = model();
     let dir = tempfile::tempdir().expect("tempdir");
     let port = free_port();
-    let _server = McpServer::start(dir.path(), port, "grow");
+    let _server = mcp_server(dir.path(), port, "grow");
     let path = write_json(
         dir.path(),
         "rein.json",
@@ -445,7 +401,7 @@ fn timeout_seconds_ends_a_slow_call() {
     let (endpoint, _bodies) = model();
     let dir = tempfile::tempdir().expect("tempdir");
     let port = free_port();
-    let _server = McpServer::start(dir.path(), port, "slow");
+    let _server = mcp_server(dir.path(), port, "slow");
     let servers = json!({"slow": {"url": url(port), "timeout_seconds": 1}});
     let path = write_json(dir.path(), "rein.json", &config(&endpoint, servers));
     let (child, host) = serve(&["--config", &path], &dir.path().join("data"));

@@ -470,6 +470,57 @@ impl Drop for Served {
     }
 }
 
+/// A free port on 127.0.0.1 (free when asked; a server binds it a moment later).
+pub(crate) fn free_port() -> u16 {
+    TcpListener::bind("127.0.0.1:0").expect("bind").local_addr().expect("addr").port()
+}
+
+/// An MCP server on the Python SDK serving Streamable HTTP: `script` run by the peers' Python
+/// as `python server.py PORT ARGS...`, killed when dropped.
+pub(crate) struct PythonHttpServer {
+    child: Child,
+}
+
+impl PythonHttpServer {
+    /// Writes `script` into `dir`, starts it on `port` and waits (bounded) until the port takes
+    /// connections.
+    pub(crate) fn start(dir: &Path, script: &str, port: u16, args: &[&str]) -> PythonHttpServer {
+        let path = dir.join(format!("server-{port}.py"));
+        std::fs::write(&path, script).expect("write the server");
+        let child = Command::new(peer_python())
+            .arg(&path)
+            .arg(port.to_string())
+            .args(args)
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .expect("start the MCP server");
+        let mut server = PythonHttpServer { child };
+        let started = std::time::Instant::now();
+        while TcpStream::connect(("127.0.0.1", port)).is_err() {
+            if let Ok(Some(status)) = server.child.try_wait() {
+                panic!("the MCP server on port {port} exited: {status}");
+            }
+            assert!(started.elapsed() < Duration::from_secs(60), "no server on port {port}");
+            std::thread::sleep(Duration::from_millis(100));
+        }
+        server
+    }
+
+    /// Stops the server (it can be started again on the same port).
+    pub(crate) fn kill(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+impl Drop for PythonHttpServer {
+    fn drop(&mut self) {
+        self.kill();
+    }
+}
+
 /// `rein serve` on a free loopback port; returns the child and its `HOST:PORT`.
 pub(crate) fn serve(args: &[&str], data: &Path) -> (Served, String) {
     let mut child = Command::new(env!("CARGO_BIN_EXE_rein"))
