@@ -4,14 +4,14 @@
 //! `--check` builds `rein-protocol`, `rein-recover`, `rein-context`, `rein-model` (without its
 //! native transport), `rein-agent` and `rein-wasm` for wasm32 (debug), or says why it skipped
 //! when the target cannot be had.
-//! Without it, the task builds `rein-wasm` in release, runs `wasm-bindgen --target web` into
-//! `target/wasm/pkg/`, adds `index.js`, `index.d.ts` (from `crates/rein-wasm/js/`) and a
+//! Without it, the task builds `rein-wasm` in release, generates its JavaScript glue as
+//! `wasm-bindgen --target web` would (with `wasm-bindgen-cli-support`, linked here at the exact
+//! version of the `wasm-bindgen` crate, so nothing is installed) into `target/wasm/pkg/`, adds `index.js`, `index.d.ts` (from `crates/rein-wasm/js/`) and a
 //! `package.json` named `rein-harness`, and prints the size of the `.wasm` and of it gzipped.
 //! `--test` builds the package and runs its Node tests (`node --test crates/rein-wasm/tests/node/`,
 //! each against a scripted OpenAI-compatible server it starts), or skips, saying why, when the
 //! target cannot be had or `node` is missing.
-//! It installs the wasm32 target with rustup, and `wasm-bindgen-cli` at the exact version of
-//! the `wasm-bindgen` crate in `Cargo.lock`, when they are missing. Without rustup (a Debian
+//! It installs the wasm32 target with rustup when it is missing. Without rustup (a Debian
 //! machine whose Rust has no wasm32 standard library) it takes Debian's route (issue 21):
 //! `apt-get install rustc-web cargo-web rust-web-src lld-16`, the standard library's source
 //! linked where `-Zbuild-std` looks, and `/usr/bin/cargo` building it with `-Zbuild-std`.
@@ -201,44 +201,9 @@ pub(crate) fn check() -> anyhow::Result<()> {
     Ok(())
 }
 
-/// The version of the `wasm-bindgen` crate in `Cargo.lock` (the CLI must match it exactly).
-fn locked_wasm_bindgen(root: &Path) -> anyhow::Result<String> {
-    let lock = std::fs::read_to_string(root.join("Cargo.lock")).context("reading Cargo.lock")?;
-    let mut lines = lock.lines();
-    while let Some(line) = lines.next() {
-        if line == "name = \"wasm-bindgen\""
-            && let Some(version) = lines.next().and_then(|l| l.strip_prefix("version = \""))
-        {
-            return Ok(version.trim_end_matches('"').to_owned());
-        }
-    }
-    bail!("no wasm-bindgen in Cargo.lock")
-}
-
-fn ensure_wasm_bindgen(version: &str) -> anyhow::Result<()> {
-    let installed = Command::new("wasm-bindgen")
-        .arg("--version")
-        .output()
-        .ok()
-        .map(|out| String::from_utf8_lossy(&out.stdout).trim().to_owned());
-    if installed.as_deref() == Some(&format!("wasm-bindgen {version}")) {
-        return Ok(());
-    }
-    eprintln!("wasm: installing wasm-bindgen-cli {version} (found {installed:?})");
-    let status = Command::new(cargo())
-        .args(["install", "wasm-bindgen-cli", "--version", version])
-        .status()
-        .context("running cargo install wasm-bindgen-cli")?;
-    if !status.success() {
-        bail!("cargo install wasm-bindgen-cli --version {version} failed");
-    }
-    Ok(())
-}
-
 /// Builds the package; returns its directory.
 pub(crate) fn build(toolchain: &Toolchain) -> anyhow::Result<PathBuf> {
     let root = crate::project_root();
-    ensure_wasm_bindgen(&locked_wasm_bindgen(&root)?)?;
     let status = toolchain
         .cargo("build")
         .args(["--release", "-p", "rein-wasm"])
@@ -255,15 +220,17 @@ pub(crate) fn build(toolchain: &Toolchain) -> anyhow::Result<PathBuf> {
     if pkg.exists() {
         std::fs::remove_dir_all(&pkg).with_context(|| format!("clearing {}", pkg.display()))?;
     }
-    let status = Command::new("wasm-bindgen")
-        .args(["--target", "web", "--out-name", "rein_wasm", "--out-dir"])
-        .arg(&pkg)
-        .arg(&wasm)
-        .status()
-        .context("running wasm-bindgen")?;
-    if !status.success() {
-        bail!("wasm-bindgen failed on {}", wasm.display());
-    }
+    // What `wasm-bindgen --target web --out-name rein_wasm --out-dir PKG WASM` does (the CLI's
+    // defaults differ from the library's in two: TypeScript declarations, and the default
+    // `.wasm` URL that lets `index.js` initialize itself).
+    wasm_bindgen_cli_support::Bindgen::new()
+        .input_path(&wasm)
+        .out_name("rein_wasm")
+        .typescript(true)
+        .omit_default_module_path(false)
+        .web(true)
+        .and_then(|bindgen| bindgen.generate(&pkg))
+        .with_context(|| format!("generating the JavaScript glue of {}", wasm.display()))?;
     let js = root.join("crates/rein-wasm/js");
     for file in ["index.js", "index.d.ts"] {
         std::fs::copy(js.join(file), pkg.join(file)).with_context(|| format!("copying {file}"))?;
