@@ -5,8 +5,9 @@
 //! native transport), `rein-agent` and `rein-wasm` for wasm32 (debug), or says why it skipped
 //! when the target cannot be had.
 //! Without it, the task builds `rein-wasm` in release, generates its JavaScript glue as
-//! `wasm-bindgen --target web` would (with `wasm-bindgen-cli-support`, linked here at the exact
-//! version of the `wasm-bindgen` crate, so nothing is installed) into `target/wasm/pkg/`, adds `index.js`, `index.d.ts` (from `crates/rein-wasm/js/`) and a
+//! `wasm-bindgen --target web` would into `target/wasm/pkg/` (with `xtask/wasm-glue`, which
+//! links `wasm-bindgen-cli-support` at the exact version of the `wasm-bindgen` crate: nothing to
+//! install), adds `index.js`, `index.d.ts` (from `crates/rein-wasm/js/`) and a
 //! `package.json` named `rein-harness`, and prints the size of the `.wasm` and of it gzipped.
 //! `--test` builds the package and runs its Node tests (`node --test crates/rein-wasm/tests/node/`,
 //! each against a scripted OpenAI-compatible server it starts), or skips, saying why, when the
@@ -201,6 +202,51 @@ pub(crate) fn check() -> anyhow::Result<()> {
     Ok(())
 }
 
+/// The version `name` has in the lock file `lock` (its first entry).
+fn locked_version(lock: &Path, name: &str) -> anyhow::Result<String> {
+    let text =
+        std::fs::read_to_string(lock).with_context(|| format!("reading {}", lock.display()))?;
+    let mut lines = text.lines();
+    let entry = format!("name = \"{name}\"");
+    while let Some(line) = lines.next() {
+        if line == entry
+            && let Some(version) = lines.next().and_then(|l| l.strip_prefix("version = \""))
+        {
+            return Ok(version.trim_end_matches('"').to_owned());
+        }
+    }
+    bail!("no {name} in {}", lock.display())
+}
+
+/// Generates the JavaScript glue of `wasm` into `pkg` with `xtask/wasm-glue`, built on first
+/// use into `target/wasm-glue` (a workspace of its own: see its Cargo.toml). Its
+/// `wasm-bindgen-cli-support` must be the workspace's `wasm-bindgen` version exactly.
+fn glue(root: &Path, target_dir: &Path, wasm: &Path, pkg: &Path) -> anyhow::Result<()> {
+    let tool = root.join("xtask/wasm-glue");
+    let wanted = locked_version(&root.join("Cargo.lock"), "wasm-bindgen")?;
+    let linked = locked_version(&tool.join("Cargo.lock"), "wasm-bindgen-cli-support")?;
+    if wanted != linked {
+        bail!(
+            "xtask/wasm-glue links wasm-bindgen-cli-support {linked}, the workspace has \
+             wasm-bindgen {wanted}: pin the same version in xtask/wasm-glue/Cargo.toml"
+        );
+    }
+    let status = Command::new(cargo())
+        .current_dir(&tool)
+        .args(["run", "--quiet", "--locked", "--target-dir"])
+        .arg(target_dir.join("wasm-glue"))
+        .arg("--")
+        .arg(wasm)
+        .arg(pkg)
+        .arg("rein_wasm")
+        .status()
+        .context("running cargo run for xtask/wasm-glue")?;
+    if !status.success() {
+        bail!("xtask/wasm-glue failed on {}", wasm.display());
+    }
+    Ok(())
+}
+
 /// Builds the package; returns its directory.
 pub(crate) fn build(toolchain: &Toolchain) -> anyhow::Result<PathBuf> {
     let root = crate::project_root();
@@ -220,17 +266,7 @@ pub(crate) fn build(toolchain: &Toolchain) -> anyhow::Result<PathBuf> {
     if pkg.exists() {
         std::fs::remove_dir_all(&pkg).with_context(|| format!("clearing {}", pkg.display()))?;
     }
-    // What `wasm-bindgen --target web --out-name rein_wasm --out-dir PKG WASM` does (the CLI's
-    // defaults differ from the library's in two: TypeScript declarations, and the default
-    // `.wasm` URL that lets `index.js` initialize itself).
-    wasm_bindgen_cli_support::Bindgen::new()
-        .input_path(&wasm)
-        .out_name("rein_wasm")
-        .typescript(true)
-        .omit_default_module_path(false)
-        .web(true)
-        .and_then(|bindgen| bindgen.generate(&pkg))
-        .with_context(|| format!("generating the JavaScript glue of {}", wasm.display()))?;
+    glue(&root, &target_dir, &wasm, &pkg)?;
     let js = root.join("crates/rein-wasm/js");
     for file in ["index.js", "index.d.ts"] {
         std::fs::copy(js.join(file), pkg.join(file)).with_context(|| format!("copying {file}"))?;
