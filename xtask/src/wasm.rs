@@ -328,3 +328,17 @@ pub(crate) fn test() -> anyhow::Result<()> {
     }
     Ok(())
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_glue_generator_links_the_workspace_wasm_bindgen() {
+        let root = crate::project_root();
+        let wanted = locked_version(&root.join("Cargo.lock"), "wasm-bindgen").unwrap();
+        let tool = root.join("xtask/wasm-glue/Cargo.lock");
+        assert_eq!(locked_version(&tool, "wasm-bindgen-cli-support").unwrap(), wanted);
+        assert!(locked_version(&tool, "no-such-crate").is_err());
+    }
+}
