@@ -9,7 +9,7 @@ use std::{
         Arc, Mutex,
         atomic::{AtomicBool, AtomicUsize, Ordering},
     },
-    time::Duration,
+    time::{Duration, Instant},
 };
 
 use serde_json::{Value, json};
@@ -497,7 +497,7 @@ impl PythonHttpServer {
             .spawn()
             .expect("start the MCP server");
         let mut server = PythonHttpServer { child };
-        let started = std::time::Instant::now();
+        let started = Instant::now();
         while TcpStream::connect(("127.0.0.1", port)).is_err() {
             if let Ok(Some(status)) = server.child.try_wait() {
                 panic!("the MCP server on port {port} exited: {status}");
