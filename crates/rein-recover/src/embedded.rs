@@ -65,8 +65,9 @@ const MAX_REPEATED_DIAGNOSTICS: usize = 8;
 /// text as it is, with a [`DiagnosticKind::TooManyCalls`].
 pub(crate) const MAX_TEXT_CALLS: usize = 1024;
 
-/// The marker Llama 3.x writes before a JSON call.
-const PYTHON_TAG: &str = "<|python_tag|>";
+/// What models write right before a bare JSON call, cut with it: Llama 3.x's marker, and
+/// Phi-4-mini's `functools` before its list of calls.
+const BARE_CALL_LABELS: [&str; 2] = ["<|python_tag|>", "functools"];
 
 /// `serde_json` reads well-formed JSON values of a text (see [`Ctx::strict_json`]) up to this
 /// many bytes per byte of the text, plus [`JSON_READS_FLOOR`]; the scanner reads the rest.
@@ -90,6 +91,7 @@ pub(crate) fn scan(text: &str, tools: Tools<'_>) -> Scan {
         found: Vec::new(),
         json_reads_left: JSON_READS_PER_BYTE * text.len() + JSON_READS_FLOOR,
         open_call: None,
+        functionary_calls: 0,
     };
     let python = ctx.python_pass();
     let mut python = python.into_iter().peekable();
@@ -120,6 +122,8 @@ pub(crate) fn scan(text: &str, tools: Tools<'_>) -> Scan {
             continue;
         }
         let Some(at) = next else { break };
+        let (calls_before, spans_before, diagnostics_before) =
+            (ctx.calls.len(), spans.len(), ctx.diagnostics.len());
         match ctx.bytes[at] {
             b'<' => pos = ctx.angle(at, &mut spans),
             b'[' if may_open_token(ctx.bytes, at) => {
@@ -143,14 +147,12 @@ pub(crate) fn scan(text: &str, tools: Tools<'_>) -> Scan {
                         spans.push(start..end);
                         pos = end;
                     } else if ctx.bare_json(at, end) {
-                        // An extra closing brace after the call, and a Llama `<|python_tag|>`
-                        // before it, go with it.
+                        // An extra closing brace after the call, and a label before it
+                        // (Llama's `<|python_tag|>`, Phi-4-mini's `functools`), go with it.
                         let end = ctx.skip_stray_closers(end);
-                        let start = if ctx.text[..at].ends_with(PYTHON_TAG) {
-                            at - PYTHON_TAG.len()
-                        } else {
-                            at
-                        };
+                        let before = &ctx.text[..at];
+                        let label = BARE_CALL_LABELS.iter().find(|label| before.ends_with(*label));
+                        let start = at - label.map_or(0, |label| label.len());
                         spans.push(start..end);
                         pos = end;
                     } else {
@@ -159,6 +161,26 @@ pub(crate) fn scan(text: &str, tools: Tools<'_>) -> Scan {
                 }
                 Err(_) => pos = at + 1,
             },
+        }
+        if ctx.calls.len() > calls_before && spans.len() > spans_before {
+            let span = &mut spans[spans_before];
+            match inline_code(ctx.bytes, span) {
+                InlineCode::No => {}
+                InlineCode::Alone { start, end, line_open } => {
+                    *span = start..end;
+                    pos = pos.max(end);
+                    if line_open {
+                        ctx.mark_open();
+                    }
+                }
+                InlineCode::InSentence => {
+                    // An example of the markup, not a call: the text stays as it is.
+                    ctx.calls.truncate(calls_before);
+                    ctx.diagnostics.truncate(diagnostics_before);
+                    ctx.close_from(calls_before);
+                    spans.truncate(spans_before);
+                }
+            }
         }
     }
     // Python-style calls still in `python` lie inside text a wrapper or call already consumed
@@ -182,6 +204,10 @@ pub(crate) fn scan(text: &str, tools: Tools<'_>) -> Scan {
             DiagnosticKind::ScanBudgetExhausted,
             "the text was too adversarial to examine all its JSON within the linear work budget",
         ));
+    }
+    if ctx.functionary_calls > 0 || ctx.bytes.starts_with(b">>>all\n") {
+        let recipients = ctx.functionary_text_recipients();
+        merge_spans(&mut spans, recipients);
     }
     // Spans never overlap (a dialect whose label precedes its token, GigaChat's, looks back).
     let mut previous_end = 0;
@@ -222,6 +248,8 @@ struct Ctx<'t, 'a> {
     /// is (a parser never reaches back over a call it read). What streams releases a call only
     /// once it is closed, so nothing later changes it.
     open_call: Option<usize>,
+    /// How many Functionary calls were read (see [`Ctx::functionary_text_recipients`]).
+    functionary_calls: usize,
 }
 
 /// The outcome of a search for `needle` from `from`: where it was found, or `None` (not after
@@ -234,6 +262,61 @@ struct Found {
     /// cost more than the search where the needle recurs close by (a megabyte of unclosed
     /// Gemma strings searched for `<escape>` 25,000 times: an eighth of its time).
     finder: memchr::memmem::Finder<'static>,
+}
+
+/// `more` (in text order) merged into `spans` (in text order), but those that overlap one of
+/// `spans` (inside a call's text).
+fn merge_spans(spans: &mut Vec<Range<usize>>, more: Vec<Range<usize>>) {
+    let overlaps = |span: &Range<usize>, other: &Range<usize>| {
+        span.start < other.end && other.start < span.end
+    };
+    let mut kept: Vec<_> =
+        more.into_iter().filter(|span| !spans.iter().any(|other| overlaps(span, other))).collect();
+    if kept.is_empty() {
+        return;
+    }
+    spans.append(&mut kept);
+    spans.sort_by_key(|span| span.start);
+}
+
+/// Where a construct read as calls stands with respect to inline code.
+#[derive(Debug, PartialEq, Eq)]
+enum InlineCode {
+    /// Not right after a backtick.
+    No,
+    /// In inline code alone on its line: a call, cut with its backticks (`start..end`). The
+    /// line has not ended yet when `line_open` (more text on it would make it an example).
+    Alone { start: usize, end: usize, line_open: bool },
+    /// In inline code with prose beside it on its line (``write `<tool_call>…</tool_call>` to
+    /// call it``): an example of the markup, not a call.
+    InSentence,
+}
+
+/// Whether the construct at `span` is in inline code: right after one or two backticks (three
+/// open a fence, which is read elsewhere).
+fn inline_code(bytes: &[u8], span: &Range<usize>) -> InlineCode {
+    let ticks_before = bytes[..span.start].iter().rev().take(3).take_while(|&&b| b == b'`').count();
+    if ticks_before == 0 || ticks_before == 3 {
+        return InlineCode::No;
+    }
+    let start = span.start - ticks_before;
+    let line_start = memchr::memrchr(b'\n', &bytes[..start]).map_or(0, |n| n + 1);
+    let prose_before = bytes[line_start..start].iter().any(|b| !b.is_ascii_whitespace());
+    let ticks_after =
+        bytes[span.end..].iter().take(ticks_before).take_while(|&&b| b == b'`').count();
+    let end = span.end + ticks_after;
+    let line_end = memchr::memchr(b'\n', &bytes[end..]).map_or(bytes.len(), |n| end + n);
+    let prose_after = bytes[end..line_end].iter().any(|b| !b.is_ascii_whitespace());
+    if prose_before || prose_after {
+        return InlineCode::InSentence;
+    }
+    let line_open = line_end == bytes.len();
+    if ticks_after == ticks_before {
+        InlineCode::Alone { start, end, line_open }
+    } else {
+        // The closing backticks are still to come (or never are): the construct alone is cut.
+        InlineCode::Alone { start: span.start, end: span.end, line_open }
+    }
 }
 
 /// Whether the `{` or `[` at `at` can start a bare call (an object with a key, or an array of
@@ -291,11 +374,13 @@ fn may_open_token(bytes: &[u8], at: usize) -> bool {
     bytes[at] == b'[' && bytes.get(at + 1).is_some_and(u8::is_ascii_alphabetic)
 }
 
-/// Whether `text` holds a `"name"` or `"function"` key: the evidence needed to close a value
-/// cut short inside a wrapper.
+/// Whether `text` holds a `"name"`, `"tool_name"` (Cohere's) or `"function"` key: the
+/// evidence needed to close a value cut short inside a wrapper.
 fn names_a_call(text: &[u8]) -> bool {
     text.len() >= b"\"name\"".len()
-        && (find_by(text, b"\"name\"", 3).is_some() || find_by(text, b"\"function\"", 1).is_some())
+        && (find_by(text, b"\"name\"", 3).is_some()
+            || find_by(text, b"\"function\"", 1).is_some()
+            || find_by(text, b"\"tool_name\"", 5).is_some())
 }
 
 fn is_ident_byte(b: u8) -> bool {
@@ -540,8 +625,8 @@ fn is_fence_lang_byte(b: u8) -> bool {
     b.is_ascii_alphanumeric() || matches!(b, b'_' | b'-' | b'+')
 }
 
-/// Where the last line of `text` that begins with a fence (```` ``` ````, after indentation)
-/// has its fence.
+/// Where the last line of `text` that begins with a fence (```` ``` ````, after indentation or
+/// [`FENCE_LABEL`]) has its fence.
 fn last_fence_line(text: &str) -> Option<usize> {
     let bytes = text.as_bytes();
     let mut end = bytes.len();
@@ -552,12 +637,20 @@ fn last_fence_line(text: &str) -> Option<usize> {
         while start > 0 && matches!(bytes[start - 1], b' ' | b'\t') {
             start -= 1;
         }
+        if start >= FENCE_LABEL.len()
+            && &bytes[start - FENCE_LABEL.len()..start] == FENCE_LABEL.as_bytes()
+        {
+            start -= FENCE_LABEL.len();
+        }
         if start == 0 || bytes[start - 1] == b'\n' {
             return Some(at);
         }
         end = at;
     }
 }
+
+/// The label Cohere Command R writes before the fence of its calls (`Action: ```json`).
+const FENCE_LABEL: &str = "Action:";
 
 /// The spans to cut for the calls found at `spans`: calls separated only by whitespace form one
 /// group, and a group that is the only thing in a code fence takes the fence with it (its
@@ -594,23 +687,30 @@ pub(crate) fn cut_spans(text: &str, mut spans: Vec<Range<usize>>) -> Vec<Range<u
         while lang_start > 0 && is_fence_lang_byte(tail[lang_start - 1]) {
             lang_start -= 1;
         }
+        // The fence line's start, its indentation and Cohere Command R's `Action:` label
+        // included.
+        let mut label_len = 0;
         let opens = lang_start >= 3 && &tail[lang_start - 3..lang_start] == b"```" && {
             // A backtick is a char boundary.
-            let indent =
+            let mut indent =
                 before[..lang_start - 3].trim_end_matches(|c: char| c.is_whitespace() && c != '\n');
+            if let Some(unlabelled) = indent.strip_suffix(FENCE_LABEL) {
+                label_len = before[..lang_start - 3].len() - unlabelled.len();
+                indent = unlabelled.trim_end_matches([' ', '\t']);
+            }
             indent.is_empty() || indent.ends_with('\n')
         };
         if opens {
             let after = &text[group.end..];
             let trimmed = after.trim_start();
-            let fence_start = previous_end + lang_start - 3;
+            let fence_at = previous_end + lang_start - 3;
+            let fence_start = fence_at - label_len;
             if let Some(rest) = trimmed.strip_prefix("```")
                 && (rest.is_empty() || rest.starts_with(['\n', '\r', ' ', '\t']))
             {
                 group.start = fence_start;
                 group.end = bytes.len() - rest.len();
-            } else if *last_fence.get_or_insert_with(|| last_fence_line(text)) == Some(fence_start)
-            {
+            } else if *last_fence.get_or_insert_with(|| last_fence_line(text)) == Some(fence_at) {
                 // The text ends in the fence before it closes (a reply cut short, or one still
                 // streaming): its opener is the calls' markup too.
                 group.start = fence_start;

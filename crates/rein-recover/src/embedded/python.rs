@@ -165,7 +165,10 @@ impl<'t> Ctx<'t, '_> {
             if name_start == name_end || !self.tools.knows(&self.text[name_start..name_end]) {
                 continue;
             }
-            let mut line_start = name_start;
+            // Gemma 3 writes its calls as `print(get_weather(city="Paris"))` in a `tool_code`
+            // fence.
+            let printed = self.text[..name_start].ends_with(PRINT);
+            let mut line_start = name_start - if printed { PRINT.len() } else { 0 };
             while line_start > 0 && matches!(bytes[line_start - 1], b' ' | b'\t' | b'`') {
                 line_start -= 1;
             }
@@ -173,7 +176,14 @@ impl<'t> Ctx<'t, '_> {
                 continue;
             }
             // The name read backwards from `(` is the one `python_call` reads forwards.
-            let Some((call, end)) = self.python_call(name_start) else { continue };
+            let Some((call, mut end)) = self.python_call(name_start) else { continue };
+            if printed {
+                let close = end + bytes[end..].iter().take_while(|&&b| b == b' ').count();
+                if bytes.get(close) != Some(&b')') {
+                    continue;
+                }
+                end = close + 1;
+            }
             let mut line_end = end;
             while line_end < bytes.len() && matches!(bytes[line_end], b' ' | b'\t' | b'`' | b';') {
                 line_end += 1;
@@ -190,6 +200,9 @@ impl<'t> Ctx<'t, '_> {
         found
     }
 }
+
+/// The call around a Python-style call that Gemma 3 writes (see [`Ctx::python_pass`]).
+const PRINT: &str = "print(";
 
 /// The value of a Python literal that [`Ctx::python_value_end`] delimited: `True`, `False`,
 /// `None`, a single-quoted string (`\\n`, `\\t` and `\\x` escapes), or a JSON value; `None` when

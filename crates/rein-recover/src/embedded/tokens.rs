@@ -3,6 +3,7 @@
 //! Each family is recognised by its open token, wherever it is, without being told the model:
 //!
 //! - Kimi-K2: `<|tool_calls_section_begin|><|tool_call_begin|>functions.NAME:0<|tool_call_argument_begin|>{…}<|tool_call_end|>…<|tool_calls_section_end|>`
+//!   (the section tokens also spelled `<|tool_call_section_begin|>`).
 //! - DeepSeek V3 / R1: `<｜tool▁calls▁begin｜><｜tool▁call▁begin｜>function<｜tool▁sep｜>NAME` then a
 //!   fenced JSON object; V3.1: `<｜tool▁call▁begin｜>NAME<｜tool▁sep｜>{…}<｜tool▁call▁end｜>`; the
 //!   separators may be `▁`, `_` or a space.
@@ -18,11 +19,13 @@
 //! - Token wrappers around JSON calls (or Python-style calls, or the XML call markup):
 //!   Nemotron `<TOOLCALL>[…]</TOOLCALL>`, Granite `<|tool_call|>[…]`, InternLM
 //!   `<|action_start|><|plugin|>{…}<|action_end|>`, Cohere `<|START_ACTION|>[{"tool_name":…,"parameters":…}]<|END_ACTION|>`,
-//!   LFM2 `<|tool_call_start|>[name(k="v")]<|tool_call_end|>`, Seed-OSS `<seed:tool_call>`,
+//!   LFM2 `<|tool_call_start|>[name(k="v")]<|tool_call_end|>`, Llama 4
+//!   `<|python_start|>[name(k="v")]<|python_end|>`, Seed-OSS `<seed:tool_call>`,
 //!   LongCat `<longcat_tool_call>`, MiniMax `<minimax:tool_call>`, and Apertus
 //!   `<|tools_prefix|>[{"NAME": {…}}]<|tools_suffix|>` (the tool name as the key).
 //! - GigaChat: `function call<|role_sep|>{"name":…,"arguments":…}`.
-//! - Functionary v3: `>>>NAME\n{…}` (`>>>all` is text).
+//! - Functionary v3: `>>>NAME\n{…}` (the reply's first call without `>>>`, its prompt's);
+//!   `>>>all` opens text for the user, and is cut.
 //! - Python-style call lists (Llama 4, pythonic): `[get_weather(city='Paris'), other(x=1)]`,
 //!   bare only alone on its line and naming offered tools.
 //!
@@ -66,6 +69,7 @@ const WRAPPERS: &[Wrapper] = &[
     Wrapper { open: "<TOOLCALL>", closers: &["</TOOLCALL>"], body: Body::Items },
     Wrapper { open: "<|tool_call|>", closers: &["<|end_of_text|>"], body: Body::Items },
     Wrapper { open: "<|tool_call_start|>", closers: &["<|tool_call_end|>"], body: Body::Items },
+    Wrapper { open: "<|python_start|>", closers: &["<|python_end|>"], body: Body::Items },
     Wrapper { open: "<|tools_prefix|>", closers: &["<|tools_suffix|>"], body: Body::NameKeyed },
     Wrapper { open: "<|action_start|><|plugin|>", closers: &["<|action_end|>"], body: Body::Items },
     Wrapper { open: "<|START_ACTION|>", closers: &["<|END_ACTION|>"], body: Body::Items },
@@ -89,6 +93,10 @@ const NOISE: &[&str] = &[
     "<|call|>",
     "<|endoftext|>",
     "<|end_of_text|>",
+    "<|eot|>",
+    "<|eom|>",
+    "<|python_end|>",
+    "<|observation|>",
     "<|role_end|>",
     "<|message_sep|>",
     "<|END_OF_TURN_TOKEN|>",
@@ -101,6 +109,8 @@ const NOISE: &[&str] = &[
     "<|tool_call|>",
     "<|tool_calls_section_begin|>",
     "<|tool_calls_section_end|>",
+    "<|tool_call_section_begin|>",
+    "<|tool_call_section_end|>",
     "<TOOLCALL>",
     "</TOOLCALL>",
     "<TOOLCALL></TOOLCALL>",
@@ -126,9 +136,17 @@ const WIDE_BAR: &str = "｜";
 
 /// The open tokens [`Ctx::token_dialect`] reads at a `<` besides the [`WRAPPERS`]' (and
 /// DeepSeek's `<｜`, whose bar it compares).
-const KIMI_OPENERS: [&str; 2] = ["<|tool_calls_section_begin|>", "<|tool_call_begin|>"];
+const KIMI_OPENERS: [&str; 3] =
+    ["<|tool_calls_section_begin|>", "<|tool_call_section_begin|>", "<|tool_call_begin|>"];
+
+/// Kimi-K2's section tokens: vLLM's parser takes the singular spelling too, which the model
+/// also writes.
+const KIMI_SECTIONS: [&str; 2] = ["<|tool_calls_section_begin|>", "<|tool_call_section_begin|>"];
+const KIMI_SECTION_ENDS: &[&str] = &["<|tool_calls_section_end|>", "<|tool_call_section_end|>"];
 const HARMONY_OPENERS: [&str; 2] = ["<|channel|>", "<|start|>"];
 const GIGACHAT_SEPARATOR: &str = "<|role_sep|>";
+const LLAMA_HEADER: &str = "<|start_header_id|>";
+const LLAMA_HEADER_END: &str = "<|end_header_id|>";
 const STEP3_INVOKE: &str = "<steptml:invoke";
 
 /// `pairs` with every token read here at a `<`, by its second and third bytes: the open tokens
@@ -142,7 +160,7 @@ pub(super) const fn with_angle_tokens(mut pairs: BytePairs) -> BytePairs {
     pairs
         .with_all(&KIMI_OPENERS, 1)
         .with_all(&HARMONY_OPENERS, 1)
-        .with_all(&[GIGACHAT_SEPARATOR, STEP3_INVOKE, "<｜"], 1)
+        .with_all(&[GIGACHAT_SEPARATOR, STEP3_INVOKE, LLAMA_HEADER, "<｜"], 1)
         .with_all(NOISE, 1)
 }
 
@@ -234,6 +252,13 @@ impl<'t> Ctx<'t, '_> {
             if find_by(&window[..end.min(window.len())], b"to=", 2).is_some() {
                 return None;
             }
+            self.work += end as u64;
+            return Some(at + end);
+        }
+        if starts_with(rest, LLAMA_HEADER) {
+            // A Llama 3 role header written out (`<|start_header_id|>assistant<|end_header_id|>`).
+            let window = &rest[..rest.len().min(LLAMA_HEADER.len() + 48)];
+            let end = find_by(window, LLAMA_HEADER_END.as_bytes(), 2)? + LLAMA_HEADER_END.len();
             self.work += end as u64;
             return Some(at + end);
         }
@@ -459,13 +484,12 @@ impl<'t> Ctx<'t, '_> {
 
     /// Kimi-K2's section of calls at `at`; where it ends.
     fn kimi(&mut self, at: usize) -> Option<usize> {
-        const SECTION: &str = "<|tool_calls_section_begin|>";
         const BEGIN: &str = "<|tool_call_begin|>";
         const ARGS: &str = "<|tool_call_argument_begin|>";
         const END: &str = "<|tool_call_end|>";
         let mut i = at;
-        if starts_with(&self.bytes[i..], SECTION) {
-            i += SECTION.len();
+        if let Some(section) = KIMI_SECTIONS.iter().find(|s| starts_with(&self.bytes[i..], s)) {
+            i += section.len();
         }
         let first_call = self.calls.len();
         let mut end = i;
@@ -491,7 +515,7 @@ impl<'t> Ctx<'t, '_> {
         if self.calls.len() == first_call {
             return None;
         }
-        Some(self.closers(end, &["<|tool_calls_section_end|>"]))
+        Some(self.closers(end, KIMI_SECTION_ENDS))
     }
 
     /// A harmony message at `at` (`<|start|>` or `<|channel|>`) whose header says
@@ -552,18 +576,42 @@ impl<'t> Ctx<'t, '_> {
         while name_start > 0 && name_end - name_start < 128 && is_name_byte(bytes[name_start - 1]) {
             name_start -= 1;
         }
-        if name_start < 3 || name_start == name_end || &bytes[name_start - 3..name_start] != b">>>"
-        {
+        if name_start == name_end {
             return None;
         }
         let written = &self.text[name_start..name_end];
-        if written == "all" {
+        let marked = name_start >= 3 && &bytes[name_start - 3..name_start] == b">>>";
+        // The first call of a reply has no `>>>`: the generation prompt ended with it. Then
+        // only an offered tool's name, alone on the reply's first line, makes it one.
+        let first = name_start == 0 && bytes[name_end..at].contains(&b'\n');
+        if written == "all" || !(marked || first && self.tools.knows(written)) {
             return None;
         }
         let name = tool_name(written, self.tools)?;
         self.json_arguments(name, at)?;
         debug_assert!(end > at);
-        Some(name_start - 3)
+        self.functionary_calls += 1;
+        Some(if marked { name_start - 3 } else { 0 })
+    }
+
+    /// Functionary's recipient `all` (what follows it is text for the user): a `>>>all` that
+    /// opens the reply, or any in a reply holding Functionary calls, and the reply's first line
+    /// `all` in such a reply (the `>>>` before it was the generation prompt's). Their spans, to
+    /// cut.
+    pub(super) fn functionary_text_recipients(&mut self) -> Vec<Range<usize>> {
+        const ALL: &[u8] = b">>>all\n";
+        let mut spans = Vec::new();
+        if self.functionary_calls > 0 && self.bytes.starts_with(&ALL[3..]) {
+            spans.push(0..ALL.len() - 3);
+        }
+        let mut from = 0;
+        while let Some(offset) = find_by(&self.bytes[from..], ALL, 1) {
+            let at = from + offset;
+            spans.push(at..at + ALL.len());
+            from = at + ALL.len();
+        }
+        self.work += self.bytes.len() as u64 / 8;
+        spans
     }
 
     /// DeepSeek's tokens at `at`: a section of calls (V3, V3.1, R1, Step-3) or DSML markup.

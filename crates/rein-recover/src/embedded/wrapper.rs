@@ -301,10 +301,25 @@ impl<'t> Ctx<'t, '_> {
     pub(super) fn bare_json(&mut self, start: usize, end: usize) -> bool {
         let slice = &self.text[start..end];
         self.work += slice.len() as u64;
-        if find_by(slice.as_bytes(), b"\"name\"", 3).is_none() {
+        if !has_name_key(slice.as_bytes()) {
             return false;
         }
         calls_from_text(slice, Place::Bare, self.tools, &mut self.diagnostics, &mut self.calls)
             .is_some_and(|(taken, _)| taken)
     }
+}
+
+/// Whether `json` holds a `"name"` key, or Cohere Command's `"tool_name"` (and not merely a
+/// key ending in `name`, such as `"first_name"`: those are read as calls no more than before).
+fn has_name_key(json: &[u8]) -> bool {
+    let mut from = 0;
+    while let Some(offset) = find_by(&json[from..], b"name\"", 2) {
+        let at = from + offset;
+        let before = &json[..at];
+        if before.ends_with(b"\"") || before.ends_with(b"\"tool_") {
+            return true;
+        }
+        from = at + 1;
+    }
+    false
 }
