@@ -149,7 +149,10 @@ impl<'t> Ctx<'t, '_> {
 
     pub(super) fn json_item(&mut self, i: usize, place: Place) -> Option<usize> {
         if !self.may_open_json(i) {
-            return None;
+            let python = place == Place::Wrapped
+                && self.bytes[i] == b'{'
+                && self.bytes.get(self.skip_ws(i + 1)) == Some(&b'\'');
+            return if python { self.python_dict_item(i) } else { None };
         }
         let strict = self.strict_json(i, |ctx, text| {
             calls_from_json_prefix(text, place, ctx.tools, &mut ctx.diagnostics, &mut ctx.calls)
@@ -211,6 +214,22 @@ impl<'t> Ctx<'t, '_> {
                 self.tools.knows(&name).then(|| self.push(text_call(name, JsonObject::new()), end))
             }
         }
+    }
+
+    /// A call written as a Python dict in a wrapper (`{'name': 'get_weather', 'arguments':
+    /// {'city': 'Paris', 'metric': True}}`, as small models print one): read as the JSON it
+    /// stands for. Where it ends.
+    fn python_dict_item(&mut self, i: usize) -> Option<usize> {
+        let (json, end) = python_dict_as_json(&self.bytes[i..])?;
+        self.work += end as u64;
+        let (taken, _) = calls_from_text(
+            &json,
+            Place::Wrapped,
+            self.tools,
+            &mut self.diagnostics,
+            &mut self.calls,
+        )?;
+        taken.then_some(i + end)
     }
 
     /// Whether the bracket at `i` may open a JSON value, by the byte after it (and after any
@@ -322,4 +341,106 @@ fn has_name_key(json: &[u8]) -> bool {
         from = at + 1;
     }
     false
+}
+
+/// The Python dict literal `text` begins with, as JSON text, and where it ends: single-quoted
+/// strings become JSON strings, `True`, `False` and `None` JSON's literals; numbers, JSON
+/// strings, lists and nested dicts stay as they are. `None` for anything else (a call, a
+/// tuple, a name) or a dict not closed. One pass over the dict.
+fn python_dict_as_json(text: &[u8]) -> Option<(String, usize)> {
+    let mut json = Vec::with_capacity(text.len() + 8);
+    let mut depth = 0usize;
+    let mut k = 0;
+    while k < text.len() {
+        let b = text[k];
+        match b {
+            b'{' | b'[' => depth += 1,
+            b'}' | b']' => depth = depth.checked_sub(1)?,
+            _ => {}
+        }
+        match b {
+            b'\'' | b'"' => {
+                json.push(b'"');
+                k += 1;
+                loop {
+                    let &c = text.get(k)?;
+                    k += 1;
+                    match c {
+                        _ if c == b => break,
+                        b'\\' => {
+                            let &escaped = text.get(k)?;
+                            k += 1;
+                            match escaped {
+                                b'\'' => json.push(b'\''),
+                                b'"' | b'\\' | b'/' | b'b' | b'f' | b'n' | b'r' | b't' | b'u' => {
+                                    json.extend_from_slice(&[b'\\', escaped]);
+                                }
+                                other => json.push(other),
+                            }
+                        }
+                        b'"' => json.extend_from_slice(b"\\\""),
+                        b'\n' => json.extend_from_slice(b"\\n"),
+                        b'\r' => json.extend_from_slice(b"\\r"),
+                        b'\t' => json.extend_from_slice(b"\\t"),
+                        other => json.push(other),
+                    }
+                }
+                json.push(b'"');
+                continue;
+            }
+            b'T' | b'F' | b'N' => {
+                let rest = &text[k..];
+                let (word, literal): (&[u8], &[u8]) = match b {
+                    b'T' => (b"True", b"true"),
+                    b'F' => (b"False", b"false"),
+                    _ => (b"None", b"null"),
+                };
+                if !rest.starts_with(word)
+                    || rest.get(word.len()).is_some_and(|&c| is_ident_byte(c))
+                {
+                    return None;
+                }
+                json.extend_from_slice(literal);
+                k += word.len();
+                continue;
+            }
+            b'{' | b'}' | b'[' | b']' | b':' | b',' | b'-' | b'+' | b'.' => json.push(b),
+            _ if b.is_ascii_digit() || b.is_ascii_whitespace() || matches!(b, b'e' | b'E') => {
+                json.push(b);
+            }
+            _ => return None,
+        }
+        k += 1;
+        if depth == 0 {
+            // Only ASCII was changed, and strings were copied whole: still UTF-8.
+            return String::from_utf8(json).ok().map(|json| (json, k));
+        }
+    }
+    None
+}
+
+#[cfg(test)]
+mod tests {
+    use super::python_dict_as_json;
+
+    #[test]
+    fn python_dicts_read_as_json() {
+        // The JSON, and whether the dict was read to its end (just before ` tail`).
+        let read = |text: &str| {
+            let (json, end) = python_dict_as_json(text.as_bytes())?;
+            assert_eq!(&text[end..], " tail", "{text}");
+            Some(json)
+        };
+        assert_eq!(
+            read("{'a': 'it\\'s \"x\"', 'b': [1, -2.5e3], 'c': {'d': True, 'e': None}} tail")
+                .as_deref(),
+            Some(r#"{"a": "it's \"x\"", "b": [1, -2.5e3], "c": {"d": true, "e": null}}"#)
+        );
+        assert_eq!(read("{'a': \"b\\n\"} tail").as_deref(), Some(r#"{"a": "b\n"}"#));
+        // Raw control characters are escaped; what JSON cannot hold is refused.
+        assert_eq!(read("{'a': 'x\ny'} tail").as_deref(), Some(r#"{"a": "x\ny"}"#));
+        for refused in ["{'a': foo}", "{'a': (1, 2)}", "{'a': Truely}", "{'a': 'open", "{'a': 1"] {
+            assert_eq!(python_dict_as_json(refused.as_bytes()), None, "{refused}");
+        }
+    }
 }
