@@ -167,7 +167,7 @@ fn call_from_fields(
         .flatten()
         .find(|value| !value.is_null())
         .unwrap_or(Value::Null);
-    let arguments = arguments_from_value(raw, &name, diagnostics);
+    let arguments = arguments_from_value(raw, &name, diagnostics)?;
     Some(text_call(name, arguments))
 }
 
@@ -508,12 +508,15 @@ impl CallFields {
     }
 }
 
-/// Any JSON value given as the arguments of a call, made an object and scrubbed.
+/// Any JSON value given as the arguments of a call written in the text, made an object and
+/// scrubbed; `None` when nothing of it could be kept (a string that is no JSON object, a
+/// scalar, a list): such a call is not taken, and the reply counts as an attempt, rather than
+/// the tool run with `{}`.
 pub(crate) fn arguments_from_value(
     raw: Value,
     name: &str,
     diagnostics: &mut Vec<Diagnostic>,
-) -> JsonObject {
+) -> Option<JsonObject> {
     let (mut arguments, diagnostic) = match raw {
         Value::String(text) => repair_arguments(&text),
         // The common cases, without writing the value out as text for a diagnostic.
@@ -525,11 +528,24 @@ pub(crate) fn arguments_from_value(
         }
     };
     if let Some(mut diagnostic) = diagnostic {
+        let dropped = arguments.is_empty()
+            && matches!(
+                diagnostic.kind,
+                DiagnosticKind::ArgumentsUnreadable | DiagnosticKind::ArgumentsNotObject
+            );
+        if dropped {
+            let message = diagnostic.message.trim_end_matches("; using {}");
+            diagnostic.message = format!(
+                "call to `{name}`: {message}; not taken as a call (it would run with {{}})"
+            );
+            diagnostics.push(diagnostic);
+            return None;
+        }
         diagnostic.message = format!("call to `{name}`: {}", diagnostic.message);
         diagnostics.push(diagnostic);
     }
     scrub(&mut arguments, name, diagnostics);
-    arguments
+    Some(arguments)
 }
 
 /// Scrubs dialect leaks out of the arguments of a call to `name`, noting it.

@@ -437,7 +437,7 @@ impl<'t> Ctx<'t, '_> {
             if !(value.is_object() || value.is_null()) {
                 return None;
             }
-            let arguments = arguments_from_value(value, &name, &mut self.diagnostics);
+            let arguments = arguments_from_value(value, &name, &mut self.diagnostics)?;
             read.push(text_call(name, arguments));
         }
         if read.is_empty() {
@@ -478,7 +478,7 @@ impl<'t> Ctx<'t, '_> {
             return None;
         }
         let (value, end) = self.json_value(i)?;
-        let arguments = arguments_from_value(value, &name, &mut self.diagnostics);
+        let arguments = arguments_from_value(value, &name, &mut self.diagnostics)?;
         Some(self.push(text_call(name, arguments), end))
     }
 

@@ -154,12 +154,15 @@ impl<'t> Ctx<'t, '_> {
                 && self.bytes.get(self.skip_ws(i + 1)) == Some(&b'\'');
             return if python { self.python_dict_item(i) } else { None };
         }
+        let diagnostics_before = self.diagnostics.len();
         let strict = self.strict_json(i, |ctx, text| {
             calls_from_json_prefix(text, place, ctx.tools, &mut ctx.diagnostics, &mut ctx.calls)
         });
         if let Some(((taken, single_key), end)) = strict {
             return self.json_read(i, end, taken, single_key);
         }
+        // The value is read again below: what this reading noted, it notes again.
+        self.diagnostics.truncate(diagnostics_before);
         let scanned = if place == Place::Wrapped {
             self.json.value_end_closable(i)
         } else {
@@ -310,7 +313,7 @@ impl<'t> Ctx<'t, '_> {
         let Some(Value::Object(object)) = to_value(&self.text[start..end]) else { return None };
         let (key, arguments) = object.into_iter().next()?;
         if self.tools.knows(&key) && arguments.is_object() {
-            let arguments = arguments_from_value(arguments, &key, &mut self.diagnostics);
+            let arguments = arguments_from_value(arguments, &key, &mut self.diagnostics)?;
             return Some(self.push(text_call(key, arguments), end));
         }
         None

@@ -62,10 +62,11 @@ impl<'t> Ctx<'t, '_> {
         if closed {
             match self.json.value_end(i) {
                 Ok(end) => {
-                    let value = to_value(&self.text[i..end]).unwrap_or(Value::Null);
-                    arguments = match value {
+                    // What the scanner took for a value but `serde_json` cannot read is no
+                    // arguments to run with.
+                    arguments = match to_value(&self.text[i..end])? {
                         Value::Object(object) => unwrap_envelope(object),
-                        other => arguments_from_value(other, &name, &mut self.diagnostics),
+                        other => arguments_from_value(other, &name, &mut self.diagnostics)?,
                     };
                     i = end;
                     if json_args {
