@@ -19,21 +19,23 @@ struct Marker {
 
 /// Every reasoning block recovery knows: `<think>` (Qwen, DeepSeek, GLM, …), Seed-OSS's
 /// `<seed:think>`, Mistral's `[THINK]`, Cohere Command's `<|START_THINKING|>`, gpt-oss harmony's
-/// analysis channel, Gemma's thought channel.
-const MARKERS: [Marker; 6] = [
+/// analysis channel, Gemma's thought channel, and `<thinking>`, which models prompted to think
+/// in tags write (no template opens it, so no orphan rule).
+const MARKERS: [Marker; 7] = [
     Marker { open: b"<think>", close: b"</think>", orphan: true },
     Marker { open: b"<seed:think>", close: b"</seed:think>", orphan: true },
     Marker { open: b"[THINK]", close: b"[/THINK]", orphan: true },
     Marker { open: b"<|START_THINKING|>", close: b"<|END_THINKING|>", orphan: true },
     Marker { open: b"<|channel|>analysis<|message|>", close: b"<|end|>", orphan: false },
     Marker { open: b"<|channel>thought", close: b"<channel|>", orphan: false },
+    Marker { open: b"<thinking>", close: b"</thinking>", orphan: false },
 ];
 
 /// Which of [`MARKERS`] may begin with `first` then `second` (lowered): each tag is compared
 /// with those only (a tag in call text was compared with every marker).
 fn open_candidates(first: u8, second: u8) -> &'static [usize] {
     match (first, second) {
-        (b'<', b't') => &[0],
+        (b'<', b't') => &[0, 6],
         (b'<', b's') => &[1],
         (b'[', b't') => &[2],
         (b'<', b'|') => &[3, 4, 5],
@@ -44,7 +46,7 @@ fn open_candidates(first: u8, second: u8) -> &'static [usize] {
 /// [`open_candidates`] for the markers' close tags.
 fn close_candidates(first: u8, second: u8) -> &'static [usize] {
     match (first, second) {
-        (b'<', b'/') => &[0, 1],
+        (b'<', b'/') => &[0, 1, 6],
         (b'[', b'/') => &[2],
         (b'<', b'|') => &[3, 4],
         (b'<', b'c') => &[5],
