@@ -112,6 +112,7 @@ pub const ADVERSARIAL_SHAPES: &[&str] = &[
     "child_elements",
     "functionary_names",
     "noise_tokens",
+    "python_dicts",
 ];
 
 /// An adversarial input of the named shape, `bytes` long (give or take one repetition), or
@@ -161,6 +162,7 @@ pub fn adversarial(shape: &str, bytes: usize) -> Option<String> {
         "child_elements" => ("", "<invoke name=\"q\"><a>", ""),
         "functionary_names" => ("", ">>>q\n{\"a\":", ""),
         "noise_tokens" => ("", "<|im_end|>[TOOL_CALLS]<|end|>", ""),
+        "python_dicts" => ("", "<tool_call>{'name': 'q', 'arguments': {'a': [1, ", ""),
         _ => return None,
     };
     let count = bytes.saturating_sub(prefix.len() + suffix.len()).div_ceil(unit.len());

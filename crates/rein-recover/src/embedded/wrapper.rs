@@ -222,9 +222,20 @@ impl<'t> Ctx<'t, '_> {
     /// A call written as a Python dict in a wrapper (`{'name': 'get_weather', 'arguments':
     /// {'city': 'Paris', 'metric': True}}`, as small models print one): read as the JSON it
     /// stands for. Where it ends.
+    ///
+    /// Its reads are charged to [`Ctx::json_reads_left`], as `serde_json`'s are: a dict not
+    /// closed is read to the end of the text, and a text of many such wrappers would have been
+    /// read again from each.
     fn python_dict_item(&mut self, i: usize) -> Option<usize> {
-        let (json, end) = python_dict_as_json(&self.bytes[i..])?;
-        self.work += end as u64;
+        let window = &self.bytes[i..self.bytes.len().min(i + self.json_reads_left)];
+        let read = python_dict_as_json(window);
+        let length = match &read {
+            Ok((_, end)) => *end,
+            Err(read) => *read,
+        };
+        self.json_reads_left -= length;
+        self.work += length as u64;
+        let (json, end) = read.ok()?;
         let (taken, _) = calls_from_text(
             &json,
             Place::Wrapped,
@@ -348,9 +359,9 @@ fn has_name_key(json: &[u8]) -> bool {
 
 /// The Python dict literal `text` begins with, as JSON text, and where it ends: single-quoted
 /// strings become JSON strings, `True`, `False` and `None` JSON's literals; numbers, JSON
-/// strings, lists and nested dicts stay as they are. `None` for anything else (a call, a
-/// tuple, a name) or a dict not closed. One pass over the dict.
-fn python_dict_as_json(text: &[u8]) -> Option<(String, usize)> {
+/// strings, lists and nested dicts stay as they are. For anything else (a call, a tuple, a
+/// name) or a dict not closed in `text`, how many bytes were read. One pass over the dict.
+fn python_dict_as_json(text: &[u8]) -> Result<(String, usize), usize> {
     let mut json = Vec::with_capacity(text.len() + 8);
     let mut depth = 0usize;
     let mut k = 0;
@@ -358,7 +369,7 @@ fn python_dict_as_json(text: &[u8]) -> Option<(String, usize)> {
         let b = text[k];
         match b {
             b'{' | b'[' => depth += 1,
-            b'}' | b']' => depth = depth.checked_sub(1)?,
+            b'}' | b']' => depth = depth.checked_sub(1).ok_or(k)?,
             _ => {}
         }
         match b {
@@ -366,12 +377,12 @@ fn python_dict_as_json(text: &[u8]) -> Option<(String, usize)> {
                 json.push(b'"');
                 k += 1;
                 loop {
-                    let &c = text.get(k)?;
+                    let &c = text.get(k).ok_or(k)?;
                     k += 1;
                     match c {
                         _ if c == b => break,
                         b'\\' => {
-                            let &escaped = text.get(k)?;
+                            let &escaped = text.get(k).ok_or(k)?;
                             k += 1;
                             match escaped {
                                 b'\'' => json.push(b'\''),
@@ -401,7 +412,7 @@ fn python_dict_as_json(text: &[u8]) -> Option<(String, usize)> {
                 if !rest.starts_with(word)
                     || rest.get(word.len()).is_some_and(|&c| is_ident_byte(c))
                 {
-                    return None;
+                    return Err(k);
                 }
                 json.extend_from_slice(literal);
                 k += word.len();
@@ -411,15 +422,15 @@ fn python_dict_as_json(text: &[u8]) -> Option<(String, usize)> {
             _ if b.is_ascii_digit() || b.is_ascii_whitespace() || matches!(b, b'e' | b'E') => {
                 json.push(b);
             }
-            _ => return None,
+            _ => return Err(k),
         }
         k += 1;
         if depth == 0 {
             // Only ASCII was changed, and strings were copied whole: still UTF-8.
-            return String::from_utf8(json).ok().map(|json| (json, k));
+            return String::from_utf8(json).map(|json| (json, k)).map_err(|_| k);
         }
     }
-    None
+    Err(k)
 }
 
 #[cfg(test)]
@@ -430,7 +441,7 @@ mod tests {
     fn python_dicts_read_as_json() {
         // The JSON, and whether the dict was read to its end (just before ` tail`).
         let read = |text: &str| {
-            let (json, end) = python_dict_as_json(text.as_bytes())?;
+            let (json, end) = python_dict_as_json(text.as_bytes()).ok()?;
             assert_eq!(&text[end..], " tail", "{text}");
             Some(json)
         };
@@ -443,7 +454,7 @@ mod tests {
         // Raw control characters are escaped; what JSON cannot hold is refused.
         assert_eq!(read("{'a': 'x\ny'} tail").as_deref(), Some(r#"{"a": "x\ny"}"#));
         for refused in ["{'a': foo}", "{'a': (1, 2)}", "{'a': Truely}", "{'a': 'open", "{'a': 1"] {
-            assert_eq!(python_dict_as_json(refused.as_bytes()), None, "{refused}");
+            assert!(python_dict_as_json(refused.as_bytes()).is_err(), "{refused}");
         }
     }
 }
