@@ -525,15 +525,17 @@ const STREAM_ADVERSARIAL_PASSES: usize = 2;
 
 /// The passes `--callgrind` counts: what each runs, and the function whose instructions are
 /// counted (not inlined, so that callgrind sees it).
-const COUNTED_PASSES: [(&str, &str); 3] = [
+const COUNTED_PASSES: [(&str, &str); 4] = [
     ("short", "measured_recover"),
     ("realistic", "measured_recover"),
     ("stream", "measured_stream"),
+    ("floor", "measured_floor"),
 ];
 
 /// `cargo xtask bench recover --callgrind`: instructions per reply of recovering the short
 /// replies and the realistic corpus, and of streaming the short replies as the agent loop ends
-/// them (`stream_delta_ns`'s work), each counted by callgrind in a run of this program.
+/// them (`stream_delta_ns`'s work), each counted by callgrind in a run of this program; and the
+/// floor under the short replies' figure: building and freeing their recoveries alone.
 pub(crate) fn run_callgrind() -> anyhow::Result<Figures> {
     let exe = std::env::current_exe()?;
     let out_dir = crate::project_root().join("target").join("bench");
@@ -587,7 +589,26 @@ pub(crate) fn run_pass(pass: &str) -> anyhow::Result<()> {
                 .collect();
             measured_stream(&short, &recoveries);
         }
-        _ => anyhow::bail!("unknown pass `{pass}` (one of: short, realistic, stream)"),
+        "floor" => {
+            let recoveries: Vec<_> = short_corpus()
+                .iter()
+                .map(|content| {
+                    let recovered = recover(&RawReply { content, ..RawReply::default() }, TOOLS);
+                    let calls = recovered
+                        .calls
+                        .iter()
+                        .map(|call| PlainCall {
+                            id: call.id.clone(),
+                            name: call.name.clone(),
+                            arguments: call.arguments_json(),
+                        })
+                        .collect();
+                    PlainRecovery { calls, visible_text: recovered.visible_text }
+                })
+                .collect();
+            measured_floor(&recoveries);
+        }
+        _ => anyhow::bail!("unknown pass `{pass}` (one of: short, realistic, stream, floor)"),
     }
     Ok(())
 }
@@ -597,6 +618,43 @@ fn measured_recover(replies: &[String]) {
     for content in replies {
         std::hint::black_box(recover(&RawReply { content, ..RawReply::default() }, TOOLS));
     }
+}
+
+/// What only building the short replies' recoveries costs, and freeing them: each call's
+/// arguments read by `serde_json` from their compact JSON into the map a `ToolCall` holds, its
+/// id and name copied, the visible text copied. No recovery can cost less than this.
+#[inline(never)]
+fn measured_floor(recoveries: &[PlainRecovery]) {
+    for recovery in recoveries {
+        let mut calls = Vec::with_capacity(recovery.calls.len());
+        for call in &recovery.calls {
+            let arguments: rein_protocol::JsonObject =
+                serde_json::from_str(&call.arguments).unwrap_or_default();
+            calls.push(rein_protocol::ToolCall::new(
+                call.id.as_str(),
+                call.name.as_str(),
+                arguments,
+            ));
+        }
+        std::hint::black_box(Recovered {
+            calls,
+            visible_text: recovery.visible_text.as_str().to_owned(),
+            ..Recovered::default()
+        });
+    }
+}
+
+/// A recovery as text, what [`measured_floor`] builds a [`Recovered`] from.
+struct PlainRecovery {
+    calls: Vec<PlainCall>,
+    visible_text: String,
+}
+
+/// A recovered call as text: its arguments as compact JSON.
+struct PlainCall {
+    id: String,
+    name: String,
+    arguments: String,
 }
 
 #[inline(never)]
