@@ -113,6 +113,7 @@ pub const ADVERSARIAL_SHAPES: &[&str] = &[
     "functionary_names",
     "noise_tokens",
     "python_dicts",
+    "varied_prose",
 ];
 
 /// An adversarial input of the named shape, `bytes` long (give or take one repetition), or
@@ -137,6 +138,24 @@ pub fn adversarial(shape: &str, bytes: usize) -> Option<String> {
             let mut text = open.repeat(depth);
             text.push('1');
             text.push_str(&close.repeat(depth));
+            return Some(text);
+        }
+        "varied_prose" => {
+            // Lines of words that never repeat a stretch: what a long answer is, and what a
+            // search of the whole text for repetition at every step made quadratic to stream.
+            const WORDS: [&str; 12] = [
+                "alpha", "beta", "gamma", "delta", "river", "stone", "cloud", "light", "seven",
+                "north", "quiet", "paper",
+            ];
+            let mut text = String::with_capacity(bytes + 8);
+            let mut state: u64 = 0x2545_f491_4f6c_dd1d;
+            while text.len() < bytes {
+                state = state
+                    .wrapping_mul(6_364_136_223_846_793_005)
+                    .wrapping_add(1_442_695_040_888_963_407);
+                text.push_str(WORDS[(state >> 33) as usize % WORDS.len()]);
+                text.push(if (state >> 20).is_multiple_of(13) { '\n' } else { ' ' });
+            }
             return Some(text);
         }
         "unterminated_string" => (r#"{"name":"query","arguments":{"sql":""#, "x", ""),
