@@ -362,7 +362,8 @@ fn has_name_key(json: &[u8]) -> bool {
 /// strings, lists and nested dicts stay as they are. For anything else (a call, a tuple, a
 /// name) or a dict not closed in `text`, how many bytes were read. One pass over the dict.
 fn python_dict_as_json(text: &[u8]) -> Result<(String, usize), usize> {
-    let mut json = Vec::with_capacity(text.len() + 8);
+    // `text` runs to the end of what may be read: room for a dict of a usual size only.
+    let mut json = Vec::with_capacity(text.len().min(512));
     let mut depth = 0usize;
     let mut k = 0;
     while k < text.len() {
