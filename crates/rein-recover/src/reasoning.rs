@@ -96,7 +96,8 @@ fn call_tag(rest: &[u8], second: u8) -> Option<CallTag> {
 /// without it.
 ///
 /// An unclosed `<think>` runs to the first tool-call tag after it (`<tool_call`, `<tool_code`,
-/// `<function=`) or to the end: its text is reasoning, and a call after it is still a call.
+/// `<function=`) or to the end: its text is reasoning, and a call after it is still a call (a
+/// block opened after that call is one of its own).
 /// A `</think>` with no opener before it (a chat template that opened the block in the prompt)
 /// makes the text before it reasoning. Later stray `</think>` tags stay visible. When nothing
 /// was removed the content comes back unchanged. A tag right after a backtick (inline code) is
@@ -153,7 +154,13 @@ pub(crate) fn extract<'c>(
         // Every marker and call tag is told by its first two bytes: the rest of the brackets in
         // prose (`<b>`, `[1]`) cost one look, and a tag is compared only with what it may be.
         let second = rest.get(1).map_or(0, u8::to_ascii_lowercase);
-        if let Some((marker, tag, text, _)) = open {
+        let opener = || {
+            open_candidates(rest[0], second)
+                .iter()
+                .copied()
+                .find(|&index| starts_with_ignore_case(rest, MARKERS[index].open))
+        };
+        if let Some((marker, tag, text, first_call)) = open {
             let close = MARKERS[marker].close;
             if starts_with_ignore_case(rest, close) {
                 let end = at + close.len();
@@ -163,10 +170,19 @@ pub(crate) fn extract<'c>(
                 from = end;
                 continue;
             }
-        } else if let Some(&index) = open_candidates(rest[0], second)
-            .iter()
-            .find(|&&index| starts_with_ignore_case(rest, MARKERS[index].open))
-        {
+            // A block that never closed ends at the first call tag after it: a block opened
+            // after that call is one of its own, not text of the first.
+            if let Some(call_at) = first_call
+                && let Some(index) = opener()
+            {
+                parts.push(content[text..call_at].trim());
+                spans.push(tag..call_at);
+                diagnostics.push(unclosed_block(true));
+                open = Some((index, at, at + MARKERS[index].open.len(), None));
+                from = at + MARKERS[index].open.len();
+                continue;
+            }
+        } else if let Some(index) = opener() {
             open = Some((index, at, at + MARKERS[index].open.len(), None));
             seen_tag = true;
             from = at + MARKERS[index].open.len();
@@ -211,12 +227,7 @@ pub(crate) fn extract<'c>(
         let end = first_call.unwrap_or(content.len());
         parts.push(content[text..end].trim());
         spans.push(tag..end);
-        let message = if first_call.is_some() {
-            "`<think>` never closed: its text up to the tool call after it is reasoning"
-        } else {
-            "`<think>` never closed: its text to the end is reasoning"
-        };
-        diagnostics.push(Diagnostic::new(DiagnosticKind::UnclosedThink, message));
+        diagnostics.push(unclosed_block(first_call.is_some()));
     }
     parts.retain(|part| !part.is_empty());
     let reasoning = (!parts.is_empty()).then(|| parts.join("\n\n"));
@@ -227,6 +238,17 @@ pub(crate) fn extract<'c>(
         Cow::Owned(remove_spans(content, &spans))
     };
     (reasoning, content, last_end)
+}
+
+/// The note that a reasoning block never closed: it ran to a tool call after it (`to_call`),
+/// or to the end.
+fn unclosed_block(to_call: bool) -> Diagnostic {
+    let message = if to_call {
+        "`<think>` never closed: its text up to the tool call after it is reasoning"
+    } else {
+        "`<think>` never closed: its text to the end is reasoning"
+    };
+    Diagnostic::new(DiagnosticKind::UnclosedThink, message)
 }
 
 /// Whether `bytes` is a reasoning block's open marker, whole (the stream recoverer recovers
