@@ -680,7 +680,8 @@ impl<'t> Ctx<'t, '_> {
         // V3 / R1: the name on the separator's line, then the arguments in a fence.
         let line = &self.bytes[after_sep..self.bytes.len().min(after_sep + 300)];
         let name_len = line.iter().take_while(|&&b| !matches!(b, b'\n' | b'\r' | b'<')).count();
-        let name = tool_name(&self.text[after_sep..after_sep + name_len], self.tools)?;
+        // The window may end inside a character: such a name is too long to be one anyway.
+        let name = tool_name(self.text.get(after_sep..after_sep + name_len)?, self.tools)?;
         let mut k = self.skip_ws(after_sep + name_len);
         if let Some(after) = self.skip_fence_open(k) {
             k = self.skip_ws(after);
