@@ -2,8 +2,8 @@
 //!
 //! Checks that the crate graph follows the allowed edges written in `docs/architecture.md`,
 //! that every crate is on the code map, that every crate starts with a `//!` doc and every
-//! Rust source file with a one-line `//!`, and that no two modules of one crate import each other
-//! (see `tidy/cycles.rs`).
+//! Rust source file with a one-line `//!`, that no two modules of one crate import each other
+//! (see `tidy/cycles.rs`), and that the fuzz workspace locks the workspace's versions.
 
 use std::{
     collections::{BTreeMap, BTreeSet},
@@ -20,6 +20,7 @@ pub(crate) fn run() -> anyhow::Result<()> {
     let mut problems = check_layering(&root)?;
     problems.extend(check_file_docs(&root)?);
     problems.extend(cycles::check_module_cycles(&root)?);
+    problems.extend(check_fuzz_lock(&root)?);
     if problems.is_empty() {
         println!("tidy: ok");
         return Ok(());
@@ -112,6 +113,56 @@ pub(crate) fn check_layering(root: &Path) -> anyhow::Result<Vec<String>> {
     Ok(problems)
 }
 
+/// Every package `fuzz/Cargo.lock` shares with the workspace's `Cargo.lock` is locked at a
+/// version the workspace has: CI's build of the fuzz targets goes into the workspace's target
+/// directory, and a version of its own is a rebuild of the package and all that depends on it
+/// (icu 2.4 where the workspace had 2.1 rebuilt idna, url, reqwest and rein-model).
+fn check_fuzz_lock(root: &Path) -> anyhow::Result<Vec<String>> {
+    let read = |path: &str| {
+        std::fs::read_to_string(root.join(path)).with_context(|| format!("reading {path}"))
+    };
+    Ok(lock_drift(&read("Cargo.lock")?, &read("fuzz/Cargo.lock")?))
+}
+
+/// The packages `fuzz_lock` locks at a version `workspace_lock` does not have, for one it has.
+fn lock_drift(workspace_lock: &str, fuzz_lock: &str) -> Vec<String> {
+    let workspace = locked_packages(workspace_lock);
+    locked_packages(fuzz_lock)
+        .into_iter()
+        .flat_map(|(name, versions)| versions.into_iter().map(move |v| (name.clone(), v)))
+        .filter_map(|(name, version)| {
+            let versions = workspace.get(&name)?;
+            (!versions.contains(&version)).then(|| {
+                let theirs: Vec<&str> = versions.iter().map(String::as_str).collect();
+                format!(
+                    "fuzz/Cargo.lock locks {name} {version}, Cargo.lock {}: copy Cargo.lock to \
+                     fuzz/ and run `cargo update --manifest-path fuzz/Cargo.toml --workspace`",
+                    theirs.join(", ")
+                )
+            })
+        })
+        .collect()
+}
+
+/// The `(name, version)` of every `[[package]]` of a `Cargo.lock`, versions by name.
+fn locked_packages(lock: &str) -> BTreeMap<String, BTreeSet<String>> {
+    let quoted = |line: &str, key: &str| {
+        line.strip_prefix(key)?.strip_prefix(" = \"")?.strip_suffix('"').map(str::to_owned)
+    };
+    let mut packages: BTreeMap<String, BTreeSet<String>> = BTreeMap::new();
+    let mut name = None;
+    for line in lock.lines() {
+        if line == "[[package]]" {
+            name = None;
+        } else if let Some(found) = quoted(line, "name") {
+            name = Some(found);
+        } else if let (Some(version), Some(name)) = (quoted(line, "version"), name.take()) {
+            packages.entry(name).or_default().insert(version);
+        }
+    }
+    packages
+}
+
 /// Every `.rs` file under `crates/` and `xtask/` starts with a `//!` line.
 fn check_file_docs(root: &Path) -> anyhow::Result<Vec<String>> {
     let mut problems = Vec::new();
@@ -157,6 +208,33 @@ mod tests {
         let problems = super::cycles::check_module_cycles(&crate::project_root())
             .expect("module-cycle check runs");
         assert!(problems.is_empty(), "module cycles:\n{problems:#?}");
+    }
+
+    #[test]
+    fn fuzz_lock() {
+        let problems =
+            super::check_fuzz_lock(&crate::project_root()).expect("fuzz-lock check runs");
+        assert!(problems.is_empty(), "fuzz lock drift:\n{}", problems.join("\n"));
+    }
+
+    #[test]
+    fn lock_drift_names_shared_packages_at_other_versions() {
+        let lock = |packages: &[(&str, &str)]| -> String {
+            packages
+                .iter()
+                .map(|(name, version)| {
+                    format!("[[package]]\nname = \"{name}\"\nversion = \"{version}\"\n\n")
+                })
+                .collect()
+        };
+        let workspace = lock(&[("url", "2.5.8"), ("icu", "2.1.1"), ("icu", "1.0.0")]);
+        let fuzz = lock(&[("url", "2.5.8"), ("icu", "2.4.0"), ("libfuzzer-sys", "0.4.13")]);
+        let problems = super::lock_drift(&workspace, &fuzz);
+        assert_eq!(problems.len(), 1, "{problems:?}");
+        assert!(
+            problems[0].starts_with("fuzz/Cargo.lock locks icu 2.4.0, Cargo.lock 1.0.0, 2.1.1")
+        );
+        assert!(super::lock_drift(&workspace, &workspace).is_empty());
     }
 
     #[test]
