@@ -223,19 +223,11 @@ impl<'t> Ctx<'t, '_> {
     /// {'city': 'Paris', 'metric': True}}`, as small models print one): read as the JSON it
     /// stands for. Where it ends.
     ///
-    /// Its reads are charged to [`Ctx::json_reads_left`], as `serde_json`'s are: a dict not
-    /// closed is read to the end of the text, and a text of many such wrappers would have been
-    /// read again from each.
+    /// It is read through [`Ctx::strict_json`], within the budget `serde_json`'s reads have: a
+    /// dict not closed is read to the end of the text, and a text of many such wrappers would
+    /// have been read again from each.
     fn python_dict_item(&mut self, i: usize) -> Option<usize> {
-        let window = &self.bytes[i..self.bytes.len().min(i + self.json_reads_left)];
-        let read = python_dict_as_json(window);
-        let length = match &read {
-            Ok((_, end)) => *end,
-            Err(read) => *read,
-        };
-        self.json_reads_left -= length;
-        self.work += length as u64;
-        let (json, end) = read.ok()?;
+        let (json, end) = self.strict_json(i, |_, text| python_dict_as_json(text.as_bytes()))?;
         let (taken, _) = calls_from_text(
             &json,
             Place::Wrapped,
@@ -243,7 +235,7 @@ impl<'t> Ctx<'t, '_> {
             &mut self.diagnostics,
             &mut self.calls,
         )?;
-        taken.then_some(i + end)
+        taken.then_some(end)
     }
 
     /// Whether the bracket at `i` may open a JSON value, by the byte after it (and after any
@@ -362,7 +354,7 @@ fn has_name_key(json: &[u8]) -> bool {
 /// strings, lists and nested dicts stay as they are. For anything else (a call, a tuple, a
 /// name) or a dict not closed in `text`, how many bytes were read. One pass over the dict.
 fn python_dict_as_json(text: &[u8]) -> Result<(String, usize), usize> {
-    // `text` runs to the end of what may be read: room for a dict of a usual size only.
+    // `text` runs to the end of the reply: room for a dict of a usual size only.
     let mut json = Vec::with_capacity(text.len().min(512));
     let mut depth = 0usize;
     let mut k = 0;
