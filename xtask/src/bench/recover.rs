@@ -425,10 +425,7 @@ pub(crate) fn run() -> anyhow::Result<Figures> {
     // every reply, streamed or not (made here before the clock starts: `short_mb_per_s` is its
     // cost). Then ended by `finish_deltas` (for a caller that recovers the reply after), and by
     // `finish`, the whole text recovered too.
-    let recoveries: Vec<_> = short
-        .iter()
-        .map(|content| recover(&RawReply { content, ..RawReply::default() }, TOOLS))
-        .collect();
+    let recoveries = recovered(&short);
     for (figure, ending, label) in [
         ("stream_delta_ns", StreamEnding::With, "finish_with the reply's recovery"),
         ("stream_finish_deltas_delta_ns", StreamEnding::Deltas, "finish_deltas"),
@@ -583,34 +580,24 @@ pub(crate) fn run_pass(pass: &str) -> anyhow::Result<()> {
         "realistic" => measured_recover(&corpus()),
         "stream" => {
             let short = short_corpus();
-            let recoveries: Vec<_> = short
-                .iter()
-                .map(|content| recover(&RawReply { content, ..RawReply::default() }, TOOLS))
-                .collect();
-            measured_stream(&short, &recoveries);
+            measured_stream(&short, &recovered(&short));
         }
         "floor" => {
-            let recoveries: Vec<_> = short_corpus()
-                .iter()
-                .map(|content| {
-                    let recovered = recover(&RawReply { content, ..RawReply::default() }, TOOLS);
-                    let calls = recovered
-                        .calls
-                        .iter()
-                        .map(|call| PlainCall {
-                            id: call.id.clone(),
-                            name: call.name.clone(),
-                            arguments: call.arguments_json(),
-                        })
-                        .collect();
-                    PlainRecovery { calls, visible_text: recovered.visible_text }
-                })
-                .collect();
+            let recoveries: Vec<_> =
+                recovered(&short_corpus()).into_iter().map(PlainRecovery::of).collect();
             measured_floor(&recoveries);
         }
         _ => anyhow::bail!("unknown pass `{pass}` (one of: short, realistic, stream, floor)"),
     }
     Ok(())
+}
+
+/// Each reply's recovery, made before a measured pass that needs them.
+fn recovered(replies: &[String]) -> Vec<Recovered> {
+    replies
+        .iter()
+        .map(|content| recover(&RawReply { content, ..RawReply::default() }, TOOLS))
+        .collect()
 }
 
 #[inline(never)]
@@ -648,6 +635,21 @@ fn measured_floor(recoveries: &[PlainRecovery]) {
 struct PlainRecovery {
     calls: Vec<PlainCall>,
     visible_text: String,
+}
+
+impl PlainRecovery {
+    fn of(recovered: Recovered) -> Self {
+        let calls = recovered
+            .calls
+            .iter()
+            .map(|call| PlainCall {
+                id: call.id.clone(),
+                name: call.name.clone(),
+                arguments: call.arguments_json(),
+            })
+            .collect();
+        PlainRecovery { calls, visible_text: recovered.visible_text }
+    }
 }
 
 /// A recovered call as text: its arguments as compact JSON.
