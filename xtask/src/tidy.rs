@@ -156,7 +156,9 @@ fn locked_packages(lock: &str) -> BTreeMap<String, BTreeSet<String>> {
             name = None;
         } else if let Some(found) = quoted(line, "name") {
             name = Some(found);
-        } else if let (Some(version), Some(name)) = (quoted(line, "version"), name.take()) {
+        } else if let Some(version) = quoted(line, "version")
+            && let Some(name) = name.take()
+        {
             packages.entry(name).or_default().insert(version);
         }
     }
