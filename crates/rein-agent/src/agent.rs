@@ -802,10 +802,7 @@ impl Agent {
                 let written = recovered.calls.len();
                 let mut seen = std::collections::HashSet::new();
                 recovered.calls.retain(|call| {
-                    seen.insert((
-                        call.name.clone(),
-                        serde_json::Value::Object(call.arguments.clone()).to_string(),
-                    ))
+                    seen.insert((call.name.clone(), call.arguments.as_json().into_owned()))
                 });
                 Self::notice(
                     turn,

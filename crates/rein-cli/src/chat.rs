@@ -312,7 +312,7 @@ impl Chat {
                         view.approvals.push(Pending {
                             id: approval_id.clone(),
                             tool: call.name.clone(),
-                            arguments: call.arguments_json(),
+                            arguments: call.arguments_json().into_owned(),
                         });
                     }
                     if matches!(event.event, AgentEvent::TurnEnd { .. }) {

@@ -20,6 +20,7 @@
 
 #![warn(missing_docs, unreachable_pub)]
 
+mod arguments;
 mod event;
 mod message;
 mod model;
@@ -28,6 +29,7 @@ mod tool;
 mod transcribe;
 
 pub use crate::{
+    arguments::{Arguments, ArgumentsError},
     event::{AgentEvent, ElicitationAction, TurnEnding},
     message::{Content, ContentPart, ImageUrl, Message, Role, ToolCall},
     model::{

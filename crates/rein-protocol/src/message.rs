@@ -1,8 +1,10 @@
 //! Conversation messages in the OpenAI Chat Completions shape.
 
+use std::borrow::Cow;
+
 use serde::{Deserialize, Deserializer, Serialize, Serializer, de, ser::SerializeStruct};
 
-use crate::JsonObject;
+use crate::{Arguments, ArgumentsError};
 
 /// Who wrote a message.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
@@ -239,19 +241,23 @@ pub struct ToolCall {
     pub id: String,
     /// The tool's name.
     pub name: String,
-    /// The arguments.
-    pub arguments: JsonObject,
+    /// The arguments (kept as their JSON text until read: see [`Arguments`]).
+    pub arguments: Arguments,
 }
 
 impl ToolCall {
-    /// A call with the given id, name and arguments.
-    pub fn new(id: impl Into<String>, name: impl Into<String>, arguments: JsonObject) -> Self {
-        ToolCall { id: id.into(), name: name.into(), arguments }
+    /// A call with the given id, name and arguments (an [`Arguments`] or a [`JsonObject`]).
+    pub fn new(
+        id: impl Into<String>,
+        name: impl Into<String>,
+        arguments: impl Into<Arguments>,
+    ) -> Self {
+        ToolCall { id: id.into(), name: name.into(), arguments: arguments.into() }
     }
 
     /// The arguments as compact JSON text, the form providers send.
-    pub fn arguments_json(&self) -> String {
-        serde_json::Value::Object(self.arguments.clone()).to_string()
+    pub fn arguments_json(&self) -> Cow<'_, str> {
+        self.arguments.as_json()
     }
 }
 
@@ -289,18 +295,18 @@ impl<'de> Deserialize<'de> for ToolCall {
         }
         let wire = Wire::deserialize(deserializer)?;
         let arguments = match wire.function.arguments {
-            None | Some(serde_json::Value::Null) => JsonObject::new(),
-            Some(serde_json::Value::Object(map)) => map,
-            Some(serde_json::Value::String(text)) if text.trim().is_empty() => JsonObject::new(),
-            Some(serde_json::Value::String(text)) => match serde_json::from_str(&text) {
-                Ok(serde_json::Value::Object(map)) => map,
-                Ok(_) => {
+            None | Some(serde_json::Value::Null) => Arguments::new(),
+            Some(serde_json::Value::Object(map)) => Arguments::from(map),
+            Some(serde_json::Value::String(text)) if text.trim().is_empty() => Arguments::new(),
+            Some(serde_json::Value::String(text)) => match Arguments::from_json(&text) {
+                Ok(arguments) => arguments,
+                Err(ArgumentsError::NotObject(_)) => {
                     return Err(de::Error::custom(format!(
                         "arguments of tool call {} are not a JSON object",
                         wire.id
                     )));
                 }
-                Err(error) => {
+                Err(ArgumentsError::NotJson(error)) => {
                     return Err(de::Error::custom(format!(
                         "arguments of tool call {} are not valid JSON: {error}",
                         wire.id

@@ -1,7 +1,8 @@
 //! Turning a JSON value that a model wrote into tool calls: every known JSON call shape.
 
-use rein_protocol::{JsonObject, ToolCall};
+use rein_protocol::{Arguments, JsonObject, ToolCall};
 use serde_json::Value;
+use serde_json::value::RawValue;
 
 use crate::args::{object_from_value, repair_arguments, scrub_dialect_leaks};
 use crate::diagnostic::{Diagnostic, DiagnosticKind, excerpt};
@@ -10,8 +11,33 @@ use crate::diagnostic::{Diagnostic, DiagnosticKind, excerpt};
 /// numbers the calls it keeps (calls are built once, in their final form).
 ///
 /// [`recover`]: crate::recover
-pub(crate) fn text_call(name: String, arguments: JsonObject) -> ToolCall {
+pub(crate) fn text_call(name: String, arguments: impl Into<Arguments>) -> ToolCall {
     ToolCall::new(String::new(), name, arguments)
+}
+
+/// Arguments written as a JSON object that needs neither repair nor scrubbing, read as text
+/// (see [`Arguments::from_plain_json`]): plain JSON (no escape is decoded, so a marker cannot
+/// hide behind one) without a `<`, where a dialect leak would begin. `None` when `text` needs
+/// the slower path: [`arguments_from_value`] on its value.
+pub(crate) fn plain_arguments(text: &str) -> Option<Arguments> {
+    if memchr::memchr(b'<', text.as_bytes()).is_some() {
+        return None;
+    }
+    Arguments::from_plain_json(text)
+}
+
+/// The value given as a call's arguments: read as text already (a plain object, see
+/// [`plain_arguments`]), or a value still to be made an object and scrubbed.
+#[derive(Debug, Clone, PartialEq)]
+pub(crate) enum ArgumentValue {
+    Plain(Arguments),
+    Value(Value),
+}
+
+impl ArgumentValue {
+    fn is_null(&self) -> bool {
+        matches!(self, ArgumentValue::Value(Value::Null))
+    }
 }
 
 /// Inserts an argument read item by item (`<parameter=…>`, `<arg_key>`); a repeated key keeps
@@ -122,7 +148,7 @@ fn call_from_object(
     };
     let mut fields = CallFields::default();
     for (key, value) in function {
-        fields.take(&key, value);
+        fields.take(&key, ArgumentValue::Value(value));
     }
     call_from_fields(fields, nested, place, tools, diagnostics)
 }
@@ -161,13 +187,14 @@ fn call_from_fields(
             return None;
         }
     }
-    let raw = fields
-        .arguments
-        .into_iter()
-        .flatten()
-        .find(|value| !value.is_null())
-        .unwrap_or(Value::Null);
-    let arguments = arguments_from_value(raw, &name, diagnostics)?;
+    let raw = fields.arguments.into_iter().flatten().find(|value| !value.is_null());
+    let arguments = match raw {
+        Some(ArgumentValue::Plain(arguments)) => arguments,
+        Some(ArgumentValue::Value(value)) => {
+            Arguments::from(arguments_from_value(value, &name, diagnostics)?)
+        }
+        None => Arguments::new(),
+    };
     Some(text_call(name, arguments))
 }
 
@@ -443,8 +470,22 @@ impl<'de> serde::Deserialize<'de> for Shape<'de> {
                             object.fields.only_call_keys = false;
                             object.tool_calls = Some(Box::new(map.next_value::<Shape<'de>>()?));
                         }
-                        "name" | "tool_name" | "arguments" | "parameters" | "input" => {
+                        "name" | "tool_name" => {
                             let value = map.next_value::<Value>()?;
+                            object.fields.take(&key, ArgumentValue::Value(value));
+                        }
+                        "arguments" | "parameters" | "input" => {
+                            // Read as text first: most arguments are a plain object, kept
+                            // as their text (building a map for them was most of the cost
+                            // of a call); the rest become a value as before.
+                            let raw = map.next_value::<&'de RawValue>()?;
+                            let value = match plain_arguments(raw.get()) {
+                                Some(arguments) => ArgumentValue::Plain(arguments),
+                                None => ArgumentValue::Value(
+                                    serde_json::from_str(raw.get())
+                                        .map_err(serde::de::Error::custom)?,
+                                ),
+                            };
                             object.fields.take(&key, value);
                         }
                         other => {
@@ -475,7 +516,7 @@ struct CallFields {
     name: Option<Value>,
     tool_name: Option<Value>,
     /// The values of [`ARGUMENT_KEYS`], in their order.
-    arguments: [Option<Value>; 3],
+    arguments: [Option<ArgumentValue>; 3],
     /// Whether every key is one of [`CALL_KEYS`].
     only_call_keys: bool,
 }
@@ -492,13 +533,17 @@ impl Default for CallFields {
 }
 
 impl CallFields {
-    fn take(&mut self, key: &str, value: Value) {
+    fn take(&mut self, key: &str, value: ArgumentValue) {
         if !CALL_KEYS.contains(&key) {
             self.only_call_keys = false;
         }
+        let as_value = |value| match value {
+            ArgumentValue::Value(value) => value,
+            ArgumentValue::Plain(arguments) => Value::Object(arguments.into_map()),
+        };
         match key {
-            "name" => self.name = Some(value),
-            "tool_name" => self.tool_name = Some(value),
+            "name" => self.name = Some(as_value(value)),
+            "tool_name" => self.tool_name = Some(as_value(value)),
             other => {
                 if let Some(index) = ARGUMENT_KEYS.iter().position(|k| *k == other) {
                     self.arguments[index] = Some(value);

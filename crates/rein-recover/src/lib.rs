@@ -41,7 +41,7 @@ mod text;
 
 use std::collections::HashSet;
 
-use rein_protocol::{RawToolCall, ToolCall};
+use rein_protocol::{Arguments, RawToolCall, ToolCall};
 
 pub use crate::{
     args::{repair_arguments, scrub_dialect_leaks},
@@ -148,12 +148,18 @@ pub(crate) fn recover_counting(
     for raw in reply.tool_calls {
         let seen = seen.get_or_insert_with(HashSet::new);
         let name = raw.function.name.as_str();
-        let (mut arguments, diagnostic) = repair_arguments(&raw.function.arguments);
-        if let Some(mut diagnostic) = diagnostic {
-            diagnostic.message = format!("call to `{name}`: {}", diagnostic.message);
-            diagnostics.push(diagnostic);
-        }
-        call::scrub(&mut arguments, name, &mut diagnostics);
+        let arguments = match call::plain_arguments(raw.function.arguments.trim()) {
+            Some(arguments) => arguments,
+            None => {
+                let (mut arguments, diagnostic) = repair_arguments(&raw.function.arguments);
+                if let Some(mut diagnostic) = diagnostic {
+                    diagnostic.message = format!("call to `{name}`: {}", diagnostic.message);
+                    diagnostics.push(diagnostic);
+                }
+                call::scrub(&mut arguments, name, &mut diagnostics);
+                Arguments::from(arguments)
+            }
+        };
         let id = if raw.id.trim().is_empty() || !seen.insert(raw.id.as_str()) {
             let id = fresh.next_id();
             let why = if raw.id.trim().is_empty() { "had no id" } else { "repeated an earlier id" };

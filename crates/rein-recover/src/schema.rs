@@ -8,7 +8,7 @@
 
 use std::collections::HashMap;
 
-use rein_protocol::JsonObject;
+use rein_protocol::{Arguments, JsonObject};
 use serde_json::{Number, Value};
 
 use crate::json::to_value;
@@ -69,11 +69,16 @@ impl ToolSchemas {
 
     /// Converts the string values of `arguments` of a call to `name` where its schema types
     /// them otherwise; returns how many changed.
-    pub fn type_arguments(&self, name: &str, arguments: &mut JsonObject) -> usize {
-        match self.by_name.get(name) {
-            Some(schema) => type_object(arguments, schema, 0),
-            None => 0,
+    pub fn type_arguments(&self, name: &str, arguments: &mut Arguments) -> usize {
+        let Some(schema) = self.by_name.get(name) else { return 0 };
+        // Typed on a copy, so that arguments with nothing to type keep their text (most
+        // arguments written as JSON are typed already).
+        let mut typed = arguments.map().clone();
+        let changed = type_object(&mut typed, schema, 0);
+        if changed > 0 {
+            *arguments = Arguments::from(typed);
         }
+        changed
     }
 }
 
@@ -196,9 +201,10 @@ mod tests {
     fn typed(schema: Value, arguments: Value) -> Value {
         let mut schemas = ToolSchemas::new();
         schemas.insert("t", schema);
-        let Value::Object(mut arguments) = arguments else { panic!("an object") };
+        let Value::Object(arguments) = arguments else { panic!("an object") };
+        let mut arguments = Arguments::from(arguments);
         schemas.type_arguments("t", &mut arguments);
-        Value::Object(arguments)
+        Value::Object(arguments.into_map())
     }
 
     #[test]

@@ -51,7 +51,7 @@
 //! must be replaced by the final recovery.
 
 use std::collections::HashMap;
-use std::hash::{Hash as _, Hasher};
+use std::hash::Hasher;
 
 use rein_protocol::ToolCall;
 
@@ -1408,17 +1408,16 @@ impl Calls<'_> {
         match self {
             Calls::Own(calls) => std::mem::replace(
                 &mut calls[index],
-                ToolCall::new(String::new(), String::new(), Default::default()),
+                ToolCall::new(String::new(), String::new(), rein_protocol::Arguments::new()),
             ),
             Calls::Lent(calls) => calls[index].clone(),
         }
     }
 }
 
-/// A digest of `call`'s name and arguments (keys in their order), which tells calls apart:
-/// two calls with the same key are the same call but for a chance of about one in 2^64 per
-/// pair. Writing the arguments out as JSON to compare them was a tenth of what streaming cost
-/// beyond its recoveries.
+/// A digest of `call`'s name and arguments (their canonical text, keys in their order), which
+/// tells calls apart: two calls with the same key are the same call but for a chance of about
+/// one in 2^64 per pair.
 fn call_key(call: &ToolCall) -> u64 {
     use std::hash::BuildHasher as _;
     // foldhash with a fixed seed (a `HashMap`'s are random): one call, one digest, in every
@@ -1428,47 +1427,9 @@ fn call_key(call: &ToolCall) -> u64 {
     let mut hasher = foldhash::quality::FixedState::with_seed(CALL_KEY_SEED).build_hasher();
     hasher.write(call.name.as_bytes());
     hasher.write_u8(0xff);
-    hash_object(&call.arguments, &mut hasher);
+    // The arguments' text is canonical (see `rein_protocol::Arguments`): equal arguments, equal text.
+    hasher.write(call.arguments.as_json().as_bytes());
     hasher.finish()
-}
-
-/// Feeds `object` to `hasher`: its length, then each key and value in order.
-fn hash_object(object: &rein_protocol::JsonObject, hasher: &mut impl Hasher) {
-    hasher.write_usize(object.len());
-    for (key, value) in object {
-        hasher.write_usize(key.len());
-        hasher.write(key.as_bytes());
-        hash_value(value, hasher);
-    }
-}
-
-/// Feeds `value` to `hasher`, its kind first (so that `"1"` and `1` differ).
-fn hash_value(value: &serde_json::Value, hasher: &mut impl Hasher) {
-    use serde_json::Value;
-    match value {
-        Value::Null => hasher.write_u8(0),
-        Value::Bool(flag) => hasher.write_u8(if *flag { 2 } else { 1 }),
-        Value::Number(number) => {
-            hasher.write_u8(3);
-            number.hash(hasher);
-        }
-        Value::String(text) => {
-            hasher.write_u8(4);
-            hasher.write_usize(text.len());
-            hasher.write(text.as_bytes());
-        }
-        Value::Array(items) => {
-            hasher.write_u8(5);
-            hasher.write_usize(items.len());
-            for item in items {
-                hash_value(item, hasher);
-            }
-        }
-        Value::Object(object) => {
-            hasher.write_u8(6);
-            hash_object(object, hasher);
-        }
-    }
 }
 
 /// How a text written as two parts compares with the text shown from it.

@@ -280,7 +280,7 @@ impl Tool for GatedTool {
         };
         let call = ToolCall::new(context.call_id.clone(), self.spec().name.clone(), arguments);
         match check_pre_tool_use(&core, &self.session_id, &call).await {
-            Gate::Allow => self.inner.call(call.arguments, context).await,
+            Gate::Allow => self.inner.call(call.arguments.into_map(), context).await,
             Gate::Deny(reason) => Ok(Gate::denied(&reason)),
             Gate::Ask(reason) => {
                 let session = match core.store().get_session(&self.session_id) {
@@ -301,7 +301,7 @@ impl Tool for GatedTool {
                     &reason,
                 );
                 match asked {
-                    Ok(()) => self.inner.call(call.arguments, context).await,
+                    Ok(()) => self.inner.call(call.arguments.into_map(), context).await,
                     Err(refusal) => Ok(refusal.into_output()),
                 }
             }
@@ -458,7 +458,7 @@ impl Hooks for CommandHooks {
         let mut failures = Vec::new();
         let mut fields = JsonObject::new();
         fields.insert("tool_name".into(), json!(call.name));
-        fields.insert("tool_input".into(), Value::Object(call.arguments.clone()));
+        fields.insert("tool_input".into(), Value::Object(call.arguments.map().clone()));
         fields.insert("tool_response".into(), serde_json::to_value(output).unwrap_or_default());
         let stdin = input(HookEvent::PostToolUse, turn.session_id, fields);
         for hook in self.hooks.of(HookEvent::PostToolUse, Some(&call.name)) {

@@ -83,7 +83,7 @@ impl Tool for PolicyTool {
             Gate::Ask(reason) => Some(reason),
         };
         let capability = &self.capability;
-        let (arguments, asked) = (call.arguments, asked.as_deref());
+        let (arguments, asked) = (call.arguments.into_map(), asked.as_deref());
         Ok(policy::invoke(&core, &session, capability, arguments, context, asked).await)
     }
 }
@@ -117,8 +117,14 @@ impl Tool for TaskStartTool {
         };
         let origin = Some(call.id);
         let (capability, asked) = (&self.capability, asked.as_deref());
-        let started =
-            policy::start_task(&core, &session, capability, call.arguments, origin, asked);
+        let started = policy::start_task(
+            &core,
+            &session,
+            capability,
+            call.arguments.into_map(),
+            origin,
+            asked,
+        );
         Ok(match started {
             Ok(task) => ToolOutput::structured(json!({
                 "accepted": true,

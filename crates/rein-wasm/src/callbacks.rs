@@ -47,7 +47,7 @@ fn calls_json(calls: &[ToolCall]) -> Value {
                 "type": "function",
                 "name": call.name,
                 "arguments": call.arguments,
-                "function": {"name": call.name, "arguments": Value::Object(call.arguments.clone()).to_string()},
+                "function": {"name": call.name, "arguments": call.arguments_json()},
             })
         })
         .collect()

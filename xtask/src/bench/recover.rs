@@ -608,15 +608,16 @@ fn measured_recover(replies: &[String]) {
 }
 
 /// What only building the short replies' recoveries costs, and freeing them: each call's
-/// arguments read by `serde_json` from their compact JSON into the map a `ToolCall` holds, its
-/// id and name copied, the visible text copied. No recovery can cost less than this.
+/// arguments read from their compact JSON into the `Arguments` a `ToolCall` holds (their text,
+/// checked), its id and name copied, the visible text copied. No recovery can cost less than
+/// this.
 #[inline(never)]
 fn measured_floor(recoveries: &[PlainRecovery]) {
     for recovery in recoveries {
         let mut calls = Vec::with_capacity(recovery.calls.len());
         for call in &recovery.calls {
-            let arguments: rein_protocol::JsonObject =
-                serde_json::from_str(&call.arguments).unwrap_or_default();
+            let arguments =
+                rein_protocol::Arguments::from_json(&call.arguments).unwrap_or_default();
             calls.push(rein_protocol::ToolCall::new(
                 call.id.as_str(),
                 call.name.as_str(),
@@ -645,7 +646,7 @@ impl PlainRecovery {
             .map(|call| PlainCall {
                 id: call.id.clone(),
                 name: call.name.clone(),
-                arguments: call.arguments_json(),
+                arguments: call.arguments_json().into_owned(),
             })
             .collect();
         PlainRecovery { calls, visible_text: recovered.visible_text }

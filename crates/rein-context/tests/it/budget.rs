@@ -111,7 +111,7 @@ fn minimal_drops_more_until_it_fits_but_keeps_the_fixed_part() {
 }
 
 fn call(id: &str) -> Message {
-    Message::assistant_calls(None, vec![ToolCall::new(id, "read", Default::default())])
+    Message::assistant_calls(None, vec![ToolCall::new(id, "read", rein_protocol::Arguments::new())])
 }
 
 #[test]
@@ -176,8 +176,9 @@ fn the_current_turn_keeps_its_user_message_and_calls_stay_with_results() {
     assert_eq!(&prepared.messages[3..], &history[history.len() - 4..]);
 
     // A group larger than the level's count is kept whole when it is the newest.
-    let calls: Vec<ToolCall> =
-        (0..6).map(|i| ToolCall::new(format!("p{i}"), "read", Default::default())).collect();
+    let calls: Vec<ToolCall> = (0..6)
+        .map(|i| ToolCall::new(format!("p{i}"), "read", rein_protocol::Arguments::new()))
+        .collect();
     let mut history = vec![Message::user("six at once"), Message::assistant_calls(None, calls)];
     history.extend((0..6).map(|i| Message::tool(format!("p{i}"), "ok", false)));
     let prepared = prepare(&mut budget, &system(), &history, &model(1_000_000), Level::Minimal);

@@ -76,7 +76,7 @@ fn validate_names_the_problem() {
         Message::user("go"),
         Message::assistant_calls(
             None,
-            vec![rein_protocol::ToolCall::new("a", "f", Default::default())],
+            vec![rein_protocol::ToolCall::new("a", "f", rein_protocol::Arguments::new())],
         ),
         Message::user("next"),
     ];

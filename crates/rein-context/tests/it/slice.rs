@@ -51,9 +51,15 @@ fn render_points_at_the_next_slice() {
 fn history() -> Vec<Message> {
     vec![
         Message::user("read it"),
-        Message::assistant_calls(None, vec![ToolCall::new("c1", "cat", Default::default())]),
+        Message::assistant_calls(
+            None,
+            vec![ToolCall::new("c1", "cat", rein_protocol::Arguments::new())],
+        ),
         Message::tool("c1", "first result", false),
-        Message::assistant_calls(None, vec![ToolCall::new("c1", "cat", Default::default())]),
+        Message::assistant_calls(
+            None,
+            vec![ToolCall::new("c1", "cat", rein_protocol::Arguments::new())],
+        ),
         Message::tool("c1", "second result, same id", false),
     ]
 }

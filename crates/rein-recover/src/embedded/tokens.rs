@@ -36,12 +36,15 @@
 
 use std::ops::Range;
 
+use rein_protocol::Arguments;
 use rein_protocol::{JsonObject, ToolCall};
 use serde_json::Value;
 
 use super::{Ctx, MAX_TEXT_CALLS, is_ident_byte, is_name_byte, name_attribute};
 use crate::args::parameter_value;
-use crate::call::{Place, arguments_from_value, calls_from_text, scrub, text_call, tool_name};
+use crate::call::{
+    ArgumentValue, Place, arguments_from_value, calls_from_text, scrub, text_call, tool_name,
+};
 use crate::find::{BytePairs, find_by, tokens_by_byte};
 use crate::json::to_value;
 
@@ -477,8 +480,13 @@ impl<'t> Ctx<'t, '_> {
         if self.bytes.get(i) != Some(&b'{') {
             return None;
         }
-        let (value, end) = self.json_value(i)?;
-        let arguments = arguments_from_value(value, &name, &mut self.diagnostics)?;
+        let (value, end) = self.json_arguments_value(i)?;
+        let arguments = match value {
+            ArgumentValue::Plain(arguments) => arguments,
+            ArgumentValue::Value(value) => {
+                Arguments::from(arguments_from_value(value, &name, &mut self.diagnostics)?)
+            }
+        };
         Some(self.push(text_call(name, arguments), end))
     }
 
@@ -979,7 +987,7 @@ mod tests {
         let scan = crate::embedded::scan(text, crate::call::Tools::new(&[]));
         assert_eq!(scan.spans, vec![0..text.len()]);
         assert_eq!(
-            serde_json::Value::Object(scan.calls[0].arguments.clone()).to_string(),
+            scan.calls[0].arguments.as_json(),
             r#"{"city":"Paris","days":3,"on":true,"tags":["a",2],"o":{"x":1}}"#
         );
         let scan = crate::embedded::scan(

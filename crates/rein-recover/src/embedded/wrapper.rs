@@ -7,8 +7,10 @@ use nom::{
 };
 use rein_protocol::JsonObject;
 use serde_json::Value;
+use serde_json::value::RawValue;
 
 use super::*;
+use crate::call::{ArgumentValue, plain_arguments};
 
 /// The wrapper tags [`Ctx::wrapper_open`] reads, compared ignoring case; longer ones before the
 /// ones they begin with.
@@ -267,6 +269,23 @@ impl<'t> Ctx<'t, '_> {
         }
         let end = self.json.value_end(i).ok()?;
         Some((to_value(&self.text[i..end])?, end))
+    }
+
+    /// [`json_value`](Self::json_value) for a call's arguments at `i`: a plain object is kept as
+    /// its text (see [`plain_arguments`]), anything else is the value to repair.
+    pub(super) fn json_arguments_value(&mut self, i: usize) -> Option<(ArgumentValue, usize)> {
+        if !self.may_open_json(i) {
+            return None;
+        }
+        if let Some((raw, end)) = self.strict_json(i, |_, text| first_value::<&RawValue>(text)) {
+            let value = match plain_arguments(raw.get()) {
+                Some(arguments) => ArgumentValue::Plain(arguments),
+                None => ArgumentValue::Value(serde_json::from_str(raw.get()).ok()?),
+            };
+            return Some((value, end));
+        }
+        let end = self.json.value_end(i).ok()?;
+        Some((ArgumentValue::Value(to_value(&self.text[i..end])?), end))
     }
 
     /// `read` of the well-formed JSON value at `i` by `serde_json` alone (what it gives, and

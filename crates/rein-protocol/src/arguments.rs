@@ -1,0 +1,523 @@
+//! [`Arguments`]: a tool call's arguments, a JSON object kept as its compact JSON text until a
+//! tool reads it.
+//!
+//! Most arguments are only passed on: recovered from a reply, stored, written back to the model
+//! as text (OpenAI-compatible providers send them as a JSON string). Building a
+//! `serde_json::Map` for each (an `IndexMap` with a hash per key and an allocation per key and
+//! value) and writing it out again was most of what recovering a short reply cost. So the
+//! arguments are kept as text in the form `serde_json` writes for the object (compact, keys in
+//! their order, each key once), and the map is built at the first read ([`Arguments::map`],
+//! or through `Deref`) and kept.
+//!
+//! The text is canonical: two `Arguments` with equal text hold equal objects, and the text of
+//! arguments built from a map is `serde_json`'s own. [`Arguments::from_json`] writes that form
+//! in one pass over text that is already simple JSON (strings without escapes other than
+//! `serde_json`'s own, integers, each key once per object), and reads anything else with
+//! `serde_json`.
+
+use std::borrow::Cow;
+use std::fmt;
+use std::ops::{Deref, DerefMut};
+use std::sync::OnceLock;
+
+use serde::{Deserialize, Deserializer, Serialize, Serializer};
+
+use crate::JsonObject;
+
+/// A tool call's arguments: always a JSON object (see the module doc).
+#[derive(Clone)]
+pub struct Arguments(Repr);
+
+///
+/// The maps are boxed: a call is moved often (into events, between vectors), and an unboxed
+/// map made every call and event twice as large to copy.
+#[derive(Clone)]
+enum Repr {
+    /// The canonical text, and the map once something read it.
+    Text { json: String, map: OnceLock<Box<JsonObject>> },
+    /// A map that may have been changed since it was built (through `DerefMut`).
+    Map(Box<JsonObject>),
+}
+
+/// Why a text is not a tool call's arguments.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum ArgumentsError {
+    /// The text is not JSON.
+    #[error("not valid JSON: {0}")]
+    NotJson(String),
+    /// The text is JSON, but not an object.
+    #[error("a JSON {0}, not an object")]
+    NotObject(&'static str),
+}
+
+impl Arguments {
+    /// No arguments: `{}`.
+    pub fn new() -> Self {
+        Arguments(Repr::Text { json: "{}".into(), map: OnceLock::new() })
+    }
+
+    /// The arguments a JSON text holds when it is plain JSON, read without building anything:
+    /// one object whose strings have no escape other than `\"`, `\\`, `\b`, `\f`, `\n`, `\r`
+    /// and `\t`, whose numbers are integers of up to 18 digits, and whose objects have each key
+    /// once (and at most 32 keys). `None` for any other text, JSON or not:
+    /// [`from_json`](Self::from_json) reads it. No escape is decoded, so a caller looking for a
+    /// character in the values may look in the text.
+    pub fn from_plain_json(text: &str) -> Option<Self> {
+        canonical(text).map(|json| Arguments(Repr::Text { json, map: OnceLock::new() }))
+    }
+
+    /// The arguments a JSON text holds: one object, with whitespace around it or inside it.
+    pub fn from_json(text: &str) -> Result<Self, ArgumentsError> {
+        if let Some(arguments) = Arguments::from_plain_json(text) {
+            return Ok(arguments);
+        }
+        match serde_json::from_str::<serde_json::Value>(text) {
+            Ok(serde_json::Value::Object(map)) => Ok(Arguments::from(map)),
+            Ok(other) => Err(ArgumentsError::NotObject(kind(&other))),
+            Err(error) => Err(ArgumentsError::NotJson(error.to_string())),
+        }
+    }
+
+    /// The arguments as compact JSON text, the form providers send (`serde_json`'s).
+    pub fn as_json(&self) -> Cow<'_, str> {
+        match &self.0 {
+            Repr::Text { json, .. } => Cow::Borrowed(json),
+            Repr::Map(map) => Cow::Owned(object_text(map)),
+        }
+    }
+
+    /// The arguments as a map, built at the first call.
+    pub fn map(&self) -> &JsonObject {
+        match &self.0 {
+            // The text is canonical JSON of an object (made so by every constructor): it reads.
+            Repr::Text { json, map } => {
+                map.get_or_init(|| Box::new(serde_json::from_str(json).unwrap_or_default()))
+            }
+            Repr::Map(map) => map,
+        }
+    }
+
+    /// The arguments as a map of their own.
+    pub fn into_map(self) -> JsonObject {
+        match self.0 {
+            Repr::Text { json, map } => match map.into_inner() {
+                Some(map) => *map,
+                None => serde_json::from_str(&json).unwrap_or_default(),
+            },
+            Repr::Map(map) => *map,
+        }
+    }
+}
+
+impl Default for Arguments {
+    fn default() -> Self {
+        Arguments::new()
+    }
+}
+
+impl From<JsonObject> for Arguments {
+    fn from(map: JsonObject) -> Self {
+        Arguments(Repr::Map(Box::new(map)))
+    }
+}
+
+impl Deref for Arguments {
+    type Target = JsonObject;
+
+    fn deref(&self) -> &JsonObject {
+        self.map()
+    }
+}
+
+impl DerefMut for Arguments {
+    /// The map, to change: the arguments are a map from then on (their text is written when
+    /// asked for).
+    fn deref_mut(&mut self) -> &mut JsonObject {
+        if let Repr::Text { .. } = self.0 {
+            let taken = std::mem::replace(&mut self.0, Repr::Map(Box::default()));
+            self.0 = Repr::Map(Box::new(Arguments(taken).into_map()));
+        }
+        match &mut self.0 {
+            Repr::Map(map) => map,
+            Repr::Text { .. } => unreachable!("made a map above"),
+        }
+    }
+}
+
+impl PartialEq for Arguments {
+    /// Equal objects (key order aside, as `serde_json::Map` compares); equal canonical texts
+    /// are compared without building the maps.
+    fn eq(&self, other: &Self) -> bool {
+        if let (Repr::Text { json: a, .. }, Repr::Text { json: b, .. }) = (&self.0, &other.0)
+            && a == b
+        {
+            return true;
+        }
+        self.map() == other.map()
+    }
+}
+
+impl PartialEq<JsonObject> for Arguments {
+    fn eq(&self, other: &JsonObject) -> bool {
+        self.map() == other
+    }
+}
+
+impl fmt::Debug for Arguments {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        fmt::Debug::fmt(self.map(), f)
+    }
+}
+
+impl fmt::Display for Arguments {
+    /// The compact JSON text.
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.as_json())
+    }
+}
+
+impl Serialize for Arguments {
+    /// As the JSON object.
+    fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        self.map().serialize(serializer)
+    }
+}
+
+impl<'de> Deserialize<'de> for Arguments {
+    /// From a JSON object.
+    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        JsonObject::deserialize(deserializer).map(Arguments::from)
+    }
+}
+
+fn object_text(map: &JsonObject) -> String {
+    // Writing a map of JSON values to a string does not fail (its keys are strings).
+    serde_json::to_string(map).unwrap_or_else(|_| "{}".to_owned())
+}
+
+fn kind(value: &serde_json::Value) -> &'static str {
+    match value {
+        serde_json::Value::Null => "null",
+        serde_json::Value::Bool(_) => "boolean",
+        serde_json::Value::Number(_) => "number",
+        serde_json::Value::String(_) => "string",
+        serde_json::Value::Array(_) => "array",
+        serde_json::Value::Object(_) => "object",
+    }
+}
+
+/// How deep [`canonical`] follows nested values; deeper text is left to `serde_json` (whose
+/// limit is 128).
+const MAX_DEPTH: usize = 100;
+
+/// How many keys [`canonical`] compares a key with (to find a repeated one); an object with
+/// more is left to `serde_json`, so that the comparisons stay linear in the text.
+const MAX_KEYS: usize = 32;
+
+/// How many keys [`canonical`] keeps at once, those of every object it is inside (a fixed
+/// array: arguments are read by the thousand, and a vector was an allocation for each); text
+/// with more is left to `serde_json`.
+const MAX_OPEN_KEYS: usize = 64;
+
+/// `text`, one JSON object, in the compact form `serde_json` writes for its map; `None` where
+/// that form is not a copy of the text without its whitespace (an escape `serde_json` writes
+/// otherwise, such as `\u00e9` or `\/`; a number other than a plain integer of up to 18 digits;
+/// a key repeated in one object) or the text is not JSON: the caller reads it with `serde_json`.
+fn canonical(text: &str) -> Option<String> {
+    let mut writer = Canonical {
+        text,
+        bytes: text.as_bytes(),
+        at: 0,
+        out: String::with_capacity(text.len()),
+        keys: [(0, 0); MAX_OPEN_KEYS],
+        open_keys: 0,
+    };
+    writer.whitespace();
+    if writer.bytes.get(writer.at) != Some(&b'{') {
+        return None;
+    }
+    writer.value(0)?;
+    writer.whitespace();
+    (writer.at == writer.bytes.len()).then_some(writer.out)
+}
+
+/// The state of [`canonical`]: where it reads, what it wrote, and the keys of the objects it is
+/// inside (as places in `out`: the first `open_keys` of `keys`).
+struct Canonical<'a> {
+    text: &'a str,
+    bytes: &'a [u8],
+    at: usize,
+    out: String,
+    keys: [(usize, usize); MAX_OPEN_KEYS],
+    open_keys: usize,
+}
+
+impl Canonical<'_> {
+    fn whitespace(&mut self) {
+        while let Some(b' ' | b'\n' | b'\r' | b'\t') = self.bytes.get(self.at) {
+            self.at += 1;
+        }
+    }
+
+    fn value(&mut self, depth: usize) -> Option<()> {
+        if depth > MAX_DEPTH {
+            return None;
+        }
+        self.whitespace();
+        match *self.bytes.get(self.at)? {
+            b'{' => self.object(depth),
+            b'[' => self.array(depth),
+            b'"' => self.string(),
+            b't' => self.literal(b"true"),
+            b'f' => self.literal(b"false"),
+            b'n' => self.literal(b"null"),
+            b'-' | b'0'..=b'9' => self.integer(),
+            _ => None,
+        }
+    }
+
+    fn object(&mut self, depth: usize) -> Option<()> {
+        self.at += 1;
+        self.out.push('{');
+        self.whitespace();
+        if self.bytes.get(self.at) == Some(&b'}') {
+            self.at += 1;
+            self.out.push('}');
+            return Some(());
+        }
+        let first_key = self.open_keys;
+        loop {
+            self.whitespace();
+            if self.bytes.get(self.at) != Some(&b'"') {
+                return None;
+            }
+            let start = self.out.len();
+            self.string()?;
+            let key = &self.out.as_bytes()[start..];
+            let earlier = &self.keys[first_key..self.open_keys];
+            if earlier.len() >= MAX_KEYS
+                || self.open_keys == MAX_OPEN_KEYS
+                || earlier.iter().any(|&(from, to)| &self.out.as_bytes()[from..to] == key)
+            {
+                return None;
+            }
+            self.keys[self.open_keys] = (start, self.out.len());
+            self.open_keys += 1;
+            self.whitespace();
+            if self.bytes.get(self.at) != Some(&b':') {
+                return None;
+            }
+            self.at += 1;
+            self.out.push(':');
+            self.value(depth + 1)?;
+            self.whitespace();
+            match self.bytes.get(self.at) {
+                Some(b',') => {
+                    self.at += 1;
+                    self.out.push(',');
+                }
+                Some(b'}') => {
+                    self.at += 1;
+                    self.out.push('}');
+                    self.open_keys = first_key;
+                    return Some(());
+                }
+                _ => return None,
+            }
+        }
+    }
+
+    fn array(&mut self, depth: usize) -> Option<()> {
+        self.at += 1;
+        self.out.push('[');
+        self.whitespace();
+        if self.bytes.get(self.at) == Some(&b']') {
+            self.at += 1;
+            self.out.push(']');
+            return Some(());
+        }
+        loop {
+            self.value(depth + 1)?;
+            self.whitespace();
+            match self.bytes.get(self.at) {
+                Some(b',') => {
+                    self.at += 1;
+                    self.out.push(',');
+                }
+                Some(b']') => {
+                    self.at += 1;
+                    self.out.push(']');
+                    return Some(());
+                }
+                _ => return None,
+            }
+        }
+    }
+
+    /// A string at `"`, copied when its escapes are the ones `serde_json` writes (`\"`, `\\`,
+    /// `\b`, `\f`, `\n`, `\r`, `\t`) and it holds no raw control character.
+    fn string(&mut self) -> Option<()> {
+        let start = self.at;
+        let mut at = start + 1;
+        loop {
+            let offset = memchr::memchr2(b'"', b'\\', &self.bytes[at..])?;
+            // Every byte looked at, without stopping early: the compiler makes it a vector loop.
+            let control =
+                self.bytes[at..at + offset].iter().fold(false, |found, &b| found | (b < 0x20));
+            if control {
+                return None;
+            }
+            at += offset;
+            if self.bytes[at] == b'"' {
+                break;
+            }
+            match self.bytes.get(at + 1)? {
+                b'"' | b'\\' | b'b' | b'f' | b'n' | b'r' | b't' => at += 2,
+                _ => return None,
+            }
+        }
+        // `start` and `at` are at ASCII quotes: character boundaries.
+        self.out.push_str(&self.text[start..=at]);
+        self.at = at + 1;
+        Some(())
+    }
+
+    fn literal(&mut self, word: &[u8]) -> Option<()> {
+        if !self.bytes[self.at..].starts_with(word) {
+            return None;
+        }
+        self.out.push_str(&self.text[self.at..self.at + word.len()]);
+        self.at += word.len();
+        Some(())
+    }
+
+    /// An integer as `serde_json` writes it: no leading zero, no `-0`, at most 18 digits (so
+    /// that it fits an `i64` and a `u64`); a fraction or an exponent is left to `serde_json`.
+    fn integer(&mut self) -> Option<()> {
+        let start = self.at;
+        let negative = self.bytes[start] == b'-';
+        let digits_from = start + usize::from(negative);
+        let digits = self.bytes[digits_from..].iter().take_while(|b| b.is_ascii_digit()).count();
+        let end = digits_from + digits;
+        let leading_zero = digits > 1 && self.bytes[digits_from] == b'0';
+        let negative_zero = negative && digits == 1 && self.bytes[digits_from] == b'0';
+        if digits == 0 || digits > 18 || leading_zero || negative_zero {
+            return None;
+        }
+        if let Some(b'.' | b'e' | b'E') = self.bytes.get(end) {
+            return None;
+        }
+        self.out.push_str(&self.text[start..end]);
+        self.at = end;
+        Some(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// What `serde_json` makes of `text`: its object written compact.
+    fn by_serde(text: &str) -> Option<String> {
+        match serde_json::from_str::<serde_json::Value>(text) {
+            Ok(serde_json::Value::Object(map)) => Some(object_text(&map)),
+            _ => None,
+        }
+    }
+
+    #[test]
+    fn canonical_text_is_serde_jsons() {
+        let cases = [
+            r#"{}"#,
+            r#"  { "a" : 1 , "b" : [ true , false , null , "x" ] }  "#,
+            r#"{"sql":"SELECT name FROM parks WHERE state = 'CA' LIMIT 5","layer_id":"parks"}"#,
+            r#"{"a":"line\nbreak \"quoted\" back\\slash\ttab\b\f\r"}"#,
+            r#"{"a":"caf\u00e9"}"#,
+            r#"{"a":"a\/b"}"#,
+            r#"{"a":"café ✓"}"#,
+            r#"{"a":-0}"#,
+            r#"{"a":0,"b":-5,"c":123456789012345678}"#,
+            r#"{"a":1234567890123456789012}"#,
+            r#"{"a":1.50,"b":1e3,"c":-2.0E-3}"#,
+            r#"{"a":01}"#,
+            r#"{"a":1,"a":2}"#,
+            r#"{"a":{"k":1},"b":{"k":2}}"#,
+            r#"{"a":{"k":1,"k":3}}"#,
+            r#"{"a":[{"k":1},{"k":2}]}"#,
+            r#"{"a\"b":1,"a\"b ":2}"#,
+            "{\"a\":\"raw\ncontrol\"}",
+            r#"{"a":1,}"#,
+            r#"{"a" 1}"#,
+            r#"{"a":tru}"#,
+            r#"{"a":1} x"#,
+            r#"[1]"#,
+            r#""{}""#,
+            "",
+        ];
+        for case in cases {
+            let ours =
+                Arguments::from_json(case).ok().map(|arguments| arguments.as_json().into_owned());
+            assert_eq!(ours, by_serde(case), "{case}");
+        }
+    }
+
+    #[test]
+    fn deep_and_wide_text_is_left_to_serde() {
+        let deep = format!(r#"{{"a":{}1{}}}"#, "[".repeat(150), "]".repeat(150));
+        assert_eq!(canonical(&deep), None);
+        assert!(Arguments::from_json(&deep).is_err(), "serde_json refuses nesting past 128");
+        let wide = format!(
+            "{{{}}}",
+            (0..40).map(|i| format!(r#""k{i}":{i}"#)).collect::<Vec<_>>().join(",")
+        );
+        assert_eq!(canonical(&wide), None);
+        assert_eq!(
+            Arguments::from_json(&wide).map(|a| a.as_json().into_owned()).ok(),
+            by_serde(&wide)
+        );
+    }
+
+    #[test]
+    fn errors_say_what_the_text_is() {
+        assert_eq!(Arguments::from_json("[1]"), Err(ArgumentsError::NotObject("array")));
+        assert!(matches!(Arguments::from_json("{"), Err(ArgumentsError::NotJson(_))));
+    }
+
+    #[test]
+    fn is_small_to_move() {
+        assert!(std::mem::size_of::<Arguments>() <= 48, "{}", std::mem::size_of::<Arguments>());
+    }
+
+    #[test]
+    fn text_and_map_agree() {
+        let text = Arguments::from_json(r#"{"b": 1, "a": [2]}"#).unwrap();
+        let map: JsonObject = serde_json::from_str(r#"{"b":1,"a":[2]}"#).unwrap();
+        let built = Arguments::from(map.clone());
+        assert_eq!(text, built);
+        assert_eq!(text.as_json(), built.as_json());
+        assert_eq!(text.map(), &map);
+        assert_eq!(text["a"][0], 2);
+        assert_eq!(text.clone().into_map(), map);
+        assert_eq!(serde_json::to_string(&text).unwrap(), r#"{"b":1,"a":[2]}"#);
+        assert_eq!(format!("{text}"), r#"{"b":1,"a":[2]}"#);
+        let round: Arguments = serde_json::from_str(r#"{"b":1,"a":[2]}"#).unwrap();
+        assert_eq!(round, text);
+    }
+
+    #[test]
+    fn a_changed_map_is_written_again() {
+        let mut arguments = Arguments::from_json(r#"{"a":1}"#).unwrap();
+        arguments.insert("b".into(), serde_json::json!("x"));
+        assert_eq!(arguments.as_json(), r#"{"a":1,"b":"x"}"#);
+        assert_ne!(arguments, Arguments::from_json(r#"{"a":1}"#).unwrap());
+        assert_eq!(Arguments::new().as_json(), "{}");
+        assert!(Arguments::default().is_empty());
+    }
+
+    #[test]
+    fn key_order_does_not_make_arguments_differ() {
+        let a = Arguments::from_json(r#"{"a":1,"b":2}"#).unwrap();
+        let b = Arguments::from_json(r#"{"b":2,"a":1}"#).unwrap();
+        assert_eq!(a, b);
+    }
+}
