@@ -59,9 +59,9 @@ impl Arguments {
     /// The arguments a JSON text holds when it is plain JSON, read without building anything:
     /// one object whose strings have no escape other than `\"`, `\\`, `\b`, `\f`, `\n`, `\r`
     /// and `\t`, whose numbers are integers of up to 18 digits, and whose objects have each key
-    /// once (and at most 32 keys). `None` for any other text, JSON or not:
-    /// [`from_json`](Self::from_json) reads it. No escape is decoded, so a caller looking for a
-    /// character in the values may look in the text.
+    /// once (at most 16 keys each, 32 in the objects open at once). `None` for any other text,
+    /// JSON or not: [`from_json`](Self::from_json) reads it. No escape is decoded, so a caller
+    /// looking for a character in the values may look in the text.
     pub fn from_plain_json(text: &str) -> Option<Self> {
         canonical(text).map(|json| Arguments(Repr::Text { json, map: OnceLock::new() }))
     }
@@ -76,6 +76,14 @@ impl Arguments {
             Ok(other) => Err(ArgumentsError::NotObject(kind(&other))),
             Err(error) => Err(ArgumentsError::NotJson(error.to_string())),
         }
+    }
+
+    /// [`from_plain_json`](Self::from_plain_json) on the object `text` begins with (after
+    /// whitespace), and where that object ends in `text`; what follows it is not read.
+    pub fn from_plain_json_prefix(text: &str) -> Option<(Self, usize)> {
+        // Room for usual arguments, not for the rest of the text (which may be long).
+        let (json, end) = canonical_prefix(text, text.len().min(256))?;
+        Some((Arguments(Repr::Text { json, map: OnceLock::new() }), end))
     }
 
     /// The arguments as compact JSON text, the form providers send (`serde_json`'s).
@@ -212,23 +220,31 @@ const MAX_DEPTH: usize = 100;
 
 /// How many keys [`canonical`] compares a key with (to find a repeated one); an object with
 /// more is left to `serde_json`, so that the comparisons stay linear in the text.
-const MAX_KEYS: usize = 32;
+const MAX_KEYS: usize = 16;
 
 /// How many keys [`canonical`] keeps at once, those of every object it is inside (a fixed
 /// array: arguments are read by the thousand, and a vector was an allocation for each); text
 /// with more is left to `serde_json`.
-const MAX_OPEN_KEYS: usize = 64;
+const MAX_OPEN_KEYS: usize = 32;
 
 /// `text`, one JSON object, in the compact form `serde_json` writes for its map; `None` where
 /// that form is not a copy of the text without its whitespace (an escape `serde_json` writes
 /// otherwise, such as `\u00e9` or `\/`; a number other than a plain integer of up to 18 digits;
 /// a key repeated in one object) or the text is not JSON: the caller reads it with `serde_json`.
 fn canonical(text: &str) -> Option<String> {
+    let (out, end) = canonical_prefix(text, text.len())?;
+    let rest = &text.as_bytes()[end..];
+    rest.iter().all(|b| matches!(b, b' ' | b'\n' | b'\r' | b'\t')).then_some(out)
+}
+
+/// [`canonical`] on the object `text` begins with (after whitespace), and where it ends:
+/// what follows is not read. `room`: the room the text written is given at first.
+fn canonical_prefix(text: &str, room: usize) -> Option<(String, usize)> {
     let mut writer = Canonical {
         text,
         bytes: text.as_bytes(),
         at: 0,
-        out: String::with_capacity(text.len()),
+        out: String::with_capacity(room),
         keys: [(0, 0); MAX_OPEN_KEYS],
         open_keys: 0,
     };
@@ -237,8 +253,7 @@ fn canonical(text: &str) -> Option<String> {
         return None;
     }
     writer.value(0)?;
-    writer.whitespace();
-    (writer.at == writer.bytes.len()).then_some(writer.out)
+    Some((writer.out, writer.at))
 }
 
 /// The state of [`canonical`]: where it reads, what it wrote, and the keys of the objects it is
@@ -248,7 +263,7 @@ struct Canonical<'a> {
     bytes: &'a [u8],
     at: usize,
     out: String,
-    keys: [(usize, usize); MAX_OPEN_KEYS],
+    keys: [(u32, u32); MAX_OPEN_KEYS],
     open_keys: usize,
 }
 
@@ -297,11 +312,17 @@ impl Canonical<'_> {
             let earlier = &self.keys[first_key..self.open_keys];
             if earlier.len() >= MAX_KEYS
                 || self.open_keys == MAX_OPEN_KEYS
-                || earlier.iter().any(|&(from, to)| &self.out.as_bytes()[from..to] == key)
+                || earlier
+                    .iter()
+                    .any(|&(from, to)| &self.out.as_bytes()[from as usize..to as usize] == key)
             {
                 return None;
             }
-            self.keys[self.open_keys] = (start, self.out.len());
+            // Places in the text written, which is no longer than the text read.
+            let (Ok(from), Ok(to)) = (u32::try_from(start), u32::try_from(self.out.len())) else {
+                return None;
+            };
+            self.keys[self.open_keys] = (from, to);
             self.open_keys += 1;
             self.whitespace();
             if self.bytes.get(self.at) != Some(&b':') {
@@ -475,6 +496,16 @@ mod tests {
             Arguments::from_json(&wide).map(|a| a.as_json().into_owned()).ok(),
             by_serde(&wide)
         );
+    }
+
+    #[test]
+    fn a_prefix_is_read_to_its_end() {
+        let text = r#" {"a": [1, {"b": "}"}]} then prose {"#;
+        let (arguments, end) = Arguments::from_plain_json_prefix(text).unwrap();
+        assert_eq!(arguments.as_json(), r#"{"a":[1,{"b":"}"}]}"#);
+        assert_eq!(&text[end..], " then prose {");
+        assert!(Arguments::from_plain_json_prefix(r#"{"a": 1"#).is_none());
+        assert!(Arguments::from_plain_json_prefix("[1]").is_none());
     }
 
     #[test]
