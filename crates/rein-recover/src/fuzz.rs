@@ -39,6 +39,10 @@ pub fn recover_bytes(data: &[u8]) {
     for call in &first.calls {
         assert!(!call.name.is_empty(), "a call with an empty name");
         assert!(ids.insert(call.id.as_str()), "duplicate call id {}", call.id);
+        // Arguments kept as text compare by it: the text must be what `serde_json` writes for
+        // the object it reads as.
+        let written = serde_json::to_string(call.arguments.map()).unwrap_or_default();
+        assert_eq!(call.arguments.as_json(), written, "arguments text is not canonical");
     }
     if !native.is_empty() {
         assert_eq!(first.calls.len(), 1, "native calls must win over text calls");
@@ -59,6 +63,12 @@ pub fn repair_bytes(data: &[u8]) {
     {
         assert_eq!(object, strict, "valid object text must be kept");
         assert!(diagnostic.is_none(), "valid object text needs no diagnostic");
+    }
+    if let Some(plain) = rein_protocol::Arguments::from_plain_json(&raw) {
+        let strict: serde_json::Map<String, serde_json::Value> =
+            serde_json::from_str(&raw).expect("plain JSON must be JSON");
+        assert_eq!(plain.map(), &strict, "plain JSON read otherwise than serde_json reads it");
+        assert_eq!(plain.as_json(), serde_json::to_string(&strict).unwrap_or_default());
     }
     let text = serde_json::Value::Object(object.clone()).to_string();
     let (again, diagnostic) = repair_arguments(&text);

@@ -68,60 +68,89 @@ impl ToolSchemas {
     }
 
     /// Converts the string values of `arguments` of a call to `name` where its schema types
-    /// them otherwise; returns how many changed.
+    /// them otherwise; returns how many changed. Arguments with nothing to type are left as
+    /// they are (kept as text, if they were: most arguments written as JSON are typed already).
     pub fn type_arguments(&self, name: &str, arguments: &mut Arguments) -> usize {
         let Some(schema) = self.by_name.get(name) else { return 0 };
-        // Typed on a copy, so that arguments with nothing to type keep their text (most
-        // arguments written as JSON are typed already).
-        let mut typed = arguments.map().clone();
-        let changed = type_object(&mut typed, schema, 0);
-        if changed > 0 {
-            *arguments = Arguments::from(typed);
+        match typed_object(arguments.map(), schema, 0) {
+            Some((typed, changed)) => {
+                *arguments = Arguments::from(typed);
+                changed
+            }
+            None => 0,
         }
-        changed
     }
 }
 
 /// How deep nested schemas are followed (the recursion stays small on any schema).
 const MAX_DEPTH: usize = 16;
 
-fn type_object(object: &mut JsonObject, schema: &Value, depth: usize) -> usize {
-    let Some(Value::Object(properties)) = schema.get("properties") else { return 0 };
-    let mut changed = 0;
-    for (key, value) in object.iter_mut() {
-        if let Some(property) = properties.get(key) {
-            changed += type_value(value, property, depth + 1);
+/// `object` with its values typed by the object schema `schema`, and how many values changed;
+/// `None` when none would (nothing is copied then).
+fn typed_object(object: &JsonObject, schema: &Value, depth: usize) -> Option<(JsonObject, usize)> {
+    let Some(Value::Object(properties)) = schema.get("properties") else { return None };
+    let mut changes = Vec::new();
+    for (index, (key, value)) in object.iter().enumerate() {
+        if let Some(property) = properties.get(key)
+            && let Some(change) = typed_value(value, property, depth + 1)
+        {
+            changes.push((index, change));
         }
     }
-    changed
+    if changes.is_empty() {
+        return None;
+    }
+    let changed = changes.iter().map(|(_, (_, count))| count).sum();
+    let mut changes = changes.into_iter().peekable();
+    let typed = object
+        .iter()
+        .enumerate()
+        .map(|(index, (key, value))| match changes.next_if(|(at, _)| *at == index) {
+            Some((_, (typed, _))) => (key.clone(), typed),
+            None => (key.clone(), value.clone()),
+        })
+        .collect();
+    Some((typed, changed))
 }
 
-fn type_value(value: &mut Value, schema: &Value, depth: usize) -> usize {
+/// `value` typed by `schema`, and how many values changed; `None` when none would.
+fn typed_value(value: &Value, schema: &Value, depth: usize) -> Option<(Value, usize)> {
     if depth > MAX_DEPTH {
-        return 0;
+        return None;
     }
     match value {
         Value::String(text) => {
             let types = schema_types(schema);
             if types.is_empty() || types.contains(&"string") {
-                return 0;
+                return None;
             }
-            match types.iter().find_map(|kind| convert(text, kind)) {
-                Some(mut converted) => {
-                    type_value(&mut converted, schema, depth + 1);
-                    *value = converted;
-                    1
-                }
-                None => 0,
-            }
+            let converted = types.iter().find_map(|kind| convert(text, kind))?;
+            // A string converted to an object or an array is typed inside too.
+            let converted = match typed_value(&converted, schema, depth + 1) {
+                Some((inner, _)) => inner,
+                None => converted,
+            };
+            Some((converted, 1))
         }
-        Value::Object(object) => type_object(object, &branch(schema, "object"), depth),
+        Value::Object(object) => typed_object(object, &branch(schema, "object"), depth)
+            .map(|(typed, changed)| (Value::Object(typed), changed)),
         Value::Array(items) => {
             let schema = branch(schema, "array");
-            let Some(item_schema) = schema.get("items") else { return 0 };
-            items.iter_mut().map(|item| type_value(item, item_schema, depth + 1)).sum()
+            let item_schema = schema.get("items")?;
+            let typed: Vec<_> =
+                items.iter().map(|item| typed_value(item, item_schema, depth + 1)).collect();
+            let changed: usize = typed.iter().flatten().map(|(_, count)| count).sum();
+            if changed == 0 {
+                return None;
+            }
+            let items = items
+                .iter()
+                .zip(typed)
+                .map(|(item, typed)| typed.map_or_else(|| item.clone(), |(typed, _)| typed))
+                .collect();
+            Some((Value::Array(items), changed))
         }
-        _ => 0,
+        _ => None,
     }
 }
 
