@@ -381,19 +381,13 @@ impl Canonical<'_> {
         let start = self.at;
         let mut at = start + 1;
         loop {
-            let offset = memchr::memchr2(b'"', b'\\', &self.bytes[at..])?;
-            // Every byte looked at, without stopping early: the compiler makes it a vector loop.
-            let control =
-                self.bytes[at..at + offset].iter().fold(false, |found, &b| found | (b < 0x20));
-            if control {
-                return None;
-            }
-            at += offset;
-            if self.bytes[at] == b'"' {
-                break;
-            }
-            match self.bytes.get(at + 1)? {
-                b'"' | b'\\' | b'b' | b'f' | b'n' | b'r' | b't' => at += 2,
+            at += string_stop(&self.bytes[at..])?;
+            match self.bytes[at] {
+                b'"' => break,
+                b'\\' => match self.bytes.get(at + 1)? {
+                    b'"' | b'\\' | b'b' | b'f' | b'n' | b'r' | b't' => at += 2,
+                    _ => return None,
+                },
                 _ => return None,
             }
         }
@@ -432,6 +426,33 @@ impl Canonical<'_> {
         self.at = end;
         Some(())
     }
+}
+
+/// Where the first `"`, `\\` or control character of `bytes` is, looked for eight bytes at a
+/// time (a word's bytes compared at once); `None` when there is none.
+fn string_stop(bytes: &[u8]) -> Option<usize> {
+    const ONES: u64 = u64::from_ne_bytes([1; 8]);
+    const HIGHS: u64 = u64::from_ne_bytes([0x80; 8]);
+    let mut at = 0;
+    while let Some(chunk) = bytes.get(at..at + 8) {
+        let mut word = [0; 8];
+        word.copy_from_slice(chunk);
+        let word = u64::from_le_bytes(word);
+        let quote = word ^ (ONES * u64::from(b'"'));
+        let backslash = word ^ (ONES * u64::from(b'\\'));
+        // A byte's high bit is set where it is zero (or below 0x20, for the last term); a
+        // borrow may also set the bits of the bytes above the first, never below it.
+        let stops = (quote.wrapping_sub(ONES) & !quote)
+            | (backslash.wrapping_sub(ONES) & !backslash)
+            | (word.wrapping_sub(ONES * 0x20) & !word);
+        let stops = stops & HIGHS;
+        if stops != 0 {
+            return Some(at + (stops.trailing_zeros() / 8) as usize);
+        }
+        at += 8;
+    }
+    let rest = bytes[at..].iter().position(|&b| b == b'"' || b == b'\\' || b < 0x20)?;
+    Some(at + rest)
 }
 
 #[cfg(test)]
@@ -496,6 +517,24 @@ mod tests {
             Arguments::from_json(&wide).map(|a| a.as_json().into_owned()).ok(),
             by_serde(&wide)
         );
+    }
+
+    #[test]
+    fn string_stops_are_found_in_every_place() {
+        for length in 0..24 {
+            for stop in [b'"', b'\\', b'\n', 0x1f, 0] {
+                for at in 0..=length {
+                    let mut bytes = vec![b'a'; length];
+                    bytes.extend("é~\x7f ".as_bytes());
+                    if at < length {
+                        bytes[at] = stop;
+                    }
+                    let expected = (at < length).then_some(at);
+                    assert_eq!(string_stop(&bytes), expected, "{length} {stop} {at}");
+                }
+            }
+        }
+        assert_eq!(string_stop(b"ab\"\\"), Some(2));
     }
 
     #[test]

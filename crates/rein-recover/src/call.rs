@@ -315,9 +315,10 @@ fn plain_string(text: &str, at: usize) -> Option<(&str, usize)> {
     if bytes.get(at) != Some(&b'"') {
         return None;
     }
-    let length = memchr::memchr2(b'"', b'\\', &bytes[at + 1..])?;
+    // Keys and names are short: a byte at a time, without a search's setup.
+    let length = bytes[at + 1..].iter().position(|&b| b == b'"' || b == b'\\' || b < 0x20)?;
     let end = at + 1 + length;
-    if bytes[end] != b'"' || bytes[at + 1..end].iter().any(|&b| b < 0x20) {
+    if bytes[end] != b'"' {
         return None;
     }
     Some((&text[at + 1..end], end + 1))
