@@ -113,13 +113,25 @@ impl Redactor {
     /// `text` with every exact secret and every credential shape replaced by [`REDACTED`].
     /// Borrowed when nothing was found.
     pub fn redact<'a>(&self, text: &'a str) -> Cow<'a, str> {
-        match self.redact_secrets(text) {
+        let mut redacted = match self.redact_secrets(text) {
             Cow::Borrowed(text) => redact_shapes(text),
             Cow::Owned(text) => match redact_shapes(&text) {
                 Cow::Borrowed(_) => Cow::Owned(text),
                 Cow::Owned(again) => Cow::Owned(again),
             },
+        };
+        // A redaction may complete a shape around it (`://user&Authorization://{@`: the
+        // header's value redacted, the rest reads as a URL's user info): the shapes are
+        // looked for again in what changed, until nothing does (a few passes at most; each is
+        // linear).
+        for _ in 0..SHAPE_PASSES {
+            let Cow::Owned(text) = &redacted else { break };
+            match redact_shapes(text) {
+                Cow::Borrowed(_) => break,
+                Cow::Owned(again) => redacted = Cow::Owned(again),
+            }
         }
+        redacted
     }
 
     /// `text` with every exact secret replaced by [`REDACTED`]; shapes are left alone.
@@ -440,6 +452,9 @@ fn key_value(bytes: &[u8], end: usize) -> Option<(usize, usize)> {
         || [&b"null"[..], b"true", b"false"].contains(&value);
     (!settled).then_some((at, stop))
 }
+
+/// How many more times [`Redactor::redact`] looks for shapes in text it changed.
+const SHAPE_PASSES: usize = 3;
 
 /// After `://` at `from`, a user info with a password (`user:password@`): what to redact
 /// (`None` when it is already redacted) and where scanning goes on (the `@`). The password
