@@ -94,6 +94,14 @@ impl Arguments {
         }
     }
 
+    /// The text, when the arguments are kept as text (not changed as a map since).
+    pub fn as_text(&self) -> Option<&str> {
+        match &self.0 {
+            Repr::Text { json, .. } => Some(json),
+            Repr::Map(_) => None,
+        }
+    }
+
     /// The arguments as a map, built at the first call.
     pub fn map(&self) -> &JsonObject {
         match &self.0 {
@@ -196,6 +204,133 @@ impl<'de> Deserialize<'de> for Arguments {
     fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
         JsonObject::deserialize(deserializer).map(Arguments::from)
     }
+}
+
+/// Arguments written one entry at a time, straight into their text (dialects that write each
+/// argument on its own, `<parameter=k>v</parameter>`, read into it): no map is built unless
+/// a key repeats.
+#[derive(Debug, Clone, Default)]
+pub struct ArgumentsBuilder {
+    /// `{` and the entries so far (no closing brace); empty before the first entry.
+    json: String,
+    /// Where each key's text is in `json` (the first `key_count`), to find a repeated key; past
+    /// as many keys as it holds the entries become a map.
+    keys: [(usize, usize); 8],
+    key_count: usize,
+    /// The entries as a map, once a key repeated (it keeps its place and takes the new value,
+    /// as a map's `insert` does).
+    map: Option<JsonObject>,
+}
+
+impl ArgumentsBuilder {
+    /// No entries yet.
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// Whether no entry was added.
+    pub fn is_empty(&self) -> bool {
+        self.json.is_empty() && self.map.as_ref().is_none_or(JsonObject::is_empty)
+    }
+
+    /// Adds the entry `key`: `value`; a key added before keeps its place and takes the value.
+    pub fn insert(&mut self, key: &str, value: serde_json::Value) {
+        match value {
+            serde_json::Value::String(text) => self.insert_str(key, &text),
+            other => {
+                if self.key(key, 8) {
+                    self.json.push_str(&other.to_string());
+                } else if let Some(map) = &mut self.map {
+                    map.insert(key.to_owned(), other);
+                }
+            }
+        }
+    }
+
+    /// [`insert`](Self::insert) of a string value, written without building it.
+    pub fn insert_str(&mut self, key: &str, value: &str) {
+        if self.key(key, value.len()) {
+            write_string(&mut self.json, value);
+        } else if let Some(map) = &mut self.map {
+            map.insert(key.to_owned(), serde_json::Value::String(value.to_owned()));
+        }
+    }
+
+    /// Writes `key` and its colon, with room for a value of about `value_room` bytes: whether
+    /// its value is to be written after it. When the key was added before (or too many keys
+    /// were), the entries become a map instead, into which the caller inserts the value.
+    fn key(&mut self, key: &str, value_room: usize) -> bool {
+        if self.map.is_some() {
+            return false;
+        }
+        let mark = self.json.len();
+        self.json.reserve(key.len() + value_room + 8);
+        self.json.push(if self.json.is_empty() { '{' } else { ',' });
+        let key_start = self.json.len();
+        write_string(&mut self.json, key);
+        let written = &self.json.as_bytes()[key_start..];
+        let known = &self.keys[..self.key_count];
+        let repeated = known.iter().any(|&(from, to)| &self.json.as_bytes()[from..to] == written);
+        if repeated || self.key_count == self.keys.len() {
+            self.json.truncate(mark);
+            let text = std::mem::take(&mut self.json);
+            self.map = Some(
+                Arguments::from_json(&closed(text)).map(Arguments::into_map).unwrap_or_default(),
+            );
+            return false;
+        }
+        self.keys[self.key_count] = (key_start, self.json.len());
+        self.key_count += 1;
+        self.json.push(':');
+        true
+    }
+
+    /// The arguments.
+    pub fn finish(self) -> Arguments {
+        match self.map {
+            Some(map) => Arguments::from(map),
+            None => Arguments(Repr::Text { json: closed(self.json), map: OnceLock::new() }),
+        }
+    }
+}
+
+/// The text of an [`ArgumentsBuilder`] with its closing brace (`{}` without entries).
+fn closed(mut json: String) -> String {
+    if json.is_empty() {
+        json.push('{');
+    }
+    json.push('}');
+    json
+}
+
+/// `text` as a JSON string, escaped as `serde_json` escapes it: `\"`, `\\`, `\b`, `\f`, `\n`,
+/// `\r`, `\t`, and any other control character as `\u00xx`.
+fn write_string(out: &mut String, text: &str) {
+    const HEX: &[u8; 16] = b"0123456789abcdef";
+    out.push('"');
+    let bytes = text.as_bytes();
+    let mut from = 0;
+    while let Some(offset) = string_stop(&bytes[from..]) {
+        let at = from + offset;
+        out.push_str(&text[from..at]);
+        match bytes[at] {
+            b'"' => out.push_str("\\\""),
+            b'\\' => out.push_str("\\\\"),
+            b'\n' => out.push_str("\\n"),
+            b'\r' => out.push_str("\\r"),
+            b'\t' => out.push_str("\\t"),
+            0x08 => out.push_str("\\b"),
+            0x0c => out.push_str("\\f"),
+            control => {
+                out.push_str("\\u00");
+                out.push(char::from(HEX[usize::from(control >> 4)]));
+                out.push(char::from(HEX[usize::from(control & 0xf)]));
+            }
+        }
+        from = at + 1;
+    }
+    out.push_str(&text[from..]);
+    out.push('"');
 }
 
 fn object_text(map: &JsonObject) -> String {
@@ -535,6 +670,29 @@ mod tests {
             }
         }
         assert_eq!(string_stop(b"ab\"\\"), Some(2));
+    }
+
+    #[test]
+    fn a_built_object_is_what_a_map_writes() {
+        let entries = [
+            ("a", serde_json::json!("x \" \\ \n \r \t \u{8} \u{c} \u{1} \u{1f} \u{7f} é")),
+            ("b\"", serde_json::json!({"k": [1, 2.5, null]})),
+            ("c", serde_json::json!(true)),
+            ("a", serde_json::json!(3)),
+            ("d", serde_json::json!("")),
+        ];
+        for count in 0..=entries.len() {
+            let mut built = ArgumentsBuilder::new();
+            let mut map = JsonObject::new();
+            for (key, value) in &entries[..count] {
+                built.insert(key, value.clone());
+                map.insert((*key).to_owned(), value.clone());
+            }
+            assert_eq!(built.is_empty(), count == 0);
+            let built = built.finish();
+            assert_eq!(built.as_json(), object_text(&map), "{count}");
+            assert_eq!(built, map);
+        }
     }
 
     #[test]

@@ -29,7 +29,7 @@ mod tool;
 mod transcribe;
 
 pub use crate::{
-    arguments::{Arguments, ArgumentsError},
+    arguments::{Arguments, ArgumentsBuilder, ArgumentsError},
     event::{AgentEvent, ElicitationAction, TurnEnding},
     message::{Content, ContentPart, ImageUrl, Message, Role, ToolCall},
     model::{

@@ -1,6 +1,6 @@
 //! Argument repair: any argument text or value in, a JSON object out, and dialect leaks unwrapped.
 
-use rein_protocol::JsonObject;
+use rein_protocol::{ArgumentsBuilder, JsonObject};
 use serde_json::Value;
 
 use crate::diagnostic::{Diagnostic, DiagnosticKind, excerpt};
@@ -169,6 +169,20 @@ pub(crate) fn starts_with_ignore_case(haystack: &[u8], needle: &[u8]) -> bool {
 /// and one trailing newline dropped; an object or array when the text is one, else the string.
 /// Scalars stay strings: without the tool's schema `5` may be an id as well as a number.
 pub(crate) fn parameter_value(text: &str) -> Value {
+    parameter(text).unwrap_or_else(|text| Value::String(text.to_owned()))
+}
+
+/// Adds the parameter `key` with the body `text` (read as [`parameter_value`] reads it) to
+/// `arguments`, a string value written without being built.
+pub(crate) fn insert_parameter(arguments: &mut ArgumentsBuilder, key: &str, text: &str) {
+    match parameter(text) {
+        Ok(value) => arguments.insert(key, value),
+        Err(text) => arguments.insert_str(key, text),
+    }
+}
+
+/// [`parameter_value`]: `Ok` with an object or array, `Err` with the string's text.
+fn parameter(text: &str) -> Result<Value, &str> {
     let text = text.strip_prefix("\r\n").or_else(|| text.strip_prefix('\n')).unwrap_or(text);
     let text = text.strip_suffix("\r\n").or_else(|| text.strip_suffix('\n')).unwrap_or(text);
     let trimmed = text.trim();
@@ -176,9 +190,9 @@ pub(crate) fn parameter_value(text: &str) -> Value {
         || (trimmed.starts_with('[') && trimmed.ends_with(']')))
         && let Some(value) = crate::json::to_value(trimmed)
     {
-        return value;
+        return Ok(value);
     }
-    Value::String(text.to_owned())
+    Err(text)
 }
 
 #[cfg(test)]

@@ -40,20 +40,17 @@ impl ArgumentValue {
     }
 }
 
-/// Inserts an argument read item by item (`<parameter=…>`, `<arg_key>`); a repeated key keeps
-/// its place and takes the new value, as `insert` does. The first one allocates room for one
-/// entry only: most calls have one or two arguments, and a map grown from empty by `insert`
-/// reserves room for three (over 300 bytes), which is most of the cost of a text holding
-/// thousands of one-argument calls.
-pub(crate) fn insert_argument(arguments: &mut JsonObject, key: &str, value: Value) {
-    if let Some(slot) = arguments.get_mut(key) {
-        *slot = value;
+/// [`scrub`] for arguments that may be kept as text: text without a `<` holds no leak marker
+/// (the text escapes none), and is left as text.
+pub(crate) fn scrub_arguments(
+    arguments: &mut Arguments,
+    name: &str,
+    diagnostics: &mut Vec<Diagnostic>,
+) {
+    if arguments.as_text().is_some_and(|text| memchr::memchr(b'<', text.as_bytes()).is_none()) {
         return;
     }
-    if arguments.is_empty() {
-        *arguments = JsonObject::with_capacity(1);
-    }
-    arguments.insert(key.to_owned(), value);
+    scrub(arguments, name, diagnostics);
 }
 
 /// The tools offered to the model.

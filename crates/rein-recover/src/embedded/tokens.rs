@@ -745,7 +745,7 @@ impl<'t> Ctx<'t, '_> {
         } else {
             ("</｜DSML｜invoke>", "</｜DSML｜parameter>")
         };
-        let mut arguments = JsonObject::new();
+        let mut arguments = rein_protocol::ArgumentsBuilder::new();
         let mut k = self.skip_ws(body);
         while let Some((attributes, value_start)) = self.ns_open(k, ns, "parameter") {
             let key = name_attribute(attributes)?;
@@ -758,14 +758,15 @@ impl<'t> Ctx<'t, '_> {
             } else {
                 parameter_value(raw)
             };
-            crate::call::insert_argument(&mut arguments, key, value);
+            arguments.insert(key, value);
             k = self.skip_ws(value_start + value_len + close_parameter.len());
         }
         if !starts_with(&self.bytes[k..], close_invoke) {
             // Something inside that is not a parameter: not read, so not a call.
             return None;
         }
-        scrub(&mut arguments, &name, &mut self.diagnostics);
+        let mut arguments = arguments.finish();
+        crate::call::scrub_arguments(&mut arguments, &name, &mut self.diagnostics);
         Some((text_call(name, arguments), k + close_invoke.len()))
     }
 

@@ -4,7 +4,7 @@
 //! `test_data/cases/function_tags/`, `glm/`, `minimax/`, `minicpm/`).
 
 use nom::{IResult, Parser, character::complete::multispace0, sequence::delimited};
-use rein_protocol::{JsonObject, ToolCall};
+use rein_protocol::{Arguments, ArgumentsBuilder, ToolCall};
 use serde_json::Value;
 
 use super::*;
@@ -56,7 +56,7 @@ impl<'t> Ctx<'t, '_> {
         };
         let name = tool_name(name, self.tools)?;
         let mut i = self.skip_ws(body);
-        let mut arguments = JsonObject::new();
+        let mut arguments: Arguments;
         // Arguments as JSON end with their object; items only with the call's closer.
         let mut closed = json_args || self.bytes.get(i) == Some(&b'{');
         if closed {
@@ -64,10 +64,10 @@ impl<'t> Ctx<'t, '_> {
                 Ok(end) => {
                     // What the scanner took for a value but `serde_json` cannot read is no
                     // arguments to run with.
-                    arguments = match to_value(&self.text[i..end])? {
+                    arguments = Arguments::from(match to_value(&self.text[i..end])? {
                         Value::Object(object) => unwrap_envelope(object),
                         other => arguments_from_value(other, &name, &mut self.diagnostics)?,
-                    };
+                    });
                     i = end;
                     if json_args {
                         // The corrupted form ends with the outer object's stray braces and quotes.
@@ -79,18 +79,19 @@ impl<'t> Ctx<'t, '_> {
                 Err(_) => return None,
             }
         } else {
+            let mut items = ArgumentsBuilder::new();
             // `</param` closes `<parameter…>` and MiniCPM's `<param name=…>` alike.
             while let Some((key, value_start)) = self.parameter_open(i) {
                 let (value_end, next) = self.parameter_end(value_start, b"</param");
-                let value = parameter_value(&self.text[value_start..value_end]);
-                insert_argument(&mut arguments, key, value);
+                insert_parameter(&mut items, key, &self.text[value_start..value_end]);
                 i = self.skip_ws(next);
             }
             // Arguments as child elements (`<city>Paris</city>`), as some models write them.
             while let Some((key, value, next)) = self.child_element(i) {
-                insert_argument(&mut arguments, key, parameter_value(value));
+                insert_parameter(&mut items, key, value);
                 i = self.skip_ws(next);
             }
+            arguments = items.finish();
             if !self.body_ends(i) {
                 // Something in the body was not read: the call is not taken rather than run
                 // with arguments missing (the reply then counts as attempted).
@@ -105,7 +106,7 @@ impl<'t> Ctx<'t, '_> {
             end = tag_end;
             closed = true;
         }
-        scrub(&mut arguments, &name, &mut self.diagnostics);
+        scrub_arguments(&mut arguments, &name, &mut self.diagnostics);
         let end = self.push(text_call(name, arguments), end);
         if !closed {
             self.mark_open();
@@ -218,7 +219,7 @@ impl<'t> Ctx<'t, '_> {
     /// GLM's form inside a wrapper: `NAME <arg_key>K</arg_key> <arg_value>V</arg_value> …`.
     pub(super) fn glm_call(&mut self, name: &str, from: usize) -> Option<(ToolCall, usize)> {
         let name = tool_name(name, self.tools)?;
-        let mut arguments = JsonObject::new();
+        let mut arguments = ArgumentsBuilder::new();
         let mut i = from;
         loop {
             let rest = self.at(i);
@@ -232,14 +233,13 @@ impl<'t> Ctx<'t, '_> {
             self.work += (rest.len() - after.len()) as u64;
             let value_start = self.consumed(after);
             let (value_end, next) = self.parameter_end(value_start, b"</arg_value");
-            let value = parameter_value(&self.text[value_start..value_end]);
-            insert_argument(&mut arguments, key.trim(), value);
+            insert_parameter(&mut arguments, key.trim(), &self.text[value_start..value_end]);
             i = self.skip_ws(next);
         }
         if arguments.is_empty() {
             return None;
         }
-        Some((text_call(name, arguments), i))
+        Some((text_call(name, arguments.finish()), i))
     }
 }
 
