@@ -28,6 +28,7 @@ use crate::JsonObject;
 #[derive(Clone)]
 pub struct Arguments(Repr);
 
+/// How the arguments are held.
 ///
 /// The maps are boxed: a call is moved often (into events, between vectors), and an unboxed
 /// map made every call and event twice as large to copy.
@@ -218,7 +219,7 @@ pub struct ArgumentsBuilder {
     keys: [(usize, usize); 8],
     key_count: usize,
     /// The entries as a map, once a key repeated (it keeps its place and takes the new value,
-    /// as a map's `insert` does).
+    /// as a map's `insert` does) or there were more keys than `keys` holds.
     map: Option<JsonObject>,
 }
 
@@ -693,6 +694,21 @@ mod tests {
             assert_eq!(built.as_json(), object_text(&map), "{count}");
             assert_eq!(built, map);
         }
+    }
+
+    #[test]
+    fn a_built_object_past_its_key_room_is_a_map_in_the_same_order() {
+        let mut built = ArgumentsBuilder::new();
+        let mut map = JsonObject::new();
+        for index in 0..12 {
+            let key = format!("k{}", index % 10);
+            built.insert_str(&key, "v");
+            built.insert(&key, serde_json::json!(index));
+            map.insert(key, serde_json::json!(index));
+        }
+        let built = built.finish();
+        assert_eq!(built.as_json(), object_text(&map));
+        assert_eq!(built, map);
     }
 
     #[test]
