@@ -16,7 +16,7 @@ use rein_protocol::ToolCall;
 use crate::args::{insert_parameter, starts_with_ignore_case};
 use crate::call::{
     Place, Tools, arguments_from_value, calls_from_json_prefix, calls_from_text, calls_from_value,
-    checked_tool_name, quote, scrub, scrub_arguments, text_call, tool_name, unwrap_envelope,
+    checked_tool_name, quote, scrub_arguments, text_call, tool_name, unwrap_envelope,
 };
 use crate::diagnostic::{Diagnostic, DiagnosticKind};
 use crate::find::{find_by, find1, find3};

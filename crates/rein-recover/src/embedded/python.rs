@@ -5,7 +5,9 @@
 use std::ops::Range;
 
 use nom::{IResult, Parser, bytes::complete::tag, character::complete::multispace0};
-use rein_protocol::{JsonObject, ToolCall};
+use rein_protocol::{Arguments, ArgumentsBuilder, ToolCall};
+
+use crate::call::plain_arguments;
 use serde_json::Value;
 
 use super::*;
@@ -24,24 +26,26 @@ impl<'t> Ctx<'t, '_> {
             // Checked once the call is read: most attempts on bad input fail before.
             let name = checked_tool_name(name, self.tools)?;
             let arguments = match object {
-                Some(span) => match to_value(&self.text[span])? {
-                    Value::Object(object) => object,
-                    _ => return None,
+                Some(span) => match plain_arguments(&self.text[span.clone()]) {
+                    Some(arguments) => arguments,
+                    None => match to_value(&self.text[span])? {
+                        Value::Object(object) => Arguments::from(object),
+                        _ => return None,
+                    },
                 },
                 None => {
-                    let mut arguments = JsonObject::with_capacity(items.len());
+                    let mut arguments = ArgumentsBuilder::new();
                     for (key, span) in &items {
-                        arguments
-                            .insert((*key).to_owned(), python_literal(&self.text[span.clone()])?);
+                        arguments.insert(key, python_literal(&self.text[span.clone()])?);
                     }
-                    arguments
+                    arguments.finish()
                 }
             };
             Some((name, arguments, close))
         });
         self.python_items = items;
         let (name, mut arguments, close) = built?;
-        scrub(&mut arguments, name, &mut self.diagnostics);
+        scrub_arguments(&mut arguments, name, &mut self.diagnostics);
         Some((text_call(name.to_owned(), arguments), close + 1))
     }
 
