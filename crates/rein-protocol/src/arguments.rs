@@ -427,13 +427,20 @@ impl Canonical<'_> {
         }
     }
 
-    fn object(&mut self, depth: usize) -> Option<()> {
+    /// Copies the byte at the reading place when it is `byte`; whether it was.
+    fn take(&mut self, byte: u8) -> bool {
+        if self.bytes.get(self.at) != Some(&byte) {
+            return false;
+        }
         self.at += 1;
-        self.out.push('{');
+        self.out.push(char::from(byte));
+        true
+    }
+
+    fn object(&mut self, depth: usize) -> Option<()> {
+        self.take(b'{');
         self.whitespace();
-        if self.bytes.get(self.at) == Some(&b'}') {
-            self.at += 1;
-            self.out.push('}');
+        if self.take(b'}') {
             return Some(());
         }
         let first_key = self.open_keys;
@@ -461,52 +468,35 @@ impl Canonical<'_> {
             self.keys[self.open_keys] = (from, to);
             self.open_keys += 1;
             self.whitespace();
-            if self.bytes.get(self.at) != Some(&b':') {
+            if !self.take(b':') {
                 return None;
             }
-            self.at += 1;
-            self.out.push(':');
             self.value(depth + 1)?;
             self.whitespace();
-            match self.bytes.get(self.at) {
-                Some(b',') => {
-                    self.at += 1;
-                    self.out.push(',');
-                }
-                Some(b'}') => {
-                    self.at += 1;
-                    self.out.push('}');
-                    self.open_keys = first_key;
-                    return Some(());
-                }
-                _ => return None,
+            if self.take(b'}') {
+                self.open_keys = first_key;
+                return Some(());
+            }
+            if !self.take(b',') {
+                return None;
             }
         }
     }
 
     fn array(&mut self, depth: usize) -> Option<()> {
-        self.at += 1;
-        self.out.push('[');
+        self.take(b'[');
         self.whitespace();
-        if self.bytes.get(self.at) == Some(&b']') {
-            self.at += 1;
-            self.out.push(']');
+        if self.take(b']') {
             return Some(());
         }
         loop {
             self.value(depth + 1)?;
             self.whitespace();
-            match self.bytes.get(self.at) {
-                Some(b',') => {
-                    self.at += 1;
-                    self.out.push(',');
-                }
-                Some(b']') => {
-                    self.at += 1;
-                    self.out.push(']');
-                    return Some(());
-                }
-                _ => return None,
+            if self.take(b']') {
+                return Some(());
+            }
+            if !self.take(b',') {
+                return None;
             }
         }
     }
