@@ -73,7 +73,11 @@ impl Arguments {
             return Ok(arguments);
         }
         match serde_json::from_str::<serde_json::Value>(text) {
-            Ok(serde_json::Value::Object(map)) => Ok(Arguments::from(map)),
+            // Kept with its text: arguments read from text are most often wanted as text again.
+            Ok(serde_json::Value::Object(map)) => Ok(Arguments(Repr::Text {
+                json: object_text(&map),
+                map: OnceLock::from(Box::new(map)),
+            })),
             Ok(other) => Err(ArgumentsError::NotObject(kind(&other))),
             Err(error) => Err(ArgumentsError::NotJson(error.to_string())),
         }

@@ -145,7 +145,7 @@ fn call_from_object(
     };
     let mut fields = CallFields::default();
     for (key, value) in function {
-        fields.take(&key, ArgumentValue::Value(value));
+        fields.take(&key, value);
     }
     call_from_fields(fields, nested, place, tools, diagnostics)
 }
@@ -271,7 +271,7 @@ fn plain_call_object(text: &str) -> Option<(ObjectShape<'static>, usize)> {
         match key {
             "name" | "tool_name" => {
                 let (value, after) = plain_string(text, at)?;
-                fields.take(key, ArgumentValue::Value(Value::String(value.to_owned())));
+                fields.take(key, Value::String(value.to_owned()));
                 at = after;
             }
             "arguments" | "parameters" | "input" => {
@@ -279,7 +279,7 @@ fn plain_call_object(text: &str) -> Option<(ObjectShape<'static>, usize)> {
                 if memchr::memchr(b'<', &bytes[at..at + length]).is_some() {
                     return None;
                 }
-                fields.take(key, ArgumentValue::Plain(arguments));
+                fields.take_arguments(key, ArgumentValue::Plain(arguments));
                 at += length;
             }
             "type" | "id" | "tool_call_id" => at = plain_string(text, at)?.1,
@@ -591,7 +591,7 @@ impl<'de> serde::Deserialize<'de> for Shape<'de> {
                         }
                         "name" | "tool_name" => {
                             let value = map.next_value::<Value>()?;
-                            object.fields.take(&key, ArgumentValue::Value(value));
+                            object.fields.take(&key, value);
                         }
                         "arguments" | "parameters" | "input" => {
                             // Read as text first: most arguments are a plain object, kept
@@ -605,7 +605,7 @@ impl<'de> serde::Deserialize<'de> for Shape<'de> {
                                         .map_err(serde::de::Error::custom)?,
                                 ),
                             };
-                            object.fields.take(&key, value);
+                            object.fields.take_arguments(&key, value);
                         }
                         other => {
                             if !CALL_KEYS.contains(&other) {
@@ -652,22 +652,22 @@ impl Default for CallFields {
 }
 
 impl CallFields {
-    fn take(&mut self, key: &str, value: ArgumentValue) {
+    /// Takes the value of `key` (`name` and `tool_name` are call keys: `only_call_keys` stands).
+    fn take(&mut self, key: &str, value: Value) {
+        match key {
+            "name" => self.name = Some(value),
+            "tool_name" => self.tool_name = Some(value),
+            other => self.take_arguments(other, ArgumentValue::Value(value)),
+        }
+    }
+
+    /// [`take`](Self::take) of a value that may be arguments read as text already.
+    fn take_arguments(&mut self, key: &str, value: ArgumentValue) {
         if !CALL_KEYS.contains(&key) {
             self.only_call_keys = false;
         }
-        let as_value = |value| match value {
-            ArgumentValue::Value(value) => value,
-            ArgumentValue::Plain(arguments) => Value::Object(arguments.into_map()),
-        };
-        match key {
-            "name" => self.name = Some(as_value(value)),
-            "tool_name" => self.tool_name = Some(as_value(value)),
-            other => {
-                if let Some(index) = ARGUMENT_KEYS.iter().position(|k| *k == other) {
-                    self.arguments[index] = Some(value);
-                }
-            }
+        if let Some(index) = ARGUMENT_KEYS.iter().position(|k| *k == key) {
+            self.arguments[index] = Some(value);
         }
     }
 }
