@@ -261,6 +261,35 @@ impl ArgumentsBuilder {
         }
     }
 
+    /// [`insert`](Self::insert) of a value written as JSON text, copied into the arguments
+    /// text without being built when it is plain JSON (as [`Arguments::from_plain_json`] reads
+    /// it, whitespace around it allowed). Whether it was added: when it was not (the text is
+    /// not plain, or the entries are a map by now), the caller reads the value and inserts it.
+    pub fn insert_plain_json(&mut self, key: &str, value: &str) -> bool {
+        let (mark, key_count) = (self.json.len(), self.key_count);
+        if !self.key(key, value.len()) {
+            return false;
+        }
+        let mut writer = Canonical {
+            text: value,
+            bytes: value.as_bytes(),
+            at: 0,
+            out: std::mem::take(&mut self.json),
+            keys: [(0, 0); MAX_OPEN_KEYS],
+            open_keys: 0,
+        };
+        let plain = writer.value(0).is_some() && {
+            writer.whitespace();
+            writer.at == value.len()
+        };
+        self.json = writer.out;
+        if !plain {
+            self.json.truncate(mark);
+            self.key_count = key_count;
+        }
+        plain
+    }
+
     /// Writes `key` and its colon, with room for a value of about `value_room` bytes: whether
     /// its value is to be written after it. When the key was added before (or too many keys
     /// were), the entries become a map instead, into which the caller inserts the value.
@@ -688,6 +717,47 @@ mod tests {
             assert_eq!(built.as_json(), object_text(&map), "{count}");
             assert_eq!(built, map);
         }
+    }
+
+    /// Values given as JSON text are copied when plain and refused, leaving the entries as
+    /// they were, otherwise; either way the arguments end as a map holding the values ends.
+    #[test]
+    fn values_given_as_json_text_are_copied_when_plain() {
+        let values = [
+            (" 42 ", true),
+            ("\"parks\"", true),
+            ("[1, {\"a\": null}]", true),
+            ("-0", false),
+            ("1.5", false),
+            ("\"\\u00e9\"", false),
+            ("{\"a\": 1, \"a\": 2}", false),
+            ("'single'", false),
+            ("1 2", false),
+            ("", false),
+        ];
+        for (text, plain) in values {
+            let mut built = ArgumentsBuilder::new();
+            let mut map = JsonObject::new();
+            built.insert_str("before", "x");
+            map.insert("before".into(), serde_json::json!("x"));
+            assert_eq!(built.insert_plain_json("value", text), plain, "{text}");
+            if let (false, Ok(value)) = (plain, serde_json::from_str::<serde_json::Value>(text)) {
+                built.insert("value", value.clone());
+                map.insert("value".into(), value);
+            } else if plain {
+                map.insert("value".into(), serde_json::from_str(text).unwrap());
+            }
+            built.insert("after", serde_json::json!(1));
+            map.insert("after".into(), serde_json::json!(1));
+            let built = built.finish();
+            assert_eq!(built.as_json(), object_text(&map), "{text}");
+        }
+        // A repeated key makes the entries a map: the caller inserts the value.
+        let mut built = ArgumentsBuilder::new();
+        assert!(built.insert_plain_json("k", "1"));
+        assert!(!built.insert_plain_json("k", "2"));
+        built.insert("k", serde_json::json!(2));
+        assert_eq!(built.finish().as_json(), r#"{"k":2}"#);
     }
 
     #[test]

@@ -147,20 +147,20 @@ fn call_from_object(
     for (key, value) in function {
         fields.take(&key, value);
     }
-    call_from_fields(fields, nested, place, tools, diagnostics)
+    call_from_fields(&mut fields, nested, place, tools, diagnostics)
 }
 
 /// The call a call object's fields stand for (`nested`: they came from the OpenAI shape's
 /// `function` object).
 fn call_from_fields(
-    fields: CallFields,
+    fields: &mut CallFields,
     nested: bool,
     place: Place,
     tools: Tools<'_>,
     diagnostics: &mut Vec<Diagnostic>,
 ) -> Option<ToolCall> {
     // Cohere Command writes `tool_name`.
-    let name = match fields.name.or(fields.tool_name) {
+    let name = match fields.name.take().or(fields.tool_name.take()) {
         Some(Value::String(name)) => owned_tool_name(name, tools)?,
         _ => return None,
     };
@@ -184,7 +184,7 @@ fn call_from_fields(
             return None;
         }
     }
-    let raw = fields.arguments.into_iter().flatten().find(|value| !value.is_null());
+    let raw = fields.arguments.iter_mut().find_map(|value| value.take_if(|value| !value.is_null()));
     let arguments = match raw {
         Some(ArgumentValue::Plain(arguments)) => arguments,
         Some(ArgumentValue::Value(value)) => {
@@ -207,54 +207,113 @@ pub(crate) fn calls_from_json_prefix(
     diagnostics: &mut Vec<Diagnostic>,
     calls: &mut Vec<ToolCall>,
 ) -> Result<((bool, bool), usize), usize> {
-    let (shape, end) = match plain_call_shape(text) {
-        Some(read) => read,
-        None => crate::json::first_value::<Shape<'_>>(text)?,
-    };
+    if let Some(read) = plain_calls(text, place, tools, diagnostics, calls) {
+        return Ok(read);
+    }
+    let (shape, end) = crate::json::first_value::<Shape<'_>>(text)?;
     Ok((calls_from_shape(shape, place, tools, diagnostics, calls), end))
 }
 
-/// The plain call object (see [`plain_call_object`]) or non-empty array of them `text` begins
-/// with (after whitespace), as the [`Shape`] reader gives it, and where it ends; `None` for
-/// anything else.
-fn plain_call_shape(text: &str) -> Option<(Shape<'static>, usize)> {
+/// The calls the plain call object (see [`plain_call_object`]) or non-empty array of them
+/// `text` begins with (after whitespace) stands for, pushed to `calls` as [`calls_from_shape`]
+/// pushes them (all or none), with whether there were any and whether it is an object with
+/// one key, and where the value ends. `None`, with nothing pushed, for anything else: the
+/// [`Shape`] reader reads it.
+///
+/// Each call is built as soon as its object is read: building a [`Shape`] first (a boxed
+/// object of every field, moved three times on its way to the call) was a tenth of
+/// recovering a reply of one call.
+fn plain_calls(
+    text: &str,
+    place: Place,
+    tools: Tools<'_>,
+    diagnostics: &mut Vec<Diagnostic>,
+    calls: &mut Vec<ToolCall>,
+) -> Option<((bool, bool), usize)> {
     let bytes = text.as_bytes();
     let start = skip_json_whitespace(bytes, 0);
+    // The fields of a call object and of its `function` object, filled in place: moving them
+    // (a few hundred bytes) was most of what reading them cost.
+    let (mut outer, mut function) = (CallFields::default(), CallFields::default());
     if bytes.get(start) != Some(&b'[') {
-        let (object, end) = plain_call_object(text)?;
-        return Some((Shape::Object(Box::new(object)), end));
+        let object = plain_call_object(text, start, &mut outer, Some(&mut function))?;
+        let fields = if object.nested { &mut function } else { &mut outer };
+        let call = call_from_fields(fields, object.nested, place, tools, diagnostics);
+        let taken = call.map(|call| calls.push(call)).is_some();
+        return Some(((taken, object.keys == 1), object.end));
     }
-    let mut items = Vec::with_capacity(1);
+    let first = calls.len();
+    let mut local = Vec::new();
+    let mut taken = true;
     let mut at = start + 1;
     loop {
-        let (object, length) = plain_call_object(&text[at..])?;
-        items.push(Shape::Object(Box::new(object)));
-        at = skip_json_whitespace(bytes, at + length);
+        if at > start + 1 {
+            (outer, function) = (CallFields::default(), CallFields::default());
+        }
+        let at_item = skip_json_whitespace(bytes, at);
+        let Some(object) = plain_call_object(text, at_item, &mut outer, Some(&mut function)) else {
+            calls.truncate(first);
+            return None;
+        };
+        if taken {
+            let fields = if object.nested { &mut function } else { &mut outer };
+            match call_from_fields(fields, object.nested, place, tools, &mut local) {
+                Some(call) => calls.push(call),
+                // One item that is no call makes the array none: the rest is still read, to
+                // know where it ends.
+                None => {
+                    taken = false;
+                    calls.truncate(first);
+                }
+            }
+        }
+        at = skip_json_whitespace(bytes, object.end);
         match bytes.get(at) {
             Some(b',') => at += 1,
-            Some(b']') => return Some((Shape::Array(items), at + 1)),
-            _ => return None,
+            Some(b']') => break,
+            _ => {
+                calls.truncate(first);
+                return None;
+            }
         }
     }
+    if taken {
+        diagnostics.append(&mut local);
+    }
+    Some(((taken, false), at + 1))
 }
 
-/// The call object `text` begins with (after whitespace), read without `serde_json` when it
-/// is the common plain shape: an object of `name`/`tool_name` as strings, `arguments`,
-/// `parameters` or `input` as plain objects (see [`plain_arguments`]), and `type`, `id`,
-/// `tool_call_id` as strings, each key once, no string with an escape. `None` for anything else
-/// (`serde_json` reads it, as [`Shape`]); else the object as the [`Shape`] reader gives it, and
-/// where it ends.
+/// A call object as the plain reader read it: whether its call is made of its `function`
+/// object's fields (the OpenAI shape nests them), how many keys it has, where it ends.
+struct PlainObject {
+    nested: bool,
+    keys: usize,
+    end: usize,
+}
+
+/// The call object at `at` in `text`, read without `serde_json` when it is the common plain
+/// shape: an object of `name`/`tool_name` as strings, `arguments`, `parameters` or `input` as
+/// plain objects (see [`plain_arguments`]) or strings holding one, `type`, `id`,
+/// `tool_call_id` as strings, and `function` as such an object (without a `function` of its
+/// own); each key once, no string with an escape but in arguments written as a string.
+/// `None` for anything else (`serde_json` reads it, as [`Shape`]); else its fields are in
+/// `fields`, its `function` object's in `function` (`None` inside one: the `function`
+/// object's own `function` is left to `serde_json`), as [`call_from_shape`] would take them.
 ///
 /// Reading the call object through `serde_json`'s visitors was about 2.5k instructions a call
 /// beside the arguments themselves.
-fn plain_call_object(text: &str) -> Option<(ObjectShape<'static>, usize)> {
+fn plain_call_object(
+    text: &str,
+    mut at: usize,
+    fields: &mut CallFields,
+    mut function: Option<&mut CallFields>,
+) -> Option<PlainObject> {
     let bytes = text.as_bytes();
-    let mut at = skip_json_whitespace(bytes, 0);
     if bytes.get(at) != Some(&b'{') {
         return None;
     }
-    let mut fields = CallFields::default();
-    let mut keys: [&str; CALL_KEYS.len() + ARGUMENT_KEYS.len()] = Default::default();
+    let mut nested = false;
+    let mut keys: [&str; CALL_KEYS.len() + ARGUMENT_KEYS.len() + 1] = Default::default();
     let mut count = 0;
     at += 1;
     loop {
@@ -275,14 +334,17 @@ fn plain_call_object(text: &str) -> Option<(ObjectShape<'static>, usize)> {
                 at = after;
             }
             "arguments" | "parameters" | "input" => {
-                let (arguments, length) = Arguments::from_plain_json_prefix(&text[at..])?;
-                if memchr::memchr(b'<', &bytes[at..at + length]).is_some() {
-                    return None;
-                }
-                fields.take_arguments(key, ArgumentValue::Plain(arguments));
+                let (value, length) = plain_argument_value(&text[at..])?;
+                fields.take_arguments(key, value);
                 at += length;
             }
             "type" | "id" | "tool_call_id" => at = plain_string(text, at)?.1,
+            "function" => {
+                let inner = plain_call_object(text, at, function.as_deref_mut()?, None)?;
+                fields.only_call_keys = false;
+                nested = true;
+                at = inner.end;
+            }
             _ => return None,
         }
         // At most one of each key above: the array has room for them all.
@@ -295,14 +357,61 @@ fn plain_call_object(text: &str) -> Option<(ObjectShape<'static>, usize)> {
             _ => return None,
         }
     }
-    let object = ObjectShape {
-        fields,
-        function: None,
-        tool_calls: None,
-        keys: if count == 1 { Keys::One } else { Keys::More },
-        first_key: None,
-    };
-    Some((object, at + 1))
+    Some(PlainObject { nested, keys: count, end: at + 1 })
+}
+
+/// The arguments `text` begins with, as the [`Shape`] reader takes them: a plain object
+/// without a `<` as text, a string holding JSON as the string (decoded: plain arguments as
+/// text again); and how long they are. `None` for anything else.
+fn plain_argument_value(text: &str) -> Option<(ArgumentValue, usize)> {
+    let bytes = text.as_bytes();
+    if bytes.first() == Some(&b'"') {
+        let (decoded, length) = plain_escaped_string(text)?;
+        let value = match plain_arguments(&decoded) {
+            Some(arguments) => ArgumentValue::Plain(arguments),
+            None => ArgumentValue::Value(Value::String(decoded)),
+        };
+        return Some((value, length));
+    }
+    let (arguments, length) = Arguments::from_plain_json_prefix(text)?;
+    if memchr::memchr(b'<', &bytes[..length]).is_some() {
+        return None;
+    }
+    Some((ArgumentValue::Plain(arguments), length))
+}
+
+/// The JSON string `bytes` begins with, decoded, when its escapes are only the one-letter
+/// ones (`\"`, `\\`, `\/`, `\b`, `\f`, `\n`, `\r`, `\t`) and it holds no control
+/// character; and how long it is. `None` otherwise (`serde_json` reads it).
+fn plain_escaped_string(text: &str) -> Option<(String, usize)> {
+    let bytes = text.as_bytes();
+    let mut decoded = String::with_capacity(text.len().min(256));
+    let mut at = 1;
+    loop {
+        let run = bytes[at..].iter().position(|&b| b == b'"' || b == b'\\' || b < 0x20)?;
+        // Cut at ASCII bytes only: at character boundaries.
+        decoded.push_str(&text[at..at + run]);
+        at += run;
+        match bytes[at] {
+            b'"' => break,
+            b'\\' => {
+                decoded.push(match bytes.get(at + 1)? {
+                    b'"' => '"',
+                    b'\\' => '\\',
+                    b'/' => '/',
+                    b'b' => '\u{8}',
+                    b'f' => '\u{c}',
+                    b'n' => '\n',
+                    b'r' => '\r',
+                    b't' => '\t',
+                    _ => return None,
+                });
+                at += 2;
+            }
+            _ => return None,
+        }
+    }
+    Some((decoded, at + 1))
 }
 
 /// The JSON string at `at` when it holds no escape and no control character: its text, and
@@ -346,10 +455,14 @@ pub(crate) fn calls_from_text(
     diagnostics: &mut Vec<Diagnostic>,
     calls: &mut Vec<ToolCall>,
 ) -> Option<(bool, bool)> {
-    if let Some((shape, end)) = plain_call_shape(text)
-        && skip_json_whitespace(text.as_bytes(), end) == text.len()
-    {
-        return Some(calls_from_shape(shape, place, tools, diagnostics, calls));
+    let before = (calls.len(), diagnostics.len());
+    if let Some((read, end)) = plain_calls(text, place, tools, diagnostics, calls) {
+        if skip_json_whitespace(text.as_bytes(), end) == text.len() {
+            return Some(read);
+        }
+        // More than the one value: not plain after all, and read again below.
+        calls.truncate(before.0);
+        diagnostics.truncate(before.1);
     }
     match serde_json::from_str::<Shape<'_>>(text) {
         Ok(shape) => Some(calls_from_shape(shape, place, tools, diagnostics, calls)),
@@ -422,10 +535,10 @@ fn call_from_shape(
     diagnostics: &mut Vec<Diagnostic>,
 ) -> Option<ToolCall> {
     match object.function.map(|function| *function) {
-        Some(Shape::Object(function)) => {
-            call_from_fields(function.fields, true, place, tools, diagnostics)
+        Some(Shape::Object(mut function)) => {
+            call_from_fields(&mut function.fields, true, place, tools, diagnostics)
         }
-        _ => call_from_fields(object.fields, false, place, tools, diagnostics),
+        _ => call_from_fields(&mut { object.fields }, false, place, tools, diagnostics),
     }
 }
 
@@ -802,6 +915,17 @@ mod tests {
             r#"[{"name": "query"}, 3]"#,
             r#"[{"name": "query"},]"#,
             r#"[]"#,
+            r#"{"type":"function","function":{"name":"query","arguments":"{\"sql\":\"a\\nb\"}"}}"#,
+            r#"{"function": {"name": "query", "arguments": {"a": 1}}, "name": "fly_to"}"#,
+            r#"{"function": {"name": "query", "function": {}}}"#,
+            r#"{"function": {"name": "other"}} tail"#,
+            r#"{"name": "query", "arguments": "{\"a\": \"<b>\"}"}"#,
+            r#"{"name": "query", "arguments": "not json"}"#,
+            r#"{"name": "query", "arguments": "{\"a\": \"\u00e9\"}"}"#,
+            r#"{"name": "query", "arguments": "{\"a\": 1"}"#,
+            r#"[{"name": "other"}, {"name": "query"}]"#,
+            r#"[{"name": "query"}, {"name": "other", "arguments": {}}, {"name": "x\u0079"}]"#,
+            r#"[{"name": "query", "arguments": "[1]"}, {"name": "fly_to"}]"#,
         ];
         let tools = Tools::new(&["query", "fly_to"]);
         for place in [Place::Wrapped, Place::Bare] {

@@ -36,7 +36,23 @@ impl<'t> Ctx<'t, '_> {
                 None => {
                     let mut arguments = ArgumentsBuilder::new();
                     for (key, span) in &items {
-                        arguments.insert(key, python_literal(&self.text[span.clone()])?);
+                        let literal = &self.text[span.clone()];
+                        // Written as read where it can be: a quoted string without an escape,
+                        // a plain JSON value (numbers, double-quoted strings).
+                        let written = match literal.as_bytes().first() {
+                            Some(b'\'') => match literal[1..].strip_suffix('\'') {
+                                Some(inner) if !inner.contains('\\') => {
+                                    arguments.insert_str(key, inner);
+                                    true
+                                }
+                                _ => false,
+                            },
+                            Some(b'T' | b'F' | b'N') => false,
+                            _ => arguments.insert_plain_json(key, literal),
+                        };
+                        if !written {
+                            arguments.insert(key, python_literal(literal)?);
+                        }
                     }
                     arguments.finish()
                 }

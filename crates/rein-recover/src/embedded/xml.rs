@@ -60,23 +60,30 @@ impl<'t> Ctx<'t, '_> {
         // Arguments as JSON end with their object; items only with the call's closer.
         let mut closed = json_args || self.bytes.get(i) == Some(&b'{');
         if closed {
-            match self.json.value_end(i) {
-                Ok(end) => {
-                    // What the scanner took for a value but `serde_json` cannot read is no
-                    // arguments to run with.
-                    arguments = Arguments::from(match to_value(&self.text[i..end])? {
-                        Value::Object(object) => unwrap_envelope(object),
-                        other => arguments_from_value(other, &name, &mut self.diagnostics)?,
-                    });
-                    i = end;
-                    if json_args {
-                        // The corrupted form ends with the outer object's stray braces and quotes.
-                        while matches!(self.bytes.get(i), Some(b'}' | b'"' | b' ')) {
-                            i += 1;
-                        }
-                    }
+            // A plain object (not the `{"arguments": {...}}` envelope) is kept as its text.
+            let plain = Arguments::from_plain_json_prefix(&self.text[i..]).filter(|(read, _)| {
+                !read.as_text().is_some_and(|json| {
+                    json.starts_with(r#"{"arguments":"#) || json.starts_with(r#"{"parameters":"#)
+                })
+            });
+            if let Some((read, length)) = plain {
+                arguments = read;
+                i += length;
+            } else {
+                let end = self.json.value_end(i).ok()?;
+                // What the scanner took for a value but `serde_json` cannot read is no
+                // arguments to run with.
+                arguments = Arguments::from(match to_value(&self.text[i..end])? {
+                    Value::Object(object) => unwrap_envelope(object),
+                    other => arguments_from_value(other, &name, &mut self.diagnostics)?,
+                });
+                i = end;
+            }
+            if json_args {
+                // The corrupted form ends with the outer object's stray braces and quotes.
+                while matches!(self.bytes.get(i), Some(b'}' | b'"' | b' ')) {
+                    i += 1;
                 }
-                Err(_) => return None,
             }
         } else {
             let mut items = ArgumentsBuilder::new();
