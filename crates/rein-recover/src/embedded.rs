@@ -88,7 +88,7 @@ pub(crate) fn scan(text: &str, tools: Tools<'_>) -> Scan {
         python_items: Vec::new(),
         list_starts: Vec::new(),
         calls: Vec::new(),
-        found: Vec::new(),
+        found: [Found::default(); Needle::ALL.len()],
         json_reads_left: JSON_READS_PER_BYTE * text.len() + JSON_READS_FLOOR,
         open_call: None,
         functionary_calls: 0,
@@ -237,7 +237,7 @@ struct Ctx<'t, 'a> {
     /// The calls read so far: parsers push what they read here and return where it ended.
     calls: Vec<ToolCall>,
     /// Searches for closers already made (see [`Ctx::find_from`]).
-    found: Vec<Found>,
+    found: [Found; Needle::ALL.len()],
     /// How many more bytes `serde_json` may read looking for well-formed JSON values before
     /// the scanner reads them all (see [`Ctx::strict_json`]).
     json_reads_left: usize,
@@ -252,16 +252,57 @@ struct Ctx<'t, 'a> {
     functionary_calls: usize,
 }
 
-/// The outcome of a search for `needle` from `from`: where it was found, or `None` (not after
-/// `from`). A later search from a position in `from..=at` has the same answer.
+/// The outcome of a search for a [`Needle`] from `from`: where it was found, or `None` (not
+/// after `from`). A later search from a position in `from..=at` has the same answer. No
+/// search yet: `from` is `usize::MAX`.
+#[derive(Debug, Clone, Copy)]
 struct Found {
-    needle: &'static [u8],
     from: usize,
     at: Option<usize>,
-    /// The needle's searcher, built once per scan: `memmem::find` built one per search, which
-    /// cost more than the search where the needle recurs close by (a megabyte of unclosed
-    /// Gemma strings searched for `<escape>` 25,000 times: an eighth of its time).
-    finder: memchr::memmem::Finder<'static>,
+}
+
+impl Default for Found {
+    fn default() -> Self {
+        Found { from: usize::MAX, at: None }
+    }
+}
+
+/// What [`Ctx::find_from`] searches for: closers that dialects search for from ever later
+/// places.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum Needle {
+    /// Gemma's string quotes.
+    Escape,
+    GemmaQuote,
+    /// Step-3's and DeepSeek's parameter closers.
+    StepParameter,
+    DsmlParameter,
+}
+
+impl Needle {
+    const ALL: [Needle; 4] =
+        [Needle::Escape, Needle::GemmaQuote, Needle::StepParameter, Needle::DsmlParameter];
+
+    pub(super) fn text(self) -> &'static str {
+        match self {
+            Needle::Escape => "<escape>",
+            Needle::GemmaQuote => "<|\"|>",
+            Needle::StepParameter => "</steptml:parameter>",
+            Needle::DsmlParameter => "</｜DSML｜parameter>",
+        }
+    }
+
+    /// The needle's searcher, built once per process: `memmem::find` built one per search,
+    /// which cost more than the search where the needle recurs close by (a megabyte of unclosed
+    /// Gemma strings searched for `<escape>` 25,000 times: an eighth of its time), and one
+    /// built per text (an allocation) was a sixth of recovering a reply of one Gemma call.
+    fn searcher(self) -> &'static memchr::memmem::Finder<'static> {
+        static SEARCHERS: std::sync::LazyLock<[memchr::memmem::Finder<'static>; 4]> =
+            std::sync::LazyLock::new(|| {
+                Needle::ALL.map(|needle| memchr::memmem::Finder::new(needle.text().as_bytes()))
+            });
+        &SEARCHERS[self as usize]
+    }
 }
 
 /// `more` (in text order) merged into `spans` (in text order), but those that overlap one of
@@ -472,22 +513,13 @@ impl<'t> Ctx<'t, '_> {
     /// The first `needle` at or after `from`, remembered: the calls of one dialect search for
     /// the same closer from ever later places, and a text dense with openers that never close
     /// would otherwise be searched to its end once per opener.
-    fn find_from(&mut self, from: usize, needle: &'static [u8]) -> Option<usize> {
-        let slot = match self.found.iter().position(|found| found.needle == needle) {
-            Some(slot) => slot,
-            None => {
-                // Not searched yet: no `from` is past `usize::MAX`.
-                let finder = memchr::memmem::Finder::new(needle);
-                self.found.push(Found { needle, from: usize::MAX, at: None, finder });
-                self.found.len() - 1
-            }
-        };
-        let found = &mut self.found[slot];
+    fn find_from(&mut self, from: usize, needle: Needle) -> Option<usize> {
+        let found = &mut self.found[needle as usize];
         if found.from <= from && found.at.is_none_or(|at| from <= at) {
             return found.at;
         }
-        let at = found.finder.find(&self.bytes[from..]).map(|offset| from + offset);
-        (found.from, found.at) = (from, at);
+        let at = needle.searcher().find(&self.bytes[from..]).map(|offset| from + offset);
+        *found = Found { from, at };
         self.work += (at.unwrap_or(self.bytes.len()) - from) as u64;
         at
     }

@@ -36,14 +36,14 @@
 
 use std::ops::Range;
 
-use rein_protocol::Arguments;
-use rein_protocol::{JsonObject, ToolCall};
+use rein_protocol::{Arguments, ArgumentsBuilder, JsonObject, ToolCall};
 use serde_json::Value;
 
-use super::{Ctx, MAX_TEXT_CALLS, is_ident_byte, is_name_byte, name_attribute};
+use super::{Ctx, MAX_TEXT_CALLS, Needle, is_ident_byte, is_name_byte, name_attribute};
 use crate::args::parameter_value;
 use crate::call::{
-    ArgumentValue, Place, arguments_from_value, calls_from_text, scrub, text_call, tool_name,
+    ArgumentValue, Place, arguments_from_value, calls_from_text, scrub_arguments, text_call,
+    tool_name,
 };
 use crate::find::{BytePairs, find_by, tokens_by_byte};
 use crate::json::to_value;
@@ -740,16 +740,16 @@ impl<'t> Ctx<'t, '_> {
     fn ns_invoke(&mut self, i: usize, ns: &str) -> Option<(ToolCall, usize)> {
         let (attributes, body) = self.ns_open(i, ns, "invoke")?;
         let name = tool_name(name_attribute(attributes)?, self.tools)?;
-        let (close_invoke, close_parameter): (&str, &'static str) = if ns == "steptml:" {
-            ("</steptml:invoke>", "</steptml:parameter>")
+        let (close_invoke, close_parameter) = if ns == "steptml:" {
+            ("</steptml:invoke>", Needle::StepParameter)
         } else {
-            ("</｜DSML｜invoke>", "</｜DSML｜parameter>")
+            ("</｜DSML｜invoke>", Needle::DsmlParameter)
         };
         let mut arguments = rein_protocol::ArgumentsBuilder::new();
         let mut k = self.skip_ws(body);
         while let Some((attributes, value_start)) = self.ns_open(k, ns, "parameter") {
             let key = name_attribute(attributes)?;
-            let value_len = self.find_from(value_start, close_parameter.as_bytes())? - value_start;
+            let value_len = self.find_from(value_start, close_parameter)? - value_start;
             let raw = &self.text[value_start..value_start + value_len];
             let value = if attributes.contains("string=\"false\"") {
                 to_value(raw.trim()).unwrap_or_else(|| parameter_value(raw))
@@ -759,7 +759,7 @@ impl<'t> Ctx<'t, '_> {
                 parameter_value(raw)
             };
             arguments.insert(key, value);
-            k = self.skip_ws(value_start + value_len + close_parameter.len());
+            k = self.skip_ws(value_start + value_len + close_parameter.text().len());
         }
         if !starts_with(&self.bytes[k..], close_invoke) {
             // Something inside that is not a parameter: not read, so not a call.
@@ -793,10 +793,10 @@ impl<'t> Ctx<'t, '_> {
         let bytes = text.as_bytes();
         skip_spaces(bytes, k);
         let rest = &text[*k..];
-        if let Some(quote) = GEMMA_QUOTES.iter().find(|q| rest.starts_with(**q)) {
-            let inner = *k + quote.len();
-            let close = self.find_from(inner, quote.as_bytes())?;
-            *k = close + quote.len();
+        if let Some(quote) = GEMMA_QUOTES.into_iter().find(|q| rest.starts_with(q.text())) {
+            let inner = *k + quote.text().len();
+            let close = self.find_from(inner, quote)?;
+            *k = close + quote.text().len();
             return Some(Value::String(text[inner..close].to_owned()));
         }
         match bytes.get(*k)? {
@@ -812,17 +812,9 @@ impl<'t> Ctx<'t, '_> {
                         }
                         b',' => *k += 1,
                         _ => {
-                            let key_start = *k;
-                            let key_len = bytes[key_start..]
-                                .iter()
-                                .take_while(|&&b| is_ident_byte(b) || b == b'-' || b == b'.')
-                                .count();
-                            if key_len == 0 || bytes.get(key_start + key_len) != Some(&b':') {
-                                return None;
-                            }
-                            *k = key_start + key_len + 1;
+                            let key = self.gemma_key(k)?;
                             let value = self.gemma_value(k, depth + 1)?;
-                            object.insert(text[key_start..key_start + key_len].to_owned(), value);
+                            object.insert(key.to_owned(), value);
                         }
                     }
                 }
@@ -842,23 +834,84 @@ impl<'t> Ctx<'t, '_> {
                     }
                 }
             }
-            _ => {
-                let len = bytes[*k..]
-                    .iter()
-                    .take_while(|&&b| !matches!(b, b',' | b'}' | b']' | b'<' | b'\n'))
-                    .count();
-                if len == 0 {
-                    return None;
+            _ => self.gemma_word(k).map(gemma_word_value),
+        }
+    }
+
+    /// The bare word at `k` (a number, `true`, a name written without quotes), trimmed; `k`
+    /// moves past it.
+    fn gemma_word(&mut self, k: &mut usize) -> Option<&'t str> {
+        let text: &'t str = self.text;
+        let len = text.as_bytes()[*k..]
+            .iter()
+            .take_while(|&&b| !matches!(b, b',' | b'}' | b']' | b'<' | b'\n'))
+            .count();
+        if len == 0 {
+            return None;
+        }
+        let word = text[*k..*k + len].trim();
+        *k += len;
+        Some(word)
+    }
+
+    /// Gemma's arguments object at `k` ([`Ctx::gemma_value`] of it), written into the
+    /// arguments' text as read: strings and plain scalars are not built as values (building the
+    /// object, then writing it, was a third of recovering a reply of one Gemma call).
+    fn gemma_arguments(&mut self, k: &mut usize) -> Option<Arguments> {
+        let text: &'t str = self.text;
+        let bytes = text.as_bytes();
+        skip_spaces(bytes, k);
+        if bytes.get(*k) != Some(&b'{') {
+            return None;
+        }
+        *k += 1;
+        let mut arguments = ArgumentsBuilder::new();
+        loop {
+            skip_spaces(bytes, k);
+            match bytes.get(*k)? {
+                b'}' => {
+                    *k += 1;
+                    return Some(arguments.finish());
                 }
-                let word = text[*k..*k + len].trim();
-                *k += len;
-                Some(
-                    to_value(word)
-                        .filter(|v| !v.is_object() && !v.is_array())
-                        .unwrap_or_else(|| Value::String(word.to_owned())),
-                )
+                b',' => *k += 1,
+                _ => {
+                    let key = self.gemma_key(k)?;
+                    skip_spaces(bytes, k);
+                    let rest = &text[*k..];
+                    if let Some(quote) =
+                        GEMMA_QUOTES.into_iter().find(|q| rest.starts_with(q.text()))
+                    {
+                        let inner = *k + quote.text().len();
+                        let close = self.find_from(inner, quote)?;
+                        *k = close + quote.text().len();
+                        arguments.insert_str(key, &text[inner..close]);
+                    } else if matches!(bytes.get(*k), Some(b'{' | b'[')) {
+                        arguments.insert(key, self.gemma_value(k, 1)?);
+                    } else {
+                        let word = self.gemma_word(k)?;
+                        if !arguments.insert_plain_json(key, word) {
+                            arguments.insert(key, gemma_word_value(word));
+                        }
+                    }
+                }
             }
         }
+    }
+
+    /// The key at `k` of a Gemma object (`name:`); `k` moves past its colon.
+    fn gemma_key(&mut self, k: &mut usize) -> Option<&'t str> {
+        let text: &'t str = self.text;
+        let bytes = text.as_bytes();
+        let key_start = *k;
+        let key_len = bytes[key_start..]
+            .iter()
+            .take_while(|&&b| is_ident_byte(b) || b == b'-' || b == b'.')
+            .count();
+        if key_len == 0 || bytes.get(key_start + key_len) != Some(&b':') {
+            return None;
+        }
+        *k = key_start + key_len + 1;
+        Some(&text[key_start..key_start + key_len])
     }
 
     /// Gemma's `call:NAME{k:v,…}` at `i`; values are `<escape>…<escape>` or `<|"|>…<|"|>`
@@ -869,16 +922,22 @@ impl<'t> Ctx<'t, '_> {
         let name = tool_name(&rest[..name_len], self.tools)?;
         let start = i + "call:".len() + name_len;
         let mut k = start;
-        let value = self.gemma_value(&mut k, 0)?;
+        let mut arguments = self.gemma_arguments(&mut k)?;
         self.work += (k - start) as u64;
-        let Value::Object(mut arguments) = value else { return None };
-        scrub(&mut arguments, &name, &mut self.diagnostics);
+        scrub_arguments(&mut arguments, &name, &mut self.diagnostics);
         Some(self.push(text_call(name, arguments), k))
     }
 }
 
+/// The value of a bare word in Gemma's call syntax: a JSON scalar, else the word as a string.
+fn gemma_word_value(word: &str) -> Value {
+    to_value(word)
+        .filter(|value| !value.is_object() && !value.is_array())
+        .unwrap_or_else(|| Value::String(word.to_owned()))
+}
+
 /// The string delimiters of Gemma's call syntax.
-const GEMMA_QUOTES: [&str; 2] = ["<escape>", "<|\"|>"];
+const GEMMA_QUOTES: [Needle; 2] = [Needle::Escape, Needle::GemmaQuote];
 
 /// How deep Gemma values may nest (arguments are shallow; the bound keeps the recursion small).
 const GEMMA_DEPTH: usize = 16;
