@@ -298,7 +298,10 @@ impl ArgumentsBuilder {
             return false;
         }
         let mark = self.json.len();
-        self.json.reserve(key.len() + value_room + 8);
+        // Room for the usual arguments at once: grown entry by entry, the text was reallocated
+        // at the second entry of most calls.
+        let room = key.len() + value_room + 8;
+        self.json.reserve(if self.json.capacity() == 0 { room.max(INITIAL_ROOM) } else { room });
         self.json.push(if self.json.is_empty() { '{' } else { ',' });
         let key_start = self.json.len();
         write_string(&mut self.json, key);
@@ -327,6 +330,9 @@ impl ArgumentsBuilder {
         }
     }
 }
+
+/// The room an [`ArgumentsBuilder`]'s text is given at its first entry.
+const INITIAL_ROOM: usize = 128;
 
 /// The text of an [`ArgumentsBuilder`] with its closing brace (`{}` without entries).
 fn closed(mut json: String) -> String {

@@ -6,7 +6,7 @@ use std::ops::Range;
 use crate::args::starts_with_ignore_case;
 use crate::diagnostic::{Diagnostic, DiagnosticKind};
 use crate::find::find2;
-use crate::text::remove_spans;
+use crate::text::Cutter;
 
 /// A reasoning block's open and close markers, matched ignoring ASCII case.
 struct Marker {
@@ -118,17 +118,23 @@ pub(crate) fn extract<'c>(
     reasoning_content: Option<&str>,
     diagnostics: &mut Vec<Diagnostic>,
 ) -> (Option<String>, Cow<'c, str>, Option<usize>) {
-    let mut parts: Vec<&str> = Vec::new();
-    if let Some(field) = reasoning_content.map(str::trim).filter(|field| !field.is_empty()) {
-        parts.push(field);
+    // The parts are joined and the blocks cut as they are found: a list of each, then a join
+    // and a cut of the list, were four allocations for a reply that thinks once.
+    let mut reasoning = Reasoning::default();
+    if let Some(field) = reasoning_content {
+        reasoning.push(field);
     }
     let bytes = content.as_bytes();
     if !may_hold_marker(bytes) {
         // No marker, open or close: nothing to take out (most replies).
-        let reasoning = parts.first().map(|field| (*field).to_owned());
-        return (reasoning, Cow::Borrowed(content), None);
+        return (reasoning.finish(), Cow::Borrowed(content), None);
     }
-    let mut spans: Vec<Range<usize>> = Vec::new();
+    let mut cutter = Cutter::new(content);
+    let mut last_end = None;
+    let mut cut = |span: Range<usize>| {
+        last_end = Some(span.end);
+        cutter.cut(span);
+    };
     let mut seen_tag = false;
     let mut seen_call = false;
     // (which marker, where the open tag starts, where its text starts, first call tag inside)
@@ -164,8 +170,8 @@ pub(crate) fn extract<'c>(
             let close = MARKERS[marker].close;
             if starts_with_ignore_case(rest, close) {
                 let end = at + close.len();
-                parts.push(content[text..at].trim());
-                spans.push(tag..end);
+                reasoning.push(&content[text..at]);
+                cut(tag..end);
                 open = None;
                 from = end;
                 continue;
@@ -175,8 +181,8 @@ pub(crate) fn extract<'c>(
             if let Some(call_at) = first_call
                 && let Some(index) = opener()
             {
-                parts.push(content[text..call_at].trim());
-                spans.push(tag..call_at);
+                reasoning.push(&content[text..call_at]);
+                cut(tag..call_at);
                 diagnostics.push(unclosed_block(true));
                 open = Some((index, at, at + MARKERS[index].open.len(), None));
                 from = at + MARKERS[index].open.len();
@@ -196,8 +202,8 @@ pub(crate) fn extract<'c>(
             let marker = &MARKERS[index];
             let end = at + marker.close.len();
             if marker.orphan && !seen_call {
-                parts.push(content[..at].trim());
-                spans.push(0..end);
+                reasoning.push(&content[..at]);
+                cut(0..end);
                 diagnostics.push(Diagnostic::new(
                     DiagnosticKind::OrphanThinkClose,
                     "`</think>` with no `<think>` before it: the text before it is reasoning",
@@ -225,19 +231,33 @@ pub(crate) fn extract<'c>(
     }
     if let Some((_, tag, text, first_call)) = open {
         let end = first_call.unwrap_or(content.len());
-        parts.push(content[text..end].trim());
-        spans.push(tag..end);
+        reasoning.push(&content[text..end]);
+        cut(tag..end);
         diagnostics.push(unclosed_block(first_call.is_some()));
     }
-    parts.retain(|part| !part.is_empty());
-    let reasoning = (!parts.is_empty()).then(|| parts.join("\n\n"));
-    let last_end = spans.iter().map(|span| span.end).max();
-    let content = if spans.is_empty() {
-        Cow::Borrowed(content)
-    } else {
-        Cow::Owned(remove_spans(content, &spans))
-    };
-    (reasoning, content, last_end)
+    (reasoning.finish(), cutter.finish(), last_end)
+}
+
+/// The reasoning's parts joined as they come: trimmed, the empty ones left out, the rest
+/// joined by a blank line.
+#[derive(Default)]
+struct Reasoning(String);
+
+impl Reasoning {
+    fn push(&mut self, part: &str) {
+        let part = part.trim();
+        if part.is_empty() {
+            return;
+        }
+        if !self.0.is_empty() {
+            self.0.push_str("\n\n");
+        }
+        self.0.push_str(part);
+    }
+
+    fn finish(self) -> Option<String> {
+        (!self.0.is_empty()).then_some(self.0)
+    }
 }
 
 /// The note that a reasoning block never closed: it ran to a tool call after it (`to_call`),

@@ -1,5 +1,6 @@
 //! Cutting spans out of text while keeping the prose around them readable.
 
+use std::borrow::Cow;
 use std::ops::Range;
 
 /// Removes `spans` (sorted, not overlapping) from `text`. At each cut the whitespace on both
@@ -7,19 +8,50 @@ use std::ops::Range;
 /// space if it held any whitespace, nothing otherwise; the result is trimmed. With no spans the
 /// text comes back unchanged.
 pub(crate) fn remove_spans(text: &str, spans: &[Range<usize>]) -> String {
-    if spans.is_empty() {
-        return text.to_owned();
-    }
-    let mut out = String::with_capacity(text.len());
-    let mut pending_gap: Option<&str> = None;
-    let mut from = 0;
+    let mut cutter = Cutter::new(text);
     for span in spans {
-        push_piece(&mut out, &text[from..span.start], &mut pending_gap);
-        from = span.end;
+        cutter.cut(span.clone());
     }
-    push_piece(&mut out, &text[from..], &mut pending_gap);
-    out.truncate(out.trim_end().len());
-    out
+    cutter.finish().into_owned()
+}
+
+/// [`remove_spans`] with the spans given one at a time, in text order, as they are found (no
+/// list of them is kept).
+pub(crate) struct Cutter<'a> {
+    text: &'a str,
+    /// The text so far: empty (and not allocated) before the first cut.
+    out: String,
+    /// The whitespace seen since the last text written (see [`push_piece`]).
+    gap: Option<&'a str>,
+    /// Where the text after the last cut starts.
+    from: usize,
+    cut: bool,
+}
+
+impl<'a> Cutter<'a> {
+    pub(crate) fn new(text: &'a str) -> Self {
+        Cutter { text, out: String::new(), gap: None, from: 0, cut: false }
+    }
+
+    /// Cuts `span` (after every span cut before it).
+    pub(crate) fn cut(&mut self, span: Range<usize>) {
+        if !self.cut {
+            self.out.reserve(self.text.len());
+            self.cut = true;
+        }
+        push_piece(&mut self.out, &self.text[self.from..span.start], &mut self.gap);
+        self.from = span.end;
+    }
+
+    /// The text without the spans cut: borrowed when there were none.
+    pub(crate) fn finish(mut self) -> Cow<'a, str> {
+        if !self.cut {
+            return Cow::Borrowed(self.text);
+        }
+        push_piece(&mut self.out, &self.text[self.from..], &mut self.gap);
+        self.out.truncate(self.out.trim_end().len());
+        Cow::Owned(self.out)
+    }
 }
 
 /// Appends one piece between cuts. `gap` carries the whitespace seen since the last text.
