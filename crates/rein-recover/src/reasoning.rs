@@ -141,9 +141,11 @@ pub(crate) fn extract<'c>(
     let mut open: Option<(usize, usize, usize, Option<usize>)> = None;
     let mut from = 0;
     loop {
-        if open.is_none() && seen_tag && seen_call {
-            // Only a new block's open marker can change anything now: the search jumps to the
-            // next place one may stand (see `next_marker`), past the call tags between.
+        if open.is_none() && seen_tag {
+            // Only a new block's open marker can change anything now (a close with no open
+            // is text once a tag was seen, and a call tag matters only inside a block): the
+            // search jumps to the next place one may stand (see `next_marker`), past the tags
+            // between.
             match next_marker(bytes, from) {
                 Some(hit) => from = from.max(hit.saturating_sub(MARKER_REACH)),
                 None => break,
