@@ -851,14 +851,12 @@ fn owned_tool_name(name: String, tools: Tools<'_>) -> Option<String> {
 
 /// [`tool_name`] without the copy, for parsers that may still fail after reading the name.
 pub(crate) fn checked_tool_name<'n>(name: &'n str, tools: Tools<'_>) -> Option<&'n str> {
-    let name = name.trim();
-    // An ASCII name (most) is checked a byte at a time; ASCII whitespace is what
-    // `char::is_whitespace` takes among ASCII characters.
-    let refused = if name.is_ascii() {
-        name.bytes().any(|b| {
-            matches!(b, b'\t' | b'\n' | 0x0B | 0x0C | b'\r' | b' ')
-                || matches!(b, b'<' | b'>' | b'{' | b'}' | b'"' | b'(' | b')')
-        })
+    let name = crate::text::trim_start(crate::text::trim_end(name));
+    // An ASCII name (most) is checked by a table of its bytes, or-ed without a branch each;
+    // ASCII whitespace is what `char::is_whitespace` takes among ASCII characters.
+    let classes = name.bytes().fold(0, |classes, b| classes | NAME_BYTE_CLASSES[usize::from(b)]);
+    let refused = if classes & NOT_ASCII == 0 {
+        classes & REFUSED != 0
     } else {
         name.chars()
             .any(|c| c.is_whitespace() || matches!(c, '<' | '>' | '{' | '}' | '"' | '(' | ')'))
@@ -873,6 +871,27 @@ pub(crate) fn checked_tool_name<'n>(name: &'n str, tools: Tools<'_>) -> Option<&
     }
     Some(name)
 }
+
+/// What [`checked_tool_name`]'s table says of a byte: refused in a name, beyond ASCII.
+const REFUSED: u8 = 1;
+const NOT_ASCII: u8 = 2;
+
+/// [`REFUSED`] for ASCII whitespace and markup, [`NOT_ASCII`] for the rest of the bytes
+/// above it.
+const NAME_BYTE_CLASSES: [u8; 256] = {
+    let mut table = [0; 256];
+    let mut byte = 0;
+    while byte < 256 {
+        table[byte] = match byte as u8 {
+            b'\t' | b'\n' | 0x0B | 0x0C | b'\r' | b' ' => REFUSED,
+            b'<' | b'>' | b'{' | b'}' | b'"' | b'(' | b')' => REFUSED,
+            0x80.. => NOT_ASCII,
+            _ => 0,
+        };
+        byte += 1;
+    }
+    table
+};
 
 /// The `{"arguments": {...}}` envelope some dialects put around the arguments, removed.
 pub(crate) fn unwrap_envelope(mut arguments: JsonObject) -> JsonObject {

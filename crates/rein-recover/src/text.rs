@@ -49,22 +49,52 @@ impl<'a> Cutter<'a> {
             return Cow::Borrowed(self.text);
         }
         push_piece(&mut self.out, &self.text[self.from..], &mut self.gap);
-        self.out.truncate(self.out.trim_end().len());
+        self.out.truncate(trim_end(&self.out).len());
         Cow::Owned(self.out)
     }
+}
+
+/// `text` without its trailing whitespace (as `str::trim_end` takes it), ASCII looked at a
+/// byte at a time: decoding each character from the end cost more than the rest of a cut.
+pub(crate) fn trim_end(text: &str) -> &str {
+    let bytes = text.as_bytes();
+    let mut end = bytes.len();
+    while end > 0 {
+        match bytes[end - 1] {
+            b'\t' | b'\n' | 0x0B | 0x0C | b'\r' | b' ' => end -= 1,
+            byte if byte.is_ascii() => break,
+            // A character beyond ASCII: `str` decides whether it is whitespace.
+            _ => return text[..end].trim_end(),
+        }
+    }
+    &text[..end]
+}
+
+/// `text` without its leading whitespace (see [`trim_end`]).
+pub(crate) fn trim_start(text: &str) -> &str {
+    let bytes = text.as_bytes();
+    let mut start = 0;
+    while start < bytes.len() {
+        match bytes[start] {
+            b'\t' | b'\n' | 0x0B | 0x0C | b'\r' | b' ' => start += 1,
+            byte if byte.is_ascii() => break,
+            _ => return text[start..].trim_start(),
+        }
+    }
+    &text[start..]
 }
 
 /// Appends one piece between cuts. `gap` carries the whitespace seen since the last text.
 fn push_piece<'a>(out: &mut String, piece: &'a str, gap: &mut Option<&'a str>) {
     // Each end trimmed once (`trim`, then `trim_start` and `trim_end` for the whitespace, went
     // over both ends twice).
-    let start = piece.len() - piece.trim_start().len();
+    let start = piece.len() - trim_start(piece).len();
     if start == piece.len() {
         // The whole piece is whitespace: it widens the gap.
         *gap = Some(widest(gap.unwrap_or(""), piece));
         return;
     }
-    let end = piece.trim_end().len();
+    let end = trim_end(piece).len();
     if !out.is_empty() {
         out.push_str(separator(widest(gap.unwrap_or(""), &piece[..start])));
     }
@@ -103,6 +133,14 @@ fn separator(gap: &str) -> &'static str {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn trims_as_str_trims() {
+        for text in ["", " ", "a", " a b \n", "\u{a0}a\u{2003}", "x\u{85}", "\t\u{3000} é \r\n"] {
+            assert_eq!(trim_end(text), text.trim_end(), "{text:?}");
+            assert_eq!(trim_start(text), text.trim_start(), "{text:?}");
+        }
+    }
 
     #[test]
     #[allow(clippy::single_range_in_vec_init)] // One span to cut, not a range of positions.
