@@ -21,6 +21,7 @@ use crate::call::{
 use crate::diagnostic::{Diagnostic, DiagnosticKind};
 use crate::find::{find_by, find1, find3};
 use crate::json::{Scanner, first_value, to_value};
+use crate::text::{trim_end, trim_start};
 
 mod angle;
 mod python;
@@ -695,7 +696,7 @@ pub(crate) fn cut_spans(text: &str, mut spans: Vec<Range<usize>>) -> Vec<Range<u
         let span = spans[index].clone();
         let joins = len.checked_sub(1).is_some_and(|last| {
             let last = &spans[last];
-            last.end <= span.start && text[last.end..span.start].trim().is_empty()
+            last.end <= span.start && trim_start(&text[last.end..span.start]).is_empty()
         });
         if joins {
             spans[len - 1].end = span.end;
@@ -713,7 +714,7 @@ pub(crate) fn cut_spans(text: &str, mut spans: Vec<Range<usize>>) -> Vec<Range<u
         // Back over whitespace to a fence line (```` ```lang ````), not past the previous group:
         // read from its end (its language, its backticks, then only indentation back to the
         // line's start), so the prose before a group is not searched for its last newline.
-        let before = text[previous_end..group.start].trim_end();
+        let before = trim_end(&text[previous_end..group.start]);
         let tail = before.as_bytes();
         let mut lang_start = tail.len();
         while lang_start > 0 && is_fence_lang_byte(tail[lang_start - 1]) {
@@ -734,7 +735,7 @@ pub(crate) fn cut_spans(text: &str, mut spans: Vec<Range<usize>>) -> Vec<Range<u
         };
         if opens {
             let after = &text[group.end..];
-            let trimmed = after.trim_start();
+            let trimmed = trim_start(after);
             let fence_at = previous_end + lang_start - 3;
             let fence_start = fence_at - label_len;
             if let Some(rest) = trimmed.strip_prefix("```")
