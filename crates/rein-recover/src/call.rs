@@ -851,7 +851,7 @@ fn owned_tool_name(name: String, tools: Tools<'_>) -> Option<String> {
 
 /// [`tool_name`] without the copy, for parsers that may still fail after reading the name.
 pub(crate) fn checked_tool_name<'n>(name: &'n str, tools: Tools<'_>) -> Option<&'n str> {
-    let name = crate::text::trim_start(crate::text::trim_end(name));
+    let name = crate::text::trim(name);
     // An ASCII name (most) is checked by a table of its bytes, or-ed without a branch each;
     // ASCII whitespace is what `char::is_whitespace` takes among ASCII characters.
     let classes = name.bytes().fold(0, |classes, b| classes | NAME_BYTE_CLASSES[usize::from(b)]);

@@ -247,7 +247,7 @@ struct Reasoning(String);
 
 impl Reasoning {
     fn push(&mut self, part: &str) {
-        let part = crate::text::trim_start(crate::text::trim_end(part));
+        let part = crate::text::trim(part);
         if part.is_empty() {
             return;
         }

@@ -56,6 +56,7 @@ use std::hash::Hasher;
 use rein_protocol::ToolCall;
 
 use crate::find::tokens_by_byte;
+use crate::text::{trim, trim_end, trim_start};
 use crate::{RawReply, Recovered, ToolSchemas, recover_typed};
 
 /// One thing the stream recoverer releases.
@@ -651,7 +652,7 @@ impl StreamRecoverer {
     fn release_prose(&mut self, delta: &str, events: &mut Vec<StreamEvent>) {
         let target =
             if self.in_reasoning { &mut self.shown_reasoning } else { &mut self.shown_text };
-        let body_end = delta.trim_end().len();
+        let body_end = trim_end(delta).len();
         if body_end == 0 {
             if !target.is_empty() {
                 self.pending_space.push_str(delta);
@@ -661,7 +662,7 @@ impl StreamRecoverer {
         // One allocation for the piece released (the held whitespace, then the delta's body);
         // the whitespace buffer is kept for the next delta.
         let body =
-            if target.is_empty() { delta[..body_end].trim_start() } else { &delta[..body_end] };
+            if target.is_empty() { trim_start(&delta[..body_end]) } else { &delta[..body_end] };
         let space = if target.is_empty() { "" } else { self.pending_space.as_str() };
         let mut piece = String::with_capacity(space.len() + body.len());
         piece.push_str(space);
@@ -801,7 +802,7 @@ impl StreamRecoverer {
         let joint = self.joint(&trace);
         // A cut that reaches the end of the text may still grow (a value closed for it, a
         // parameter running to the end): it is held, and its call not yet released.
-        let suffix_end = self.text[from..].trim_end().len();
+        let suffix_end = trim_end(&self.text[from..]).len();
         // A call its dialect has not closed may change (see `Trace::last_call_open`); so may
         // one whose cut ends at something other than a closer (`}`, `]`, `>`, `)`, a fence's
         // backtick; its span may still take more closers: they change nothing).
@@ -819,8 +820,8 @@ impl StreamRecoverer {
                 // whole is followed.
                 let raw = &self.text[from..from + suffix_end];
                 let after = raw.rfind(['>', '}', ']', ')']).map_or(raw, |at| &raw[at + 1..]);
-                let visible_end = after.trim().is_empty()
-                    || !recovered.visible_text.trim_end().ends_with(after.trim());
+                let visible_end = trim(after).is_empty()
+                    || !trim_end(&recovered.visible_text).ends_with(trim(after));
                 (visible_end && !recovered.calls.is_empty()).then_some(0)
             }
             _ => None,
@@ -868,7 +869,7 @@ impl StreamRecoverer {
         match &trace.first_cut {
             Some(cut) if cut.start == 0 => {
                 let after = &self.text[self.settled.at + cut.end..];
-                let leading = &after[..after.len() - after.trim_start().len()];
+                let leading = &after[..after.len() - trim_start(after).len()];
                 JointText::Separator(crate::text::cut_separator(
                     &self.text[joint.gap.clone()],
                     leading,
@@ -912,7 +913,7 @@ impl StreamRecoverer {
             return false;
         };
         let next = self.held.cut_end + newline + 1;
-        let closers = self.text[self.held.cut_end..next].trim_end();
+        let closers = trim_end(&self.text[self.held.cut_end..next]);
         let closers_end = self.held.cut_end + closers.len();
         if bytes[next] == b'('
             || !could_open(&self.text[next..])
@@ -949,7 +950,7 @@ impl StreamRecoverer {
         };
         let cut_end = from + cut.end;
         cut_end <= at
-            && self.text.get(cut_end..at).is_some_and(|gap| gap.trim().is_empty())
+            && self.text.get(cut_end..at).is_some_and(|gap| trim(gap).is_empty())
             && may_close(&self.text[at..])
     }
 
@@ -986,7 +987,7 @@ impl StreamRecoverer {
         let joint = match &trace.last_cut {
             Some(cut) if from + cut.end > gap_start => return,
             Some(cut) if from + cut.end == gap_start && !may_close(&self.text[at..]) => {
-                let before = self.text[from..from + cut.start].trim_end().len();
+                let before = trim_end(&self.text[from..from + cut.start]).len();
                 let gap_before = match &self.settled.joint {
                     // The group starts at the settled point: the gap before it is that
                     // point's.
@@ -1198,7 +1199,7 @@ impl StreamRecoverer {
             return false;
         }
         let suffix = &self.text[self.settled.at..];
-        let body = suffix.trim_end();
+        let body = trim_end(suffix);
         let Some(newline) = body.rfind('\n') else { return false };
         let line = newline + 1;
         let Some(&first) = body.as_bytes().get(line) else { return false };
@@ -1250,25 +1251,25 @@ impl StreamRecoverer {
                 reasoning
                     .rsplit("\n\n")
                     .next()
-                    .is_some_and(|last| !last.is_empty() && text.trim_end().ends_with(last))
+                    .is_some_and(|last| !last.is_empty() && trim_end(text).ends_with(last))
             });
 
         let mut visible = visible_text;
         self.holding = false;
         if !end {
             // Trailing whitespace waits for what follows it (it may be cut at a call).
-            visible = visible.trim_end();
+            visible = trim_end(visible);
             let mut held_at = usize::MAX;
             if let Some((cut, at)) = held_tail(text, visible) {
-                visible = visible[..cut].trim_end();
+                visible = trim_end(&visible[..cut]);
                 self.holding = true;
                 held_at = at;
             }
             let mut python_line_at = None;
             if let Some(line_start) = python_line(text, &self.tools) {
-                let line = text[line_start..].trim();
+                let line = trim(&text[line_start..]);
                 if !line.is_empty() && visible.ends_with(line) {
-                    visible = visible[..visible.len() - line.len()].trim_end();
+                    visible = trim_end(&visible[..visible.len() - line.len()]);
                     self.holding = true;
                     held_at = held_at.min(line_start);
                     python_line_at = Some(line_start);
@@ -1303,23 +1304,20 @@ impl StreamRecoverer {
         }
         let known = self.calls_shown - self.settled.calls;
         let decided = calls.all().len();
-        for index in known..decided {
-            let key = call_key(&calls.all()[index]);
-            if !end {
-                self.streamed_keys.push(key);
+        if known < decided {
+            match &mut calls {
+                // Moved out: the recovery is this recoverer's own.
+                Calls::Own(calls) => {
+                    for (index, call) in (known..).zip(calls.drain(known..)) {
+                        self.release_call(call, index, end, events);
+                    }
+                }
+                Calls::Lent(calls) => {
+                    for (index, call) in (known..).zip(&calls[known..]) {
+                        self.release_call(call.clone(), index, end, events);
+                    }
+                }
             }
-            let seen = self.seen_calls.entry(key).or_insert(0);
-            *seen += 1;
-            if *seen >= 3 {
-                self.repeated = true;
-            }
-            let mut call = calls.take(index);
-            if call.id.is_empty() {
-                // A recovery of the text from the settled point leaves the ids to this: the
-                // calls are numbered after the settled ones (only those released, each once).
-                call.id = crate::numbered_id(self.settled.calls + index + 1);
-            }
-            events.push(StreamEvent::Call(call));
         }
         self.calls_shown = self.calls_shown.max(self.settled.calls + decided);
         // The visible text is the joint, then `visible` (the joint only before some text).
@@ -1335,7 +1333,7 @@ impl StreamRecoverer {
                 // it goes before the next prose delta.
                 self.pending_space.clear();
                 if !self.holding {
-                    let body = self.text.trim_end().len();
+                    let body = trim_end(&self.text).len();
                     self.pending_space.push_str(&self.text[body..]);
                 }
             }
@@ -1365,7 +1363,7 @@ struct Reading<'r> {
 /// A recovery's calls: taken when the recovery is the recoverer's own, copied when it is the
 /// caller's.
 enum Calls<'r> {
-    Own(&'r mut [ToolCall]),
+    Own(&'r mut Vec<ToolCall>),
     Lent(&'r [ToolCall]),
 }
 
@@ -1402,16 +1400,33 @@ impl Calls<'_> {
             Calls::Lent(calls) => calls,
         }
     }
+}
 
-    /// The call at `index`, to release (each is released once).
-    fn take(&mut self, index: usize) -> ToolCall {
-        match self {
-            Calls::Own(calls) => std::mem::replace(
-                &mut calls[index],
-                ToolCall::new(String::new(), String::new(), rein_protocol::Arguments::new()),
-            ),
-            Calls::Lent(calls) => calls[index].clone(),
+impl StreamRecoverer {
+    /// Releases `call`, the `index`th after the settled point (counted as seen, numbered when
+    /// its recovery left its id to this; `end`: at the end of the stream, not streamed).
+    fn release_call(
+        &mut self,
+        mut call: ToolCall,
+        index: usize,
+        end: bool,
+        events: &mut Vec<StreamEvent>,
+    ) {
+        let key = call_key(&call);
+        if !end {
+            self.streamed_keys.push(key);
         }
+        let seen = self.seen_calls.entry(key).or_insert(0);
+        *seen += 1;
+        if *seen >= 3 {
+            self.repeated = true;
+        }
+        if call.id.is_empty() {
+            // A recovery of the text from the settled point leaves the ids to this: the calls
+            // are numbered after the settled ones (only those released, each once).
+            call.id = crate::numbered_id(self.settled.calls + index + 1);
+        }
+        events.push(StreamEvent::Call(call));
     }
 }
 
@@ -1546,13 +1561,13 @@ const KNOWN_CLOSERS: [&str; 19] = [
 /// Whether `text` is at most two of [`KNOWN_CLOSERS`] (whitespace around and between): what
 /// [`StreamRecoverer::settle_past_closers`] may take as cut with the call before it.
 fn known_closers(text: &str) -> bool {
-    let mut rest = text.trim_start();
+    let mut rest = trim_start(text);
     let mut count = 0;
     while !rest.is_empty() {
         let Some(closer) = KNOWN_CLOSERS.iter().find(|closer| rest.starts_with(*closer)) else {
             return false;
         };
-        rest = rest[closer.len()..].trim_start();
+        rest = trim_start(&rest[closer.len()..]);
         count += 1;
     }
     count <= 2
@@ -1707,7 +1722,7 @@ fn python_arguments_may_follow(arguments: &str) -> bool {
 /// is trimmed at its end), and in `text`: at the longest tail of `text` starting at an opener
 /// (or at a prefix of one, at the very end) that `visible` ends with verbatim.
 fn held_tail(text: &str, visible: &str) -> Option<(usize, usize)> {
-    let trimmed = text.trim_end();
+    let trimmed = trim_end(text);
     let bytes = trimmed.as_bytes();
     // A tail `visible` ends with lies in the stretch the two end with alike: only openers there
     // (and wrapper tokens just before it, which are cut) need a look.
@@ -1744,7 +1759,7 @@ fn held_tail(text: &str, visible: &str) -> Option<(usize, usize)> {
         // A wrapper token is cut from the visible text even before its call is read: what
         // follows it is held.
         if let Some(token) = WRAPPER_TOKENS.iter().find(|token| tail.starts_with(**token)) {
-            let rest = tail[token.len()..].trim_start();
+            let rest = trim_start(&tail[token.len()..]);
             if !rest.is_empty() && visible.ends_with(rest) && could_open(tail) {
                 return Some((visible.len() - rest.len(), at));
             }

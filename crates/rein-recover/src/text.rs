@@ -84,6 +84,11 @@ pub(crate) fn trim_start(text: &str) -> &str {
     &text[start..]
 }
 
+/// `text` without whitespace at either end (see [`trim_end`]).
+pub(crate) fn trim(text: &str) -> &str {
+    trim_start(trim_end(text))
+}
+
 /// Appends one piece between cuts. `gap` carries the whitespace seen since the last text.
 fn push_piece<'a>(out: &mut String, piece: &'a str, gap: &mut Option<&'a str>) {
     // Each end trimmed once (`trim`, then `trim_start` and `trim_end` for the whitespace, went
@@ -139,6 +144,7 @@ mod tests {
         for text in ["", " ", "a", " a b \n", "\u{a0}a\u{2003}", "x\u{85}", "\t\u{3000} é \r\n"] {
             assert_eq!(trim_end(text), text.trim_end(), "{text:?}");
             assert_eq!(trim_start(text), text.trim_start(), "{text:?}");
+            assert_eq!(trim(text), text.trim(), "{text:?}");
         }
     }
 
