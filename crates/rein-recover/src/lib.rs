@@ -136,7 +136,12 @@ pub(crate) fn recover_counting(
     let (reasoning, content, reasoning_end) =
         reasoning::extract(reply.content, reply.reasoning_content, &mut diagnostics);
     let mut scan = embedded::scan(&content, tools);
-    diagnostics.append(&mut scan.diagnostics);
+    if diagnostics.is_empty() {
+        // Most replies: the scan's list is taken as it is (appending allocated another).
+        diagnostics = std::mem::take(&mut scan.diagnostics);
+    } else {
+        diagnostics.append(&mut scan.diagnostics);
+    }
 
     // No sets for a reply without native calls (most replies): each one made seeds a hasher
     // from the thread's keys, for nothing.
