@@ -268,7 +268,7 @@ struct ToolNames {
 
 impl ToolNames {
     /// How many names [`ToolNames::lay_out`] lays out without an allocation.
-    const ON_STACK: usize = 32;
+    const ON_STACK: usize = 16;
 
     fn new(names: &[&str]) -> Self {
         let mut joined = String::with_capacity(names.iter().map(|name| name.len()).sum());
@@ -1624,9 +1624,13 @@ fn may_close(held: &str) -> bool {
         // not when it opens the next construct (`<｜tool▁calls▁begin｜>`).
         return token[..end].contains("end");
     }
+    // Every closer begins with one of these: most held text is told apart by its first byte.
+    if !matches!(held.as_bytes().first(), None | Some(b'`' | b'<' | b'}' | b']')) {
+        return false;
+    }
+    // Compared a byte at a time, inline (a slice comparison was a `memcmp` call per closer).
     CLOSERS.iter().chain(&HARMONY_ENDS).any(|closer| {
-        let n = closer.len().min(held.len());
-        held.as_bytes()[..n] == closer.as_bytes()[..n]
+        held.bytes().zip(closer.bytes()).all(|(held, closer)| held == closer)
     })
 }
 
@@ -1793,13 +1797,20 @@ fn held_tail(text: &str, visible: &str) -> Option<(usize, usize)> {
     None
 }
 
-/// How many bytes `a` and `b` end with alike, compared a block at a time.
+/// How many bytes `a` and `b` end with alike, compared a block at a time (as two words, in
+/// registers: a slice comparison per block was a `memcmp` call each).
 fn common_suffix(a: &[u8], b: &[u8]) -> usize {
     const BLOCK: usize = 16;
+    let block = |bytes: &[u8], end: usize| {
+        <[u8; BLOCK]>::try_from(&bytes[end - BLOCK..end]).map(u128::from_ne_bytes)
+    };
     let most = a.len().min(b.len());
     let mut k = 0;
     while k + BLOCK <= most
-        && a[a.len() - k - BLOCK..a.len() - k] == b[b.len() - k - BLOCK..b.len() - k]
+        && matches!(
+            (block(a, a.len() - k), block(b, b.len() - k)),
+            (Ok(x), Ok(y)) if x == y
+        )
     {
         k += BLOCK;
     }
@@ -1989,8 +2000,8 @@ fn could_open(tail: &str) -> bool {
         while candidates != 0 {
             let opener = OPENERS[candidates.trailing_zeros() as usize].as_bytes();
             candidates &= candidates - 1;
-            let n = opener.len().min(lowered.len());
-            if lowered[..n] == opener[..n] {
+            // A byte at a time, inline (a slice comparison was a `memcmp` call).
+            if lowered.iter().zip(opener).all(|(low, opener)| low == opener) {
                 return true;
             }
         }
