@@ -270,19 +270,12 @@ impl ArgumentsBuilder {
         if !self.key(key, value.len()) {
             return false;
         }
-        let mut writer = Canonical {
-            text: value,
-            bytes: value.as_bytes(),
-            at: 0,
-            out: std::mem::take(&mut self.json),
-            keys: [(0, 0); MAX_OPEN_KEYS],
-            open_keys: 0,
-        };
+        let mut writer = Canonical::new(value, std::mem::take(&mut self.json));
         let plain = writer.value(0).is_some() && {
             writer.whitespace();
             writer.at == value.len()
         };
-        self.json = writer.out;
+        self.json = writer.finish();
         if !plain {
             self.json.truncate(mark);
             self.key_count = key_count;
@@ -415,37 +408,62 @@ fn canonical(text: &str) -> Option<String> {
 /// [`canonical`] on the object `text` begins with (after whitespace), and where it ends:
 /// what follows is not read. `room`: the room the text written is given at first.
 fn canonical_prefix(text: &str, room: usize) -> Option<(String, usize)> {
-    let mut writer = Canonical {
-        text,
-        bytes: text.as_bytes(),
-        at: 0,
-        out: String::with_capacity(room),
-        keys: [(0, 0); MAX_OPEN_KEYS],
-        open_keys: 0,
-    };
+    let mut writer = Canonical::new(text, String::with_capacity(room));
     writer.whitespace();
     if writer.bytes.get(writer.at) != Some(&b'{') {
         return None;
     }
     writer.value(0)?;
-    Some((writer.out, writer.at))
+    let end = writer.at;
+    Some((writer.finish(), end))
 }
 
 /// The state of [`canonical`]: where it reads, what it wrote, and the keys of the objects it is
-/// inside (as places in `out`: the first `open_keys` of `keys`).
+/// inside (as places in `text`: the first `open_keys` of `keys`).
+///
+/// The form written is the text read without its whitespace: what is read is copied in runs,
+/// from `copied` to each whitespace passed over (compact arguments are one copy; a copy per
+/// string and per punctuation byte was most of what writing them cost).
 struct Canonical<'a> {
     text: &'a str,
     bytes: &'a [u8],
     at: usize,
     out: String,
+    /// Where the text read but not yet copied to `out` starts.
+    copied: usize,
     keys: [(u32, u32); MAX_OPEN_KEYS],
     open_keys: usize,
 }
 
-impl Canonical<'_> {
+impl<'a> Canonical<'a> {
+    /// A writer of `text`, appending to `out`.
+    fn new(text: &'a str, out: String) -> Self {
+        Canonical {
+            text,
+            bytes: text.as_bytes(),
+            at: 0,
+            out,
+            copied: 0,
+            keys: [(0, 0); MAX_OPEN_KEYS],
+            open_keys: 0,
+        }
+    }
+
+    /// What was written, with the text read since the last whitespace (which ends between
+    /// tokens, at an ASCII byte: a character boundary).
+    fn finish(mut self) -> String {
+        self.out.push_str(&self.text[self.copied..self.at]);
+        self.out
+    }
+
+    #[inline(always)]
     fn whitespace(&mut self) {
-        while let Some(b' ' | b'\n' | b'\r' | b'\t') = self.bytes.get(self.at) {
-            self.at += 1;
+        if let Some(b' ' | b'\n' | b'\r' | b'\t') = self.bytes.get(self.at) {
+            self.out.push_str(&self.text[self.copied..self.at]);
+            while let Some(b' ' | b'\n' | b'\r' | b'\t') = self.bytes.get(self.at) {
+                self.at += 1;
+            }
+            self.copied = self.at;
         }
     }
 
@@ -466,13 +484,12 @@ impl Canonical<'_> {
         }
     }
 
-    /// Copies the byte at the reading place when it is `byte`; whether it was.
+    /// Takes the byte at the reading place when it is `byte`; whether it was.
     fn take(&mut self, byte: u8) -> bool {
         if self.bytes.get(self.at) != Some(&byte) {
             return false;
         }
         self.at += 1;
-        self.out.push(char::from(byte));
         true
     }
 
@@ -488,20 +505,20 @@ impl Canonical<'_> {
             if self.bytes.get(self.at) != Some(&b'"') {
                 return None;
             }
-            let start = self.out.len();
+            let start = self.at;
             self.string()?;
-            let key = &self.out.as_bytes()[start..];
+            // Keys are copied as they are: equal in the text read when equal as written.
+            let key = &self.bytes[start..self.at];
             let earlier = &self.keys[first_key..self.open_keys];
             if earlier.len() >= MAX_KEYS
                 || self.open_keys == MAX_OPEN_KEYS
                 || earlier
                     .iter()
-                    .any(|&(from, to)| &self.out.as_bytes()[from as usize..to as usize] == key)
+                    .any(|&(from, to)| &self.bytes[from as usize..to as usize] == key)
             {
                 return None;
             }
-            // Places in the text written, which is no longer than the text read.
-            let (Ok(from), Ok(to)) = (u32::try_from(start), u32::try_from(self.out.len())) else {
+            let (Ok(from), Ok(to)) = (u32::try_from(start), u32::try_from(self.at)) else {
                 return None;
             };
             self.keys[self.open_keys] = (from, to);
@@ -556,8 +573,6 @@ impl Canonical<'_> {
                 _ => return None,
             }
         }
-        // `start` and `at` are at ASCII quotes: character boundaries.
-        self.out.push_str(&self.text[start..=at]);
         self.at = at + 1;
         Some(())
     }
@@ -566,7 +581,6 @@ impl Canonical<'_> {
         if !self.bytes[self.at..].starts_with(word) {
             return None;
         }
-        self.out.push_str(&self.text[self.at..self.at + word.len()]);
         self.at += word.len();
         Some(())
     }
@@ -587,7 +601,6 @@ impl Canonical<'_> {
         if let Some(b'.' | b'e' | b'E') = self.bytes.get(end) {
             return None;
         }
-        self.out.push_str(&self.text[start..end]);
         self.at = end;
         Some(())
     }
