@@ -19,34 +19,62 @@ pub(crate) fn remove_spans(text: &str, spans: &[Range<usize>]) -> String {
 /// list of them is kept).
 pub(crate) struct Cutter<'a> {
     text: &'a str,
-    /// The text so far: empty (and not allocated) before the first cut.
+    /// The text so far: empty (and not allocated) before the second cut.
     out: String,
     /// The whitespace seen since the last text written (see [`push_piece`]).
     gap: Option<&'a str>,
-    /// Where the text after the last cut starts.
+    /// Where the text after the last cut written starts.
     from: usize,
-    cut: bool,
+    /// The first cut, not written yet: a text with one cut at its start or its end (a reply
+    /// that thinks first, a call last) is a part of the text, borrowed.
+    first: Option<Range<usize>>,
+    cuts: usize,
 }
 
 impl<'a> Cutter<'a> {
     pub(crate) fn new(text: &'a str) -> Self {
-        Cutter { text, out: String::new(), gap: None, from: 0, cut: false }
+        Cutter { text, out: String::new(), gap: None, from: 0, first: None, cuts: 0 }
     }
 
     /// Cuts `span` (after every span cut before it).
     pub(crate) fn cut(&mut self, span: Range<usize>) {
-        if !self.cut {
-            self.out.reserve(self.text.len());
-            self.cut = true;
+        self.cuts += 1;
+        match self.cuts {
+            1 => self.first = Some(span),
+            _ => {
+                self.write_first();
+                self.write(span);
+            }
         }
+    }
+
+    fn write_first(&mut self) {
+        if let Some(first) = self.first.take() {
+            self.out.reserve(self.text.len());
+            self.write(first);
+        }
+    }
+
+    fn write(&mut self, span: Range<usize>) {
         push_piece(&mut self.out, &self.text[self.from..span.start], &mut self.gap);
         self.from = span.end;
     }
 
-    /// The text without the spans cut: borrowed when there were none.
+    /// The text without the spans cut: borrowed when there were none, or one with only
+    /// whitespace before or after it.
     pub(crate) fn finish(mut self) -> Cow<'a, str> {
-        if !self.cut {
+        if self.cuts == 0 {
             return Cow::Borrowed(self.text);
+        }
+        if let Some(first) = &self.first {
+            // The pieces are whitespace and text: the text, trimmed, is what is left.
+            if trim_start(&self.text[..first.start]).is_empty() {
+                return Cow::Borrowed(trim(&self.text[first.end..]));
+            }
+            if trim_start(&self.text[first.end..]).is_empty() {
+                return Cow::Borrowed(trim(&self.text[..first.start]));
+            }
+            self.write_first();
         }
         push_piece(&mut self.out, &self.text[self.from..], &mut self.gap);
         self.out.truncate(trim_end(&self.out).len());
@@ -138,6 +166,30 @@ fn separator(gap: &str) -> &'static str {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// One cut at the start or the end gives what cutting it into a copy gives.
+    #[test]
+    #[allow(clippy::single_range_in_vec_init)] // One span to cut, not a range of positions.
+    fn one_cut_at_an_end_is_borrowed_alike() {
+        for (text, span) in [
+            ("X rest", 0..1),
+            ("  X\n\nrest  ", 2..3),
+            ("rest\nX", 5..6),
+            ("rest X  \n", 5..6),
+            ("a X b", 2..3),
+            ("X", 0..1),
+            (" \u{a0}X\u{a0}rest", 3..4),
+        ] {
+            let mut cutter = Cutter::new(text);
+            cutter.cut(span.clone());
+            let mut copied = String::with_capacity(text.len());
+            let mut gap = None;
+            push_piece(&mut copied, &text[..span.start], &mut gap);
+            push_piece(&mut copied, &text[span.end..], &mut gap);
+            copied.truncate(copied.trim_end().len());
+            assert_eq!(cutter.finish(), copied, "{text:?}");
+        }
+    }
 
     #[test]
     fn trims_as_str_trims() {
