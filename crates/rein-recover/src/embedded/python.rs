@@ -182,7 +182,7 @@ impl<'t> Ctx<'t, '_> {
                 name_start -= 1;
             }
             self.work += (paren - name_start) as u64;
-            if name_start == name_end || !self.tools.knows(&self.text[name_start..name_end]) {
+            if name_start == name_end {
                 continue;
             }
             // Gemma 3 writes its calls as `print(get_weather(city="Paris"))` in a `tool_code`
@@ -192,7 +192,11 @@ impl<'t> Ctx<'t, '_> {
             while line_start > 0 && matches!(bytes[line_start - 1], b' ' | b'\t' | b'`') {
                 line_start -= 1;
             }
-            if line_start > 0 && bytes[line_start - 1] != b'\n' {
+            // Where the line goes on before the name (`(see` in prose, a call in a list), the
+            // name is not looked up.
+            if line_start > 0 && bytes[line_start - 1] != b'\n'
+                || !self.tools.knows(&self.text[name_start..name_end])
+            {
                 continue;
             }
             // The name read backwards from `(` is the one `python_call` reads forwards.
