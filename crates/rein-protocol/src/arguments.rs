@@ -266,6 +266,16 @@ impl ArgumentsBuilder {
     /// it, whitespace around it allowed). Whether it was added: when it was not (the text is
     /// not plain, or the entries are a map by now), the caller reads the value and inserts it.
     pub fn insert_plain_json(&mut self, key: &str, value: &str) -> bool {
+        // The common values, a string without an escape and a small integer, are copied as
+        // they are, without a writer (whose setup cost more than they do).
+        let scalar = value.trim_matches(|c| matches!(c, ' ' | '\n' | '\r' | '\t'));
+        if plain_scalar(scalar.as_bytes()) {
+            let written = self.key(key, scalar.len());
+            if written {
+                self.json.push_str(scalar);
+            }
+            return written;
+        }
         let (mark, key_count) = (self.json.len(), self.key_count);
         if !self.key(key, value.len()) {
             return false;
@@ -320,6 +330,21 @@ impl ArgumentsBuilder {
         match self.map {
             Some(map) => Arguments::from(map),
             None => Arguments(Repr::Text { json: closed(self.json), map: OnceLock::new() }),
+        }
+    }
+}
+
+/// Whether `bytes` is a JSON string without an escape or a control character, or an integer
+/// the canonical writer copies (see [`Canonical::integer`]): its canonical form is itself.
+fn plain_scalar(bytes: &[u8]) -> bool {
+    match bytes {
+        [b'"', inner @ .., b'"'] => !inner.iter().any(|&b| b == b'"' || b == b'\\' || b < 0x20),
+        [b'-', digits @ ..] | digits => {
+            !digits.is_empty()
+                && digits.len() <= 18
+                && digits.iter().all(u8::is_ascii_digit)
+                && (digits.len() == 1 || digits[0] != b'0')
+                && !(bytes[0] == b'-' && digits == b"0")
         }
     }
 }
@@ -512,9 +537,7 @@ impl<'a> Canonical<'a> {
             let earlier = &self.keys[first_key..self.open_keys];
             if earlier.len() >= MAX_KEYS
                 || self.open_keys == MAX_OPEN_KEYS
-                || earlier
-                    .iter()
-                    .any(|&(from, to)| &self.bytes[from as usize..to as usize] == key)
+                || earlier.iter().any(|&(from, to)| &self.bytes[from as usize..to as usize] == key)
             {
                 return None;
             }
@@ -770,6 +793,26 @@ mod tests {
             map.insert("after".into(), serde_json::json!(1));
             let built = built.finish();
             assert_eq!(built.as_json(), object_text(&map), "{text}");
+        }
+        // The scalars copied without a writer are ones the writer copies.
+        for text in [
+            "\"a b\"",
+            "\"\"",
+            "0",
+            "-7",
+            "123456789012345678",
+            "1234567890123456789",
+            "-0",
+            "01",
+            "\"a\\\"\"",
+            "\"",
+            "-",
+            "\"\u{1}\"",
+        ] {
+            let writer = Canonical::new(text, String::new());
+            let mut writer = writer;
+            let copied = writer.value(0).is_some() && writer.at == text.len();
+            assert!(!plain_scalar(text.as_bytes()) || copied, "{text}");
         }
         // A repeated key makes the entries a map: the caller inserts the value.
         let mut built = ArgumentsBuilder::new();

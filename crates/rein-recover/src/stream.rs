@@ -1629,9 +1629,10 @@ fn may_close(held: &str) -> bool {
         return false;
     }
     // Compared a byte at a time, inline (a slice comparison was a `memcmp` call per closer).
-    CLOSERS.iter().chain(&HARMONY_ENDS).any(|closer| {
-        held.bytes().zip(closer.bytes()).all(|(held, closer)| held == closer)
-    })
+    CLOSERS
+        .iter()
+        .chain(&HARMONY_ENDS)
+        .any(|closer| held.bytes().zip(closer.bytes()).all(|(held, closer)| held == closer))
 }
 
 /// Whether recovery of the text after the settled point (which held `settled_calls` calls)
