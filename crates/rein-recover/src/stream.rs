@@ -678,12 +678,15 @@ impl StreamRecoverer {
         let body =
             if target.is_empty() { trim_start(&delta[..body_end]) } else { &delta[..body_end] };
         let space = if target.is_empty() { "" } else { self.pending_space.as_str() };
-        let mut piece = String::with_capacity(space.len() + body.len());
-        piece.push_str(space);
-        piece.push_str(body);
+        // Shown first, then copied out of what was shown (one copy of each part).
+        let shown = target.len();
+        target.push_str(space);
+        target.push_str(body);
+        let piece = target[shown..].to_owned();
         self.pending_space.clear();
-        self.pending_space.push_str(&delta[body_end..]);
-        target.push_str(&piece);
+        if body_end < delta.len() {
+            self.pending_space.push_str(&delta[body_end..]);
+        }
         events.push(if self.in_reasoning {
             StreamEvent::Reasoning(piece)
         } else {
