@@ -223,7 +223,7 @@ pub(crate) fn calls_from_json_prefix(
 /// Each call is built as soon as its object is read: building a [`Shape`] first (a boxed
 /// object of every field, moved three times on its way to the call) was a tenth of
 /// recovering a reply of one call.
-fn plain_calls(
+pub(crate) fn plain_calls(
     text: &str,
     place: Place,
     tools: Tools<'_>,

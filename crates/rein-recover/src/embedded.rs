@@ -16,7 +16,7 @@ use rein_protocol::ToolCall;
 use crate::args::{insert_parameter, starts_with_ignore_case};
 use crate::call::{
     Place, Tools, arguments_from_value, calls_from_json_prefix, calls_from_text, calls_from_value,
-    checked_tool_name, quote, scrub_arguments, text_call, tool_name, unwrap_envelope,
+    checked_tool_name, plain_calls, quote, scrub_arguments, text_call, tool_name, unwrap_envelope,
 };
 use crate::diagnostic::{Diagnostic, DiagnosticKind};
 use crate::find::{find_by, find1, find3};
@@ -142,25 +142,14 @@ pub(crate) fn scan(text: &str, tools: Tools<'_>) -> Scan {
                 let python_start = python.peek().map_or(len, |(span, _)| span.start);
                 pos = ctx.skip_unopenable(at, python_start);
             }
-            _ => match ctx.json.value_end(at) {
-                Ok(end) => {
-                    if let Some(start) = ctx.functionary(at, end) {
-                        spans.push(start..end);
-                        pos = end;
-                    } else if ctx.bare_json(at, end) {
-                        // An extra closing brace after the call, and a label before it
-                        // (Llama's `<|python_tag|>`, Phi-4-mini's `functools`), go with it.
-                        let end = ctx.skip_stray_closers(end);
-                        let before = &ctx.text[..at];
-                        let label = BARE_CALL_LABELS.iter().find(|label| before.ends_with(*label));
-                        let start = at - label.map_or(0, |label| label.len());
-                        spans.push(start..end);
-                        pos = end;
-                    } else {
-                        pos = end;
-                    }
+            _ => match ctx.plain_bare(at) {
+                // Read once, as plain JSON: a call, or a value passed over.
+                Some(PlainBare::Calls(span)) => {
+                    pos = span.end;
+                    spans.push(span);
                 }
-                Err(_) => pos = at + 1,
+                Some(PlainBare::Other(end)) => pos = end,
+                None => pos = ctx.bare(at, &mut spans),
             },
         }
         if ctx.calls.len() > calls_before && spans.len() > spans_before {
@@ -406,6 +395,62 @@ fn could_open_call_in_run(bytes: &[u8], at: usize) -> bool {
     match (bytes[at], bytes.get(at + 1)) {
         (_, Some(b'[')) | (b'{', Some(b'{')) => false,
         _ => could_open_call(bytes, at),
+    }
+}
+
+/// What the plain reading of a bare JSON value found (see [`Ctx::plain_bare`]).
+enum PlainBare {
+    /// Calls, pushed; the span they are cut from.
+    Calls(Range<usize>),
+    /// No call: where the value ends.
+    Other(usize),
+}
+
+impl Ctx<'_, '_> {
+    /// The bare JSON value at `at` read once, as plain JSON (see `call::plain_calls`): the span
+    /// of its calls, or where it ends when it holds none. `None` when it is not plain JSON, or
+    /// a Functionary name stands before it (which makes it arguments): [`Ctx::bare`] reads it.
+    /// A bare call read by the scanner first, then again to build it, took a third more than
+    /// one in a wrapper.
+    fn plain_bare(&mut self, at: usize) -> Option<PlainBare> {
+        if self.functionary_name(at).is_some() {
+            return None;
+        }
+        let tools = self.tools;
+        let ((taken, _), end) = self.strict_json(at, |ctx, text| {
+            // A failed plain reading is charged all it may have read.
+            plain_calls(text, Place::Bare, tools, &mut ctx.diagnostics, &mut ctx.calls)
+                .ok_or(text.len())
+        })?;
+        Some(if taken {
+            PlainBare::Calls(self.bare_call_span(at, end))
+        } else {
+            PlainBare::Other(end)
+        })
+    }
+
+    /// The bare JSON value at `at` read by the scanner (a Functionary call, a call, or a value
+    /// passed over); where the scan goes on. Its calls' span is pushed to `spans`.
+    fn bare(&mut self, at: usize, spans: &mut Vec<Range<usize>>) -> usize {
+        let Ok(end) = self.json.value_end(at) else { return at + 1 };
+        if let Some(start) = self.functionary(at, end) {
+            spans.push(start..end);
+        } else if self.bare_json(at, end) {
+            let span = self.bare_call_span(at, end);
+            let end = span.end;
+            spans.push(span);
+            return end;
+        }
+        end
+    }
+
+    /// The span a bare call at `at..end` is cut from: an extra closing brace after it, and a
+    /// label before it (Llama's `<|python_tag|>`, Phi-4-mini's `functools`), go with it.
+    fn bare_call_span(&mut self, at: usize, end: usize) -> Range<usize> {
+        let end = self.skip_stray_closers(end);
+        let before = &self.text[..at];
+        let label = BARE_CALL_LABELS.iter().find(|label| before.ends_with(*label));
+        at - label.map_or(0, |label| label.len())..end
     }
 }
 

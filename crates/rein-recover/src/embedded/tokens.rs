@@ -569,9 +569,11 @@ impl<'t> Ctx<'t, '_> {
         taken.then_some(start..end)
     }
 
-    /// Functionary v3's `>>>NAME` right before the JSON object at `at` (ending at `end`): the
-    /// call pushed, and where its `>>>` starts.
-    pub(super) fn functionary(&mut self, at: usize, end: usize) -> Option<usize> {
+    /// The name Functionary v3 writes right before the JSON object at `at` (`>>>NAME`, or an
+    /// offered tool's name alone on the reply's first line): where it starts, the name, and
+    /// whether `>>>` marks it.
+    pub(super) fn functionary_name(&self, at: usize) -> Option<(usize, &'t str, bool)> {
+        let text: &'t str = self.text;
         let bytes = self.bytes;
         let mut name_end = at;
         while name_end > 0
@@ -587,7 +589,7 @@ impl<'t> Ctx<'t, '_> {
         if name_start == name_end {
             return None;
         }
-        let written = &self.text[name_start..name_end];
+        let written = &text[name_start..name_end];
         let marked = name_start >= 3 && &bytes[name_start - 3..name_start] == b">>>";
         // The first call of a reply has no `>>>`: the generation prompt ended with it. Then
         // only an offered tool's name, alone on the reply's first line, makes it one.
@@ -595,6 +597,13 @@ impl<'t> Ctx<'t, '_> {
         if written == "all" || !(marked || first && self.tools.knows(written)) {
             return None;
         }
+        Some((name_start, written, marked))
+    }
+
+    /// Functionary v3's `>>>NAME` right before the JSON object at `at` (ending at `end`): the
+    /// call pushed, and where its `>>>` starts.
+    pub(super) fn functionary(&mut self, at: usize, end: usize) -> Option<usize> {
+        let (name_start, written, marked) = self.functionary_name(at)?;
         let name = tool_name(written, self.tools)?;
         self.json_arguments(name, at)?;
         debug_assert!(end > at);

@@ -304,7 +304,7 @@ impl<'t> Ctx<'t, '_> {
     /// within [`Ctx::json_reads_left`]: a reply of nested brackets that are not calls would
     /// have it read the same bytes from every bracket. What it read and where the value ends;
     /// `None` (the scanner decides) when the value is not well-formed or the reads ran out.
-    fn strict_json<R>(
+    pub(super) fn strict_json<R>(
         &mut self,
         i: usize,
         read: impl FnOnce(&mut Self, &'t str) -> Result<(R, usize), usize>,
@@ -320,6 +320,7 @@ impl<'t> Ctx<'t, '_> {
                 Some((found, i + length))
             }
             Err(read) => {
+                self.work += read as u64;
                 self.json_reads_left = self.json_reads_left.saturating_sub(read);
                 None
             }
