@@ -285,31 +285,38 @@ pub(crate) fn open_marker_len(bytes: &[u8]) -> Option<usize> {
     MARKERS.iter().find(|marker| starts_with_ignore_case(bytes, marker.open)).map(|m| m.open.len())
 }
 
-/// Whether `bytes` may hold one of [`MARKERS`]: every one holds `think` or `channel` (in any
-/// case), and `channel` only next to a `|`. A reply with neither (most replies) is passed over
+/// Whether `bytes` may hold one of [`MARKERS`] that changes anything: every one holds `think`
+/// (in any case) or is an open channel marker (see [`CHANNEL_OPENS`]). A reply with neither (most replies) is passed over
 /// with one `memchr` pass instead of a look at each of its tags (a sixth of the time recovery
 /// took on short replies dense with call markup).
 fn may_hold_marker(bytes: &[u8]) -> bool {
     next_marker(bytes, 0).is_some()
 }
 
+/// The open markers of [`MARKERS`] without `think` in them: the channels of harmony and
+/// Gemma. Their close markers change nothing without them (no orphan rule), so where no open
+/// one stands, no channel is looked at.
+const CHANNEL_OPENS: [&[u8]; 2] = [MARKERS[4].open, MARKERS[5].open];
+
 /// How far before the byte [`next_marker`] finds a marker may start (`<|START_THINK` ends
 /// 13 bytes on from its `<`).
 const MARKER_REACH: usize = 13;
 
-/// The next `k` of a `think` or `|` by a `channel` at or after `from`, in any case: where a
-/// marker may stand (see [`may_hold_marker`]).
+/// The next `k` of a `think`, or `|` of an open channel marker (see [`CHANNEL_OPENS`]), at
+/// or after `from`, in any case: where a marker that changes anything may stand (see
+/// [`may_hold_marker`]).
 fn next_marker(bytes: &[u8], from: usize) -> Option<usize> {
     const THIN: &[u8] = b"thin";
-    const CHANNEL: &[u8] = b"channel";
     let mut from = from;
     while let Some(offset) = memchr::memchr3(b'k', b'K', b'|', &bytes[from..]) {
         let at = from + offset;
         from = at + 1;
         let hit = if bytes[at] == b'|' {
-            starts_with_ignore_case(&bytes[at + 1..], CHANNEL)
-                || (at >= CHANNEL.len()
-                    && bytes[at - CHANNEL.len()..at].eq_ignore_ascii_case(CHANNEL))
+            // A `|` matters only as the first of a channel's open marker (harmony's
+            // `<|channel|>commentary` calls, and their other tokens, do not).
+            at >= 1
+                && starts_with_ignore_case(&bytes[at + 1..], b"channel")
+                && CHANNEL_OPENS.iter().any(|open| starts_with_ignore_case(&bytes[at - 1..], open))
         } else {
             at >= THIN.len() && bytes[at - THIN.len()..at].eq_ignore_ascii_case(THIN)
         };
@@ -339,6 +346,22 @@ mod tests {
                 assert_eq!(close_candidates(first, second), want(|m| m.close), "{first} {second}");
             }
         }
+    }
+
+    /// Every marker is found by its `think`, or by the `|` of an open marker of
+    /// [`CHANNEL_OPENS`] that has no orphan rule.
+    #[test]
+    fn markers_are_found_by_think_or_an_open_channel() {
+        for marker in &MARKERS {
+            let think = |tag: &[u8]| tag.windows(5).any(|w| w.eq_ignore_ascii_case(b"think"));
+            if !think(marker.open) {
+                assert!(!marker.orphan && CHANNEL_OPENS.contains(&marker.open));
+                assert_eq!(marker.open.get(1), Some(&b'|'));
+            }
+            assert!(next_marker(marker.open, 0).is_some() || !think(marker.open));
+        }
+        assert_eq!(next_marker(b"<|channel|>commentary to=functions.q <|message|>{}", 0), None);
+        assert!(next_marker(b"x <|channel|>analysis<|message|>plan", 0).is_some());
     }
 
     #[test]
