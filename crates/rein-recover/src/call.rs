@@ -6,6 +6,7 @@ use serde_json::value::RawValue;
 
 use crate::args::{object_from_value, repair_arguments, scrub_dialect_leaks};
 use crate::diagnostic::{Diagnostic, DiagnosticKind, excerpt};
+use crate::find::{NAME_REFUSED, NOT_ASCII, byte_class};
 
 /// A call read from the text, before it gets an id: the id stays empty until [`recover`]
 /// numbers the calls it keeps (calls are built once, in their final form).
@@ -854,9 +855,9 @@ pub(crate) fn checked_tool_name<'n>(name: &'n str, tools: Tools<'_>) -> Option<&
     let name = crate::text::trim(name);
     // An ASCII name (most) is checked by a table of its bytes, or-ed without a branch each;
     // ASCII whitespace is what `char::is_whitespace` takes among ASCII characters.
-    let classes = name.bytes().fold(0, |classes, b| classes | NAME_BYTE_CLASSES[usize::from(b)]);
+    let classes = name.bytes().fold(0, |classes, b| classes | byte_class(b));
     let refused = if classes & NOT_ASCII == 0 {
-        classes & REFUSED != 0
+        classes & NAME_REFUSED != 0
     } else {
         name.chars()
             .any(|c| c.is_whitespace() || matches!(c, '<' | '>' | '{' | '}' | '"' | '(' | ')'))
@@ -871,27 +872,6 @@ pub(crate) fn checked_tool_name<'n>(name: &'n str, tools: Tools<'_>) -> Option<&
     }
     Some(name)
 }
-
-/// What [`checked_tool_name`]'s table says of a byte: refused in a name, beyond ASCII.
-const REFUSED: u8 = 1;
-const NOT_ASCII: u8 = 2;
-
-/// [`REFUSED`] for ASCII whitespace and markup, [`NOT_ASCII`] for the rest of the bytes
-/// above it.
-const NAME_BYTE_CLASSES: [u8; 256] = {
-    let mut table = [0; 256];
-    let mut byte = 0;
-    while byte < 256 {
-        table[byte] = match byte as u8 {
-            b'\t' | b'\n' | 0x0B | 0x0C | b'\r' | b' ' => REFUSED,
-            b'<' | b'>' | b'{' | b'}' | b'"' | b'(' | b')' => REFUSED,
-            0x80.. => NOT_ASCII,
-            _ => 0,
-        };
-        byte += 1;
-    }
-    table
-};
 
 /// The `{"arguments": {...}}` envelope some dialects put around the arguments, removed.
 pub(crate) fn unwrap_envelope(mut arguments: JsonObject) -> JsonObject {

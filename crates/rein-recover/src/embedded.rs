@@ -19,7 +19,7 @@ use crate::call::{
     checked_tool_name, plain_calls, quote, scrub_arguments, text_call, tool_name, unwrap_envelope,
 };
 use crate::diagnostic::{Diagnostic, DiagnosticKind};
-use crate::find::{find_by, find1, find3};
+use crate::find::{IDENT, NAME, TAG_NAME, byte_class, find_by, find1, find3};
 use crate::json::{Scanner, first_value, to_value};
 use crate::text::{trim_end, trim_start};
 
@@ -471,34 +471,12 @@ fn names_a_call(text: &[u8]) -> bool {
 }
 
 fn is_ident_byte(b: u8) -> bool {
-    BYTE_CLASSES[usize::from(b)] & IDENT != 0
+    byte_class(b) & IDENT != 0
 }
 
 fn is_name_byte(b: u8) -> bool {
-    BYTE_CLASSES[usize::from(b)] & NAME != 0
+    byte_class(b) & NAME != 0
 }
-
-/// What [`BYTE_CLASSES`] says of a byte: it may be in an identifier (ASCII letters, digits,
-/// `_`), in a tool name (those and `.`, `-`, `:`), in a closing tag's name (those but `.`).
-const IDENT: u8 = 1;
-const NAME: u8 = 2;
-const TAG_NAME: u8 = 4;
-
-/// The classes of every byte, looked up rather than compared (names are read a byte at a time
-/// wherever a call may stand: the comparisons were a twentieth of recovering short replies).
-const BYTE_CLASSES: [u8; 256] = {
-    let mut table = [0; 256];
-    let mut byte = 0;
-    while byte < 256 {
-        let b = byte as u8;
-        let ident = b.is_ascii_alphanumeric() || b == b'_';
-        table[byte] = if ident { IDENT | NAME | TAG_NAME } else { 0 }
-            | if matches!(b, b'.' | b'-' | b':') { NAME } else { 0 }
-            | if matches!(b, b'-' | b':') { TAG_NAME } else { 0 };
-        byte += 1;
-    }
-    table
-};
 
 /// nom's `tag_no_case` for an ASCII `pattern`, comparing bytes: nom's compares `char`s through
 /// `to_lowercase`, which made it the hottest spot on inputs dense with tags.
@@ -684,7 +662,7 @@ impl<'t> Ctx<'t, '_> {
         }
         let name_start = i + 2;
         let mut k = name_start;
-        while k < bytes.len() && BYTE_CLASSES[usize::from(bytes[k])] & TAG_NAME != 0 {
+        while k < bytes.len() && byte_class(bytes[k]) & TAG_NAME != 0 {
             k += 1;
         }
         let name_end = k;
@@ -821,18 +799,7 @@ pub(crate) fn cut_spans(text: &str, mut spans: Vec<Range<usize>>) -> Vec<Range<u
 
 #[cfg(test)]
 mod tests {
-    use super::*;
-
-    #[test]
-    fn byte_classes_are_the_comparisons() {
-        for b in 0..=u8::MAX {
-            let ident = b.is_ascii_alphanumeric() || b == b'_';
-            assert_eq!(is_ident_byte(b), ident, "{b}");
-            assert_eq!(is_name_byte(b), ident || matches!(b, b'.' | b'-' | b':'), "{b}");
-            let tag = BYTE_CLASSES[usize::from(b)] & TAG_NAME != 0;
-            assert_eq!(tag, ident || matches!(b, b'-' | b':'), "{b}");
-        }
-    }
+    use super::name_attribute;
 
     #[test]
     fn name_attributes() {

@@ -1,6 +1,6 @@
 //! Byte search for texts that may be dense with the bytes searched: a short look first, `memchr`
-//! after; and tables of which tokens a text's first bytes may begin ([`tokens_by_byte`],
-//! [`BytePairs`]).
+//! after; tables of which tokens a text's first bytes may begin ([`tokens_by_byte`],
+//! [`BytePairs`]); and the classes of the bytes names are made of ([`byte_class`]).
 //!
 //! `memchr` is fast over long stretches but each call has a setup cost that dominates when the
 //! next match is a byte or two away, which is what adversarial inputs (`{"{"{"…`, runs of tags)
@@ -11,6 +11,47 @@
 /// the dense inputs (a match one or two bytes on), few enough to cost prose nothing measurable
 /// (16 cost the realistic corpus a tenth of its throughput).
 const SHORT: usize = 4;
+
+/// What [`byte_class`] says of a byte: it may be in an identifier (ASCII letters, digits, `_`),
+/// in a tool name (those and `.`, `-`, `:`), in a closing tag's name (those but `.`); it is
+/// refused in a tool name as written (ASCII whitespace, markup), or is beyond ASCII.
+pub(crate) const IDENT: u8 = 1;
+pub(crate) const NAME: u8 = 2;
+pub(crate) const TAG_NAME: u8 = 4;
+pub(crate) const NAME_REFUSED: u8 = 8;
+pub(crate) const NOT_ASCII: u8 = 16;
+
+/// The classes of a byte (see [`IDENT`] and the rest), looked up rather than compared: names
+/// are read a byte at a time wherever a call may stand, and the comparisons were a twentieth
+/// of recovering short replies.
+pub(crate) fn byte_class(byte: u8) -> u8 {
+    BYTE_CLASSES[usize::from(byte)]
+}
+
+const BYTE_CLASSES: [u8; 256] = {
+    let mut table = [0; 256];
+    let mut byte = 0;
+    while byte < 256 {
+        let b = byte as u8;
+        let ident = b.is_ascii_alphanumeric() || b == b'_';
+        table[byte] = if ident { IDENT | NAME | TAG_NAME } else { 0 }
+            | if matches!(b, b'.' | b'-' | b':') { NAME } else { 0 }
+            | if matches!(b, b'-' | b':') { TAG_NAME } else { 0 }
+            | if matches!(b, b'\t' | b'\n' | 0x0B | 0x0C | b'\r' | b' ') {
+                NAME_REFUSED
+            } else {
+                0
+            }
+            | if matches!(b, b'<' | b'>' | b'{' | b'}' | b'"' | b'(' | b')') {
+                NAME_REFUSED
+            } else {
+                0
+            }
+            | if b >= 0x80 { NOT_ASCII } else { 0 };
+        byte += 1;
+    }
+    table
+};
 
 /// The first position of `a` in `haystack`.
 pub(crate) fn find1(a: u8, haystack: &[u8]) -> Option<usize> {
@@ -172,6 +213,21 @@ fn find_with(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn byte_classes_are_the_comparisons() {
+        for b in 0..=u8::MAX {
+            let class = byte_class(b);
+            let ident = b.is_ascii_alphanumeric() || b == b'_';
+            assert_eq!(class & IDENT != 0, ident, "{b}");
+            assert_eq!(class & NAME != 0, ident || matches!(b, b'.' | b'-' | b':'), "{b}");
+            assert_eq!(class & TAG_NAME != 0, ident || matches!(b, b'-' | b':'), "{b}");
+            let refused = matches!(b, b'\t' | b'\n' | 0x0B | 0x0C | b'\r' | b' ')
+                || matches!(b, b'<' | b'>' | b'{' | b'}' | b'"' | b'(' | b')');
+            assert_eq!(class & NAME_REFUSED != 0, refused, "{b}");
+            assert_eq!(class & NOT_ASCII != 0, !b.is_ascii(), "{b}");
+        }
+    }
 
     #[test]
     fn finds_near_and_far() {
