@@ -187,7 +187,7 @@ impl<'t> Ctx<'t, '_> {
             (name_attribute(attributes)?, after)
         };
         self.work += after as u64;
-        let key = key.trim().trim_matches(|c| c == '"' || c == '\'');
+        let key = trim_quotes(crate::text::trim(key));
         (!key.is_empty()).then_some((key, i + after))
     }
 
@@ -210,7 +210,11 @@ impl<'t> Ctx<'t, '_> {
             self.work += offset as u64 + 1;
             let rest = &self.bytes[at..];
             if starts_with_ignore_case(rest, closer) {
-                let close_end = memchr::memchr(b'>', &rest[..rest.len().min(closer.len() + 8)])
+                // A few bytes: looked at one by one, without a search's setup.
+                let window = &rest[..rest.len().min(closer.len() + 8)];
+                let close_end = window
+                    .iter()
+                    .position(|&b| b == b'>')
                     .map_or(at + closer.len(), |n| at + n + 1);
                 return (at, close_end);
             }
@@ -267,4 +271,26 @@ fn tag_attributes(tag: &str, name_len: usize) -> Option<(&str, usize)> {
     let len = bytes[start..].iter().position(|&b| b == b'>' || b == b'<')?;
     // Both stops are ASCII: the slice ends on a char boundary.
     (bytes[start + len] == b'>').then(|| (&tag[start..start + len], start + len + 1))
+}
+
+/// `text` without the quotes (`"`, `'`) at either end, as `str::trim_matches` takes them.
+fn trim_quotes(text: &str) -> &str {
+    let bytes = text.as_bytes();
+    let quote = |b: &u8| matches!(b, b'"' | b'\'');
+    let start = bytes.iter().position(|b| !quote(b)).unwrap_or(bytes.len());
+    let end = bytes.iter().rposition(|b| !quote(b)).map_or(start, |last| last + 1);
+    // Quotes are ASCII: both ends are character boundaries.
+    &text[start..end]
+}
+
+#[cfg(test)]
+mod tests {
+    use super::trim_quotes;
+
+    #[test]
+    fn quotes_are_trimmed_as_str_trims_them() {
+        for text in ["\"city\"", "'a'", "plain", "\"\"", "\"", "\"'x'\"", "é\"", "", "'a b\"c'"] {
+            assert_eq!(trim_quotes(text), text.trim_matches(['"', '\'']), "{text:?}");
+        }
+    }
 }
