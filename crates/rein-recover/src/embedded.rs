@@ -35,13 +35,17 @@ pub(crate) struct Scan {
     /// The calls, in text order.
     pub(crate) calls: Vec<ToolCall>,
     /// The spans of text the calls came from, in text order (a span may hold several calls).
-    pub(crate) spans: Vec<Range<usize>>,
+    pub(crate) spans: Spans,
     pub(crate) diagnostics: Vec<Diagnostic>,
     pub(crate) work: u64,
     /// The last call may still change as text is added after it: it was not closed by what
     /// ends it in its dialect (see [`Ctx::open_call`]).
     pub(crate) last_call_open: bool,
 }
+
+/// Spans of text, in text order: a reply's few are kept inline (a vector of them was an
+/// allocation for every reply with a call).
+pub(crate) type Spans = smallvec::SmallVec<[Range<usize>; 4]>;
 
 /// Closing tags that may follow a call; the first closer after a call may have any name.
 const CALL_CLOSERS: [&str; 8] = [
@@ -96,7 +100,7 @@ pub(crate) fn scan(text: &str, tools: Tools<'_>) -> Scan {
     };
     let python = ctx.python_pass();
     let mut python = python.into_iter().peekable();
-    let mut spans = Vec::new();
+    let mut spans = Spans::new();
     let mut pos = 0;
     let len = text.len();
     let mut capped = false;
@@ -297,16 +301,16 @@ impl Needle {
 
 /// `more` (in text order) merged into `spans` (in text order), but those that overlap one of
 /// `spans` (inside a call's text).
-fn merge_spans(spans: &mut Vec<Range<usize>>, more: Vec<Range<usize>>) {
+fn merge_spans(spans: &mut Spans, more: Vec<Range<usize>>) {
     let overlaps = |span: &Range<usize>, other: &Range<usize>| {
         span.start < other.end && other.start < span.end
     };
-    let mut kept: Vec<_> =
+    let kept: Vec<_> =
         more.into_iter().filter(|span| !spans.iter().any(|other| overlaps(span, other))).collect();
     if kept.is_empty() {
         return;
     }
-    spans.append(&mut kept);
+    spans.extend(kept);
     spans.sort_by_key(|span| span.start);
 }
 
@@ -431,7 +435,7 @@ impl Ctx<'_, '_> {
 
     /// The bare JSON value at `at` read by the scanner (a Functionary call, a call, or a value
     /// passed over); where the scan goes on. Its calls' span is pushed to `spans`.
-    fn bare(&mut self, at: usize, spans: &mut Vec<Range<usize>>) -> usize {
+    fn bare(&mut self, at: usize, spans: &mut Spans) -> usize {
         let Ok(end) = self.json.value_end(at) else { return at + 1 };
         if let Some(start) = self.functionary(at, end) {
             spans.push(start..end);
@@ -732,7 +736,7 @@ const FENCE_LABEL: &str = "Action:";
 /// group, and a group that is the only thing in a code fence takes the fence with it (its
 /// opener alone, when the text ends in the fence before it closes). The
 /// groups are merged in the place of `spans` (a vector of their own was an allocation per text).
-pub(crate) fn cut_spans(text: &str, mut spans: Vec<Range<usize>>) -> Vec<Range<usize>> {
+pub(crate) fn cut_spans(text: &str, mut spans: Spans) -> Spans {
     let bytes = text.as_bytes();
     let mut len = 0usize;
     for index in 0..spans.len() {

@@ -210,7 +210,7 @@ pub(crate) fn recover_counting(
         purpose == Purpose::Final && calls.is_empty() && attempted::attempted(&content, tools);
     let work = scan.work + 2 * (reply.content.len() as u64) + content.len() as u64;
     let cuts =
-        if scan.spans.is_empty() { Vec::new() } else { embedded::cut_spans(&content, scan.spans) };
+        if scan.spans.is_empty() { scan.spans } else { embedded::cut_spans(&content, scan.spans) };
     let trace = Trace {
         work,
         reasoning_end,

@@ -4,8 +4,6 @@
 //! special-token dialects, the wrappers, the XML call markup, the noise tokens); otherwise the
 //! parsers are tried in turn, the special tokens first.
 
-use std::ops::Range;
-
 use super::{Ctx, tokens, wrapper, xml};
 use crate::find::BytePairs;
 
@@ -23,7 +21,7 @@ const fn angle_openers() -> BytePairs {
 impl<'t> Ctx<'t, '_> {
     /// What starts with the `<` at `at`: a special-token dialect, a wrapper, the XML call
     /// markup or a noise token (its span pushed to `spans`); where the scan goes on.
-    pub(super) fn angle(&mut self, at: usize, spans: &mut Vec<Range<usize>>) -> usize {
+    pub(super) fn angle(&mut self, at: usize, spans: &mut super::Spans) -> usize {
         if !ANGLE_OPENERS.may_begin(self.bytes, at + 1) {
             return at + 1;
         }

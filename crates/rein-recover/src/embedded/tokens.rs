@@ -1054,7 +1054,8 @@ mod tests {
     fn gemma_values() {
         let text = "<start_function_call>call:f{city:<escape>Paris<escape>,days:3,on:true,tags:[<|\"|>a<|\"|>,2],o:{x:1}}<end_function_call>";
         let scan = crate::embedded::scan(text, crate::call::Tools::new(&[]));
-        assert_eq!(scan.spans, vec![0..text.len()]);
+        assert_eq!(scan.spans.len(), 1);
+        assert_eq!(scan.spans[0], 0..text.len());
         assert_eq!(
             scan.calls[0].arguments.as_json(),
             r#"{"city":"Paris","days":3,"on":true,"tags":["a",2],"o":{"x":1}}"#
