@@ -113,6 +113,7 @@ pub(crate) fn trim_start(text: &str) -> &str {
 }
 
 /// `text` without whitespace at either end (see [`trim_end`]).
+#[inline]
 pub(crate) fn trim(text: &str) -> &str {
     trim_start(trim_end(text))
 }
