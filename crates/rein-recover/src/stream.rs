@@ -472,7 +472,7 @@ impl StreamRecoverer {
             // reallocation every few deltas (with the one-allocation prose pieces, 4% of
             // streaming the bench's short replies).
             text: String::with_capacity(512),
-            shown_text: String::with_capacity(256),
+            shown_text: String::with_capacity(512),
             ..StreamRecoverer::default()
         }
     }
