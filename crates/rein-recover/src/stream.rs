@@ -363,6 +363,30 @@ fn may_end_reasoning(bytes: &[u8], at: usize) -> bool {
     }
 }
 
+/// Where the first `"` or `\\` of `bytes` is: the end of a JSON string's run of plain text.
+/// Looked for a word at a time (the strings of call arguments are mostly shorter than what a
+/// search's setup costs).
+fn quote_or_escape(bytes: &[u8]) -> Option<usize> {
+    const ONES: u64 = 0x0101_0101_0101_0101;
+    const HIGHS: u64 = 0x8080_8080_8080_8080;
+    let mut words = bytes.chunks_exact(8);
+    let mut offset = 0;
+    for word in &mut words {
+        let word = u64::from_le_bytes([
+            word[0], word[1], word[2], word[3], word[4], word[5], word[6], word[7],
+        ]);
+        let quote = word ^ (ONES * u64::from(b'"'));
+        let escape = word ^ (ONES * u64::from(b'\\'));
+        let stops = (quote.wrapping_sub(ONES) & !quote) | (escape.wrapping_sub(ONES) & !escape);
+        if stops & HIGHS != 0 {
+            // The lowest flag is a true match (a borrow only flags bytes above one).
+            return Some(offset + ((stops & HIGHS).trailing_zeros() / 8) as usize);
+        }
+        offset += 8;
+    }
+    words.remainder().iter().position(|&b| b == b'"' || b == b'\\').map(|at| offset + at)
+}
+
 /// The first place at or after `from` where [`may_end_reasoning`] holds: found by its `<` or
 /// `[` (a look at every byte was a tenth of streaming a reply that thinks).
 fn first_reasoning_end(bytes: &[u8], from: usize) -> Option<usize> {
@@ -1039,7 +1063,7 @@ impl StreamRecoverer {
             if !held.closers {
                 let rest = &bytes[next..];
                 let skip = if held.in_string && !held.escaped {
-                    crate::find::find2(b'"', b'\\', rest)
+                    quote_or_escape(rest)
                 } else if held.in_string {
                     Some(0)
                 } else {
@@ -2118,6 +2142,24 @@ mod tests {
         let end = recoverer.finish(None, &[]);
         take(end.events.clone());
         (text, reasoning, calls, end)
+    }
+
+    /// The word-at-a-time search finds what a byte-at-a-time one finds, wherever it stands.
+    #[test]
+    fn quotes_and_escapes_are_found_in_every_place() {
+        for length in 0..24 {
+            for at in 0..=length {
+                for stop in [b'"', b'\\'] {
+                    let mut bytes = vec![b'a'; length];
+                    bytes.extend_from_slice(b"\x80\xff\"\\");
+                    if at < length {
+                        bytes[at] = stop;
+                    }
+                    let want = bytes.iter().position(|&b| b == b'"' || b == b'\\');
+                    assert_eq!(quote_or_escape(&bytes), want, "{length} {at}");
+                }
+            }
+        }
     }
 
     #[test]
