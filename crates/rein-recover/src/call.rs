@@ -27,6 +27,13 @@ pub(crate) fn plain_arguments(text: &str) -> Option<Arguments> {
     Arguments::from_plain_json(text)
 }
 
+/// [`plain_arguments`] on the object `text` begins with (after whitespace), and how long it
+/// is; what follows it is not read.
+pub(crate) fn plain_arguments_prefix(text: &str) -> Option<(Arguments, usize)> {
+    let (arguments, length) = Arguments::from_plain_json_prefix(text)?;
+    memchr::memchr(b'<', &text.as_bytes()[..length]).is_none().then_some((arguments, length))
+}
+
 /// The value given as a call's arguments: read as text already (a plain object, see
 /// [`plain_arguments`]), or a value still to be made an object and scrubbed.
 #[derive(Debug, Clone, PartialEq)]
@@ -233,10 +240,10 @@ pub(crate) fn plain_calls(
 ) -> Option<((bool, bool), usize)> {
     let bytes = text.as_bytes();
     let start = skip_json_whitespace(bytes, 0);
-    // The fields of a call object and of its `function` object, filled in place: moving them
-    // (a few hundred bytes) was most of what reading them cost.
-    let (mut outer, mut function) = (CallFields::default(), CallFields::default());
+    // The fields of each call object and of its `function` object are filled in place:
+    // moving them (a few hundred bytes) was most of what reading them cost.
     if bytes.get(start) != Some(&b'[') {
+        let (mut outer, mut function) = (CallFields::default(), CallFields::default());
         let object = plain_call_object(text, start, &mut outer, Some(&mut function))?;
         let fields = if object.nested { &mut function } else { &mut outer };
         let call = call_from_fields(fields, object.nested, place, tools, diagnostics);
@@ -248,9 +255,7 @@ pub(crate) fn plain_calls(
     let mut taken = true;
     let mut at = start + 1;
     loop {
-        if at > start + 1 {
-            (outer, function) = (CallFields::default(), CallFields::default());
-        }
+        let (mut outer, mut function) = (CallFields::default(), CallFields::default());
         let at_item = skip_json_whitespace(bytes, at);
         let Some(object) = plain_call_object(text, at_item, &mut outer, Some(&mut function)) else {
             calls.truncate(first);
@@ -365,8 +370,7 @@ fn plain_call_object(
 /// without a `<` as text, a string holding JSON as the string (decoded: plain arguments as
 /// text again); and how long they are. `None` for anything else.
 fn plain_argument_value(text: &str) -> Option<(ArgumentValue, usize)> {
-    let bytes = text.as_bytes();
-    if bytes.first() == Some(&b'"') {
+    if text.as_bytes().first() == Some(&b'"') {
         let (decoded, length) = plain_escaped_string(text)?;
         let value = match plain_arguments(&decoded) {
             Some(arguments) => ArgumentValue::Plain(arguments),
@@ -374,10 +378,7 @@ fn plain_argument_value(text: &str) -> Option<(ArgumentValue, usize)> {
         };
         return Some((value, length));
     }
-    let (arguments, length) = Arguments::from_plain_json_prefix(text)?;
-    if memchr::memchr(b'<', &bytes[..length]).is_some() {
-        return None;
-    }
+    let (arguments, length) = plain_arguments_prefix(text)?;
     Some((ArgumentValue::Plain(arguments), length))
 }
 

@@ -5,12 +5,12 @@
 use nom::{
     IResult, Parser, bytes::complete::tag, character::complete::multispace0, sequence::delimited,
 };
-use rein_protocol::{Arguments, JsonObject};
+use rein_protocol::JsonObject;
 use serde_json::Value;
 use serde_json::value::RawValue;
 
 use super::*;
-use crate::call::ArgumentValue;
+use crate::call::{ArgumentValue, plain_arguments_prefix};
 
 /// The wrapper tags [`Ctx::wrapper_open`] reads, compared ignoring case; longer ones before the
 /// ones they begin with.
@@ -279,13 +279,9 @@ impl<'t> Ctx<'t, '_> {
         }
         // A plain object is read once, as its text (reading it with `serde_json` to find where
         // it ends, then again as text, was a seventh of recovering a reply of one such call).
-        let read = self.strict_json(i, |_, text| match Arguments::from_plain_json_prefix(text) {
-            Some((arguments, length))
-                if memchr::memchr(b'<', &text.as_bytes()[..length]).is_none() =>
-            {
-                Ok((Ok(arguments), length))
-            }
-            _ => first_value::<&RawValue>(text).map(|(raw, length)| (Err(raw), length)),
+        let read = self.strict_json(i, |_, text| match plain_arguments_prefix(text) {
+            Some((arguments, length)) => Ok((Ok(arguments), length)),
+            None => first_value::<&RawValue>(text).map(|(raw, length)| (Err(raw), length)),
         });
         if let Some((read, end)) = read {
             let value = match read {
