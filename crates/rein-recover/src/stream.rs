@@ -132,6 +132,23 @@ pub struct StreamRecoverer {
     /// A recovery was due but over the budget: nothing more is released until one is within
     /// it again (the text so far is then recovered in one).
     deferred: bool,
+    /// While holding a construct begun in prose, with no recovery since: the state its hold
+    /// replaced, restored should the held text turn out prose (see
+    /// [`StreamRecoverer::release_held_prose`]).
+    before_hold: Option<BeforeHold>,
+    /// The whitespace pending before such a hold began (see [`BeforeHold`]).
+    space_before_hold: String,
+}
+
+/// What a hold begun in prose replaced: the settled point and the last recovery's trace, and
+/// where the released text ended (the whitespace pending before it is kept aside in
+/// [`StreamRecoverer::space_before_hold`]). Had the held text come in one delta with the bytes
+/// that decide it, it would have been released as prose from this state.
+#[derive(Debug, Clone, Default)]
+struct BeforeHold {
+    settled: Settled,
+    trace: Option<crate::Trace>,
+    released_to: usize,
 }
 
 /// The bytes all recoveries while streaming may read, per byte of text, beyond
@@ -585,17 +602,16 @@ impl StreamRecoverer {
         if !self.holding
             && !reasoning_markup
             && opens.is_none_or(|at| self.hold_from(before, at))
-            && self.python_line_now().is_none()
+            && self
+                .python_line_now()
+                .is_none_or(|line| !self.holding && self.hold_python_line(line, before))
         {
             if self.holding {
                 // The prose before a construct that has only begun is released, the construct
                 // held without a recovery (it cannot be decided before something in it closes).
-                self.release_prose(&delta[..self.held.at - before], events);
-                self.pending_space.clear();
-                if let Some(trace) = self.trace.take() {
-                    self.hold_closers(&trace);
-                    self.settle_at_held(&trace);
-                }
+                let released_to = self.held.at.max(before);
+                self.release_prose(&delta[..released_to - before], events);
+                self.hold_in_prose(released_to);
                 return;
             }
             self.release_prose(delta, events);
@@ -610,8 +626,9 @@ impl StreamRecoverer {
             }
             return;
         }
-        if self.holding && !self.may_complete() {
-            // Nothing held can be decided before something closes: the text waits.
+        if self.holding && (!self.may_complete() || self.release_held_prose(events)) {
+            // Nothing held can be decided before something closes: the text waits. Or what
+            // closed showed the held text prose: it was released as such.
             return;
         }
         if self.settle_past_closers(events) || self.enter_reasoning(events) {
@@ -644,6 +661,7 @@ impl StreamRecoverer {
         }
         self.in_reasoning = true;
         self.holding = false;
+        self.before_hold = None;
         self.reasoning_held = false;
         self.unsettled_calls = false;
         self.trace = None;
@@ -670,6 +688,80 @@ impl StreamRecoverer {
             return false;
         }
         self.holding = true;
+        true
+    }
+
+    /// Holds the line at `line`, which may be becoming a Python-style call of an offered tool
+    /// (see [`python_line`]), without a recovery, when all of it is still to be released (only
+    /// whitespace of it came before the delta, which starts at `before`): a recovery would
+    /// only find it open, and hold it. False when it cannot be held so.
+    fn hold_python_line(&mut self, line: usize, before: usize) -> bool {
+        if self.in_reasoning || !self.text[line..before.max(line)].trim_ascii().is_empty() {
+            return false;
+        }
+        self.held = Held {
+            at: line,
+            scanned: line,
+            recovered_len: before,
+            python_line: true,
+            ..Held::default()
+        };
+        if self.follow_held() {
+            // Something on it has closed already: it is recovered.
+            self.held = Held::default();
+            return false;
+        }
+        self.holding = true;
+        true
+    }
+
+    /// Begins holding the construct at `held.at`, everything before `released_to` released
+    /// (see [`BeforeHold`]).
+    fn hold_in_prose(&mut self, released_to: usize) {
+        // The whitespace before the construct would be cut with it: it is kept aside.
+        std::mem::swap(&mut self.pending_space, &mut self.space_before_hold);
+        self.pending_space.clear();
+        let settled = self.settled.clone();
+        let trace = self.trace.take();
+        if let Some(trace) = &trace {
+            self.hold_closers(trace);
+            self.settle_at_held(trace);
+        }
+        self.before_hold = Some(BeforeHold { settled, trace, released_to });
+    }
+
+    /// Releases the held text as prose, without a recovery, when it was held from prose and
+    /// nothing in it, now that more of it is known, may open markup (a `<` or `{` that ended a
+    /// delta then `b>` or `approx.}`, a line begun like a tool's name then found prose): the
+    /// state the hold replaced is restored and the held text released as one prose delta,
+    /// as it would have been had it come in one delta. False when that cannot be.
+    fn release_held_prose(&mut self, events: &mut Vec<StreamEvent>) -> bool {
+        if self.before_hold.is_none()
+            || self.held.closers
+            || self.deferred
+            || self.diverged
+            || first_opening(&self.text, self.held.at, &self.tools).is_some()
+            || self.python_line_now().is_some()
+        {
+            return false;
+        }
+        let Some(BeforeHold { settled, trace, released_to }) = self.before_hold.take() else {
+            return false;
+        };
+        self.settled = settled;
+        self.trace = trace;
+        self.holding = false;
+        self.held = Held::default();
+        std::mem::swap(&mut self.pending_space, &mut self.space_before_hold);
+        self.space_before_hold.clear();
+        let text = std::mem::take(&mut self.text);
+        let held = &text[released_to..];
+        self.release_prose(held, events);
+        let newline = memchr::memchr(b'\n', held.as_bytes()).is_some();
+        self.text = text;
+        if newline && let Some(trace) = self.trace.take() {
+            self.trace = Some(if self.settle(&trace) { crate::Trace::default() } else { trace });
+        }
         true
     }
 
@@ -838,6 +930,9 @@ impl StreamRecoverer {
         }
         self.recovered_bytes += window;
         self.deferred = false;
+        // The recovery decides the held text: the state before its hold is gone.
+        self.before_hold = None;
+        self.space_before_hold.clear();
         let (mut recovered, trace) = self.recover_undecided();
         let from = self.settled.at;
         let joint = self.joint(&trace);
@@ -976,6 +1071,7 @@ impl StreamRecoverer {
         }
         self.held =
             Held { at: next, scanned: next, recovered_len: held.recovered_len, ..Held::default() };
+        self.before_hold = None;
         if self.follow_held() {
             self.recompute(events);
         }
