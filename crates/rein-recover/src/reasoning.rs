@@ -280,9 +280,12 @@ pub(crate) fn is_open_marker(bytes: &[u8]) -> bool {
 }
 
 /// How long the reasoning block's open marker `bytes` begins with is (ASCII case ignored),
-/// when it begins with one.
-pub(crate) fn open_marker_len(bytes: &[u8]) -> Option<usize> {
-    MARKERS.iter().find(|marker| starts_with_ignore_case(bytes, marker.open)).map(|m| m.open.len())
+/// and the block's close marker, when it begins with one.
+pub(crate) fn open_marker(bytes: &[u8]) -> Option<(usize, &'static [u8])> {
+    MARKERS
+        .iter()
+        .find(|marker| starts_with_ignore_case(bytes, marker.open))
+        .map(|marker| (marker.open.len(), marker.close))
 }
 
 /// Whether `bytes` may hold one of [`MARKERS`] that changes anything: every one holds `think`

@@ -16,15 +16,18 @@
 //!    `<` or `[` that may begin the block's closing marker or a call tag (`may_end_reasoning`),
 //!    and one where the only such `<` or `[` is the start of a marker still being written
 //!    (`</thi`): the reasoning before it is released, the rest held. A reply that opens with
-//!    a reasoning marker enters the block without a recovery.
-//! 2. Not holding, a construct begins in the delta and nothing in it has closed yet: the prose
-//!    before it is released and the construct held, no recovery.
+//!    a reasoning marker enters the block without a recovery, and leaves it without one when
+//!    the first such `<` or `[` is the block's close marker, whole.
+//! 2. Not holding, a construct begins in the delta and nothing in it has closed yet, or a line
+//!    begins like a Python-style call of an offered tool: the prose before it is released and
+//!    the construct or line held, no recovery.
 //! 3. Holding: the delta is followed byte by byte ([`Held`]); recovery runs only when something
 //!    held may have completed (its outermost bracket closed, a closing tag or the token it
 //!    starts with ended, a line or a fence; after a token whose dialect ends its calls with an
 //!    end token, that token rather than the bracket), or every 256 bytes (every quarter of the
 //!    held text, once that is longer); or when the held text can no longer open anything
-//!    (`<t` then `able`), which releases it as prose. When what completed is the closers
+//!    (`<t` then `able`). A hold begun in prose whose start turns out to open nothing is read
+//!    again as prose, without a recovery. When what completed is the closers
 //!    after a released call (`</function_calls>`, an end token, a fence) and a new construct
 //!    begins on the next line, the settled point moves to it without a recovery.
 //! 4. Otherwise recovery runs, on the text from the settled point only ([`Settled`]): the start
@@ -108,6 +111,9 @@ pub struct StreamRecoverer {
     /// not closed yet (it may be the block's closing marker): every delta is recovered until it
     /// is decided.
     reasoning_held: bool,
+    /// The reasoning block the reply opened with, while no recovery has read it (see
+    /// [`StreamRecoverer::close_reasoning`]).
+    open_block: Option<OpenBlock>,
     holding: bool,
     diverged: bool,
     /// The settled point: the text before it is decided (see [`Settled`]).
@@ -159,6 +165,18 @@ struct BeforeHold {
 /// costs a bounded number of readings of each byte; no reply of the bench's corpora comes near.
 const RECOVERY_BUDGET_PER_BYTE: u64 = 8;
 const RECOVERY_BUDGET_FLOOR: u64 = 16 * 1024;
+
+/// A reasoning block the reply opened with, entered without a recovery
+/// ([`StreamRecoverer::enter_reasoning`]): every delta since was reasoning, released as
+/// written, up to the first `<` or `[` that may end it ([`may_end_reasoning`]).
+#[derive(Debug, Clone, Copy)]
+struct OpenBlock {
+    /// Its close marker (ASCII case ignored).
+    close: &'static [u8],
+    /// Where the first `<` or `[` that may end it stands, while what it begins is held (see
+    /// [`StreamRecoverer::reasoning_held`]).
+    held_at: Option<usize>,
+}
 
 /// The held construct, followed byte by byte between recoveries: a recovery can only release
 /// it once something in it closes (its outermost bracket, a closing tag or token, a line or a
@@ -565,6 +583,13 @@ impl StreamRecoverer {
             self.line_start = before + newline + 1;
         }
         self.check_repetition(before);
+        self.advance(before, last_newline.is_some(), events);
+    }
+
+    /// Reads the text from `before` on as one delta (`newline`: it holds a line end), and
+    /// releases what it decides (the protocol of the module doc).
+    fn advance(&mut self, before: usize, newline: bool, events: &mut Vec<StreamEvent>) {
+        let end = self.text.len();
         if self.diverged {
             return;
         }
@@ -585,7 +610,20 @@ impl StreamRecoverer {
         let reasoning_markup =
             self.in_reasoning && (self.reasoning_held || ends_reasoning.is_some());
         if self.in_reasoning && !reasoning_markup && !self.holding {
-            self.release_prose(delta, events);
+            self.release_prose(before..end, events);
+            return;
+        }
+        let may_close = if self.reasoning_held {
+            self.open_block.and_then(|block| block.held_at)
+        } else {
+            ends_reasoning
+        };
+        if let Some(at) = may_close
+            && let Some(block_end) = self.close_reasoning(at, before, events)
+        {
+            // What follows the block is read as a delta of its own.
+            let newline = newline && self.text.as_bytes()[block_end..].contains(&b'\n');
+            self.advance(block_end, newline, events);
             return;
         }
         if let Some(at) = ends_reasoning.filter(|_| !self.holding)
@@ -593,8 +631,11 @@ impl StreamRecoverer {
         {
             // What may end the block is only begun (`</thi`): the reasoning before it is
             // released and the rest held, to be recovered once more of it comes.
-            self.release_prose(&delta[..at - before], events);
+            self.release_prose(before..at, events);
             self.reasoning_held = true;
+            if let Some(block) = &mut self.open_block {
+                block.held_at = Some(at);
+            }
             return;
         }
         let opens =
@@ -610,12 +651,12 @@ impl StreamRecoverer {
                 // The prose before a construct that has only begun is released, the construct
                 // held without a recovery (it cannot be decided before something in it closes).
                 let released_to = self.held.at.max(before);
-                self.release_prose(&delta[..released_to - before], events);
+                self.release_prose(before..released_to, events);
                 self.hold_in_prose(released_to);
                 return;
             }
-            self.release_prose(delta, events);
-            if last_newline.is_some()
+            self.release_prose(before..end, events);
+            if newline
                 && !self.in_reasoning
                 && let Some(trace) = self.trace.take()
             {
@@ -652,7 +693,7 @@ impl StreamRecoverer {
         }
         let bytes = self.text.as_bytes();
         let start = bytes.iter().take_while(|b| b.is_ascii_whitespace()).count();
-        let Some(marker) = crate::reasoning::open_marker_len(&bytes[start..]) else {
+        let Some((marker, close)) = crate::reasoning::open_marker(&bytes[start..]) else {
             return false;
         };
         let after = start + marker;
@@ -660,16 +701,52 @@ impl StreamRecoverer {
             return false;
         }
         self.in_reasoning = true;
+        self.open_block = Some(OpenBlock { close, held_at: None });
         self.holding = false;
         self.before_hold = None;
         self.reasoning_held = false;
         self.unsettled_calls = false;
         self.trace = None;
         self.pending_space.clear();
-        let text = std::mem::take(&mut self.text);
-        self.release_prose(&text[after..], events);
-        self.text = text;
+        self.release_prose(after..self.text.len(), events);
         true
+    }
+
+    /// Closes the reasoning block the reply opened with ([`OpenBlock`]) at `at`, the first place
+    /// since it opened that may end it, when its close marker stands whole there, without a
+    /// recovery: `recover` ends the block there too (nothing before it in the block could end
+    /// it, and a marker after a backtick is a mention, left to a recovery). The reasoning of
+    /// the delta (from `before`) up to the marker is released, trimmed as `recover` trims it;
+    /// the text after the marker starts the visible text. Where the marker ends, if closed.
+    fn close_reasoning(
+        &mut self,
+        at: usize,
+        before: usize,
+        events: &mut Vec<StreamEvent>,
+    ) -> Option<usize> {
+        let block = self.open_block?;
+        let bytes = self.text.as_bytes();
+        if !self.in_reasoning
+            || self.holding
+            || self.deferred
+            || at == 0
+            || at + block.close.len() < before
+            || bytes[at - 1] == b'`'
+            || !crate::args::starts_with_ignore_case(&bytes[at..], block.close)
+        {
+            return None;
+        }
+        let end = at + block.close.len();
+        if at > before {
+            self.release_prose(before..at, events);
+        }
+        self.pending_space.clear();
+        self.in_reasoning = false;
+        self.reasoning_held = false;
+        self.open_block = None;
+        // What a recovery of the text would trace: the block cut, nothing else yet.
+        self.trace = Some(crate::Trace { reasoning_end: Some(end), ..crate::Trace::default() });
+        Some(end)
     }
 
     /// Whether the construct that may start at `at` (in the last delta, which starts at
@@ -731,16 +808,17 @@ impl StreamRecoverer {
     }
 
     /// Releases the held text as prose, without a recovery, when it was held from prose and
-    /// nothing in it, now that more of it is known, may open markup (a `<` or `{` that ended a
-    /// delta then `b>` or `approx.}`, a line begun like a tool's name then found prose): the
-    /// state the hold replaced is restored and the held text released as one prose delta,
-    /// as it would have been had it come in one delta. False when that cannot be.
+    /// what it starts with, now that more of it is known, opens nothing (a `<` or `{` that
+    /// ended a delta, then `b>` or `approx.}`; a line begun like a tool's name, then found
+    /// prose): the state the hold replaced is restored and the held text read again as one
+    /// delta, as it would have been had it come as one (what may open markup later in it is
+    /// held or recovered then). False when that cannot be.
     fn release_held_prose(&mut self, events: &mut Vec<StreamEvent>) -> bool {
         if self.before_hold.is_none()
             || self.held.closers
             || self.deferred
             || self.diverged
-            || first_opening(&self.text, self.held.at, &self.tools).is_some()
+            || first_opening(&self.text, self.held.at, &self.tools) == Some(self.held.at)
             || self.python_line_now().is_some()
         {
             return false;
@@ -754,14 +832,8 @@ impl StreamRecoverer {
         self.held = Held::default();
         std::mem::swap(&mut self.pending_space, &mut self.space_before_hold);
         self.space_before_hold.clear();
-        let text = std::mem::take(&mut self.text);
-        let held = &text[released_to..];
-        self.release_prose(held, events);
-        let newline = memchr::memchr(b'\n', held.as_bytes()).is_some();
-        self.text = text;
-        if newline && let Some(trace) = self.trace.take() {
-            self.trace = Some(if self.settle(&trace) { crate::Trace::default() } else { trace });
-        }
+        let newline = memchr::memchr(b'\n', &self.text.as_bytes()[released_to..]).is_some();
+        self.advance(released_to, newline, events);
         true
     }
 
@@ -779,7 +851,8 @@ impl StreamRecoverer {
 
     /// Releases a delta of prose (or of reasoning, inside a block), its trailing whitespace
     /// held for what follows.
-    fn release_prose(&mut self, delta: &str, events: &mut Vec<StreamEvent>) {
+    fn release_prose(&mut self, delta: std::ops::Range<usize>, events: &mut Vec<StreamEvent>) {
+        let delta = &self.text[delta];
         let target =
             if self.in_reasoning { &mut self.shown_reasoning } else { &mut self.shown_text };
         let body_end = trim_end(delta).len();
@@ -930,8 +1003,9 @@ impl StreamRecoverer {
         }
         self.recovered_bytes += window;
         self.deferred = false;
-        // The recovery decides the held text: the state before its hold is gone.
+        // The recovery decides the held text and the reasoning: what stood before is gone.
         self.before_hold = None;
+        self.open_block = None;
         self.space_before_hold.clear();
         let (mut recovered, trace) = self.recover_undecided();
         let from = self.settled.at;
@@ -2418,6 +2492,61 @@ mod tests {
         let released =
             released_per_delta(&["See <|", "channel|>commentary", " to=functions.query"]);
         assert!(released[1].1.is_empty() && released[2].1.is_empty(), "{released:?}");
+    }
+
+    /// Streams `pieces` and says what was shown, and how many bytes the recoveries read.
+    fn shown_and_recovered_bytes(pieces: &[&str], tools: &[&str]) -> (String, String, u64) {
+        let mut recoverer = StreamRecoverer::new(tools, ToolSchemas::new());
+        let (mut reasoning, mut text) = (String::new(), String::new());
+        for piece in pieces {
+            for event in recoverer.push(piece) {
+                match event {
+                    StreamEvent::Reasoning(more) => reasoning.push_str(&more),
+                    StreamEvent::Text(more) => text.push_str(&more),
+                    StreamEvent::Call(_) => {}
+                }
+            }
+        }
+        let read = recoverer.recovered_bytes;
+        let whole: String = pieces.concat();
+        let expected = crate::recover(&RawReply { content: &whole, ..RawReply::default() }, tools);
+        let end = recoverer.finish(None, &[]);
+        assert!(!end.replaced, "{pieces:?}");
+        assert_eq!(end.recovered, expected);
+        (reasoning, text, read)
+    }
+
+    #[test]
+    fn held_prose_and_a_closed_opening_block_need_no_recovery() {
+        // A bracket of prose that ended a delta, then what shows it prose.
+        let (_, text, read) = shown_and_recovered_bytes(
+            &["See <", "b>bold</b> and {", "approx.} or [", "1] here.\nMore."],
+            &["query"],
+        );
+        assert_eq!((text.as_str(), read), ("See <b>bold</b> and {approx.} or [1] here.\nMore.", 0));
+        // A line begun like a tool's name, then found prose.
+        let (_, text, read) =
+            shown_and_recovered_bytes(&["Done.\n  qu", "ery the map", " again."], &["query"]);
+        assert_eq!((text.as_str(), read), ("Done.\n  query the map again.", 0));
+        // The block the reply opened with, closed whole or split, and text after it.
+        for pieces in [
+            &["<think>Plan ", "it.</think>\n\nDone", " now."][..],
+            &["<think>Plan ", "it. </th", "ink>Done now."],
+            &["<THINK>Plan ", "it.</Think", ">\nDone now."],
+        ] {
+            let (reasoning, text, read) = shown_and_recovered_bytes(pieces, &["query"]);
+            assert_eq!((reasoning.as_str(), text.as_str(), read), ("Plan it.", "Done now.", 0));
+        }
+        // A call after the block is still recovered, and a mention of the marker is left to a
+        // recovery.
+        let (reasoning, _, read) = shown_and_recovered_bytes(
+            &["<think>Plan.</think>", "<tool_call>{\"name\": \"query\"}</tool_call>"],
+            &["query"],
+        );
+        assert!(reasoning == "Plan." && read > 0);
+        let (reasoning, _, read) =
+            shown_and_recovered_bytes(&["<think>Say `", "</think>` then.</think> ok"], &[]);
+        assert!(reasoning == "Say `</think>` then." && read > 0, "{reasoning:?}");
     }
 
     #[test]
