@@ -57,6 +57,7 @@ use std::collections::HashMap;
 use std::hash::Hasher;
 
 use rein_protocol::ToolCall;
+use smallvec::SmallVec;
 
 use crate::find::tokens_by_byte;
 use crate::text::{trim, trim_end, trim_start};
@@ -95,14 +96,14 @@ pub struct StreamRecoverer {
     text: String,
     shown_text: String,
     shown_reasoning: String,
-    /// Trailing whitespace not yet released (it may be cut at the next call).
-    pending_space: String,
+    /// Trailing whitespace not yet released (it may be cut at the next call), in the text.
+    pending_space: std::ops::Range<usize>,
     calls_shown: usize,
     /// Text calls seen, by [`call_key`], for [`Self::repeated_call`].
-    seen_calls: HashMap<u64, usize, CallKeyHasher>,
+    seen_calls: SeenCalls,
     /// The keys of the calls released while streaming, in order: [`StreamEnd::replaced`]
     /// says whether the final calls begin with them.
-    streamed_keys: Vec<u64>,
+    streamed_keys: SmallVec<[u64; 4]>,
     repeated: bool,
     repeating: bool,
     /// Whether the last recovery ended inside a reasoning block, or held text back.
@@ -143,7 +144,7 @@ pub struct StreamRecoverer {
     /// [`StreamRecoverer::release_held_prose`]).
     before_hold: Option<BeforeHold>,
     /// The whitespace pending before such a hold began (see [`BeforeHold`]).
-    space_before_hold: String,
+    space_before_hold: std::ops::Range<usize>,
 }
 
 /// What a hold begun in prose replaced: the settled point and the last recovery's trace, and
@@ -215,6 +216,9 @@ struct Held {
     /// The held text begins with a whole opener (see [`StreamRecoverer::held_is_prose`]).
     opener_whole: bool,
 }
+
+/// The room the text, and the shown text and reasoning, start with: a short reply's.
+const PROSE_ROOM: usize = 512;
 
 /// While holding, recovery runs at least once per this many bytes whatever the held text
 /// holds, or per a quarter of the held text when that is more: the hold-back stays bounded
@@ -398,6 +402,27 @@ fn may_end_reasoning(bytes: &[u8], at: usize) -> bool {
     }
 }
 
+/// Where the last `\n` of `bytes` is, looked for a word at a time from the end.
+fn last_newline(bytes: &[u8]) -> Option<usize> {
+    const ONES: u64 = 0x0101_0101_0101_0101;
+    const LOWS: u64 = 0x7F7F_7F7F_7F7F_7F7F;
+    let mut end = bytes.len();
+    while end >= 8 {
+        let word = &bytes[end - 8..end];
+        let word = u64::from_le_bytes([
+            word[0], word[1], word[2], word[3], word[4], word[5], word[6], word[7],
+        ]) ^ (ONES * u64::from(b'\n'));
+        // The high bit of each byte that is zero, exactly (no borrow crosses bytes): the
+        // highest is the last newline.
+        let newlines = !(((word & LOWS) + LOWS) | word | LOWS);
+        if newlines != 0 {
+            return Some(end - 1 - (newlines.leading_zeros() / 8) as usize);
+        }
+        end -= 8;
+    }
+    bytes[..end].iter().rposition(|&b| b == b'\n')
+}
+
 /// Where the first `"` or `\\` of `bytes` is: the end of a JSON string's run of plain text.
 /// Looked for a word at a time (the strings of call arguments are mostly shorter than what a
 /// search's setup costs).
@@ -530,8 +555,8 @@ impl StreamRecoverer {
             // Room for a short reply: growing the text from empty a delta at a time cost a
             // reallocation every few deltas (with the one-allocation prose pieces, 4% of
             // streaming the bench's short replies).
-            text: String::with_capacity(512),
-            shown_text: String::with_capacity(512),
+            text: String::with_capacity(PROSE_ROOM),
+            shown_text: String::with_capacity(PROSE_ROOM),
             ..StreamRecoverer::default()
         }
     }
@@ -573,9 +598,10 @@ impl StreamRecoverer {
     pub fn push_into(&mut self, delta: &str, events: &mut Vec<StreamEvent>) {
         let before = self.text.len();
         self.text.push_str(delta);
-        // Deltas are short: a look back over one costs less than a `memrchr` call.
+        // Deltas are short: a look back over one a word at a time costs less than a `memrchr`
+        // call (and a byte at a time, a twentieth of streaming a short reply).
         let last_newline = if delta.len() <= 64 {
-            delta.bytes().rposition(|b| b == b'\n')
+            last_newline(delta.as_bytes())
         } else {
             memchr::memrchr(b'\n', delta.as_bytes())
         };
@@ -707,7 +733,7 @@ impl StreamRecoverer {
         self.reasoning_held = false;
         self.unsettled_calls = false;
         self.trace = None;
-        self.pending_space.clear();
+        self.pending_space = 0..0;
         self.release_prose(after..self.text.len(), events);
         true
     }
@@ -740,7 +766,7 @@ impl StreamRecoverer {
         if at > before {
             self.release_prose(before..at, events);
         }
-        self.pending_space.clear();
+        self.pending_space = 0..0;
         self.in_reasoning = false;
         self.reasoning_held = false;
         self.open_block = None;
@@ -796,8 +822,7 @@ impl StreamRecoverer {
     /// (see [`BeforeHold`]).
     fn hold_in_prose(&mut self, released_to: usize) {
         // The whitespace before the construct would be cut with it: it is kept aside.
-        std::mem::swap(&mut self.pending_space, &mut self.space_before_hold);
-        self.pending_space.clear();
+        self.space_before_hold = std::mem::take(&mut self.pending_space);
         let settled = self.settled.clone();
         let trace = self.trace.take();
         if let Some(trace) = &trace {
@@ -830,8 +855,7 @@ impl StreamRecoverer {
         self.trace = trace;
         self.holding = false;
         self.held = Held::default();
-        std::mem::swap(&mut self.pending_space, &mut self.space_before_hold);
-        self.space_before_hold.clear();
+        self.pending_space = std::mem::take(&mut self.space_before_hold);
         let newline = memchr::memchr(b'\n', &self.text.as_bytes()[released_to..]).is_some();
         self.advance(released_to, newline, events);
         true
@@ -851,31 +875,38 @@ impl StreamRecoverer {
 
     /// Releases a delta of prose (or of reasoning, inside a block), its trailing whitespace
     /// held for what follows.
-    fn release_prose(&mut self, delta: std::ops::Range<usize>, events: &mut Vec<StreamEvent>) {
-        let delta = &self.text[delta];
+    fn release_prose(&mut self, range: std::ops::Range<usize>, events: &mut Vec<StreamEvent>) {
+        let delta = &self.text[range.clone()];
         let target =
             if self.in_reasoning { &mut self.shown_reasoning } else { &mut self.shown_text };
         let body_end = trim_end(delta).len();
         if body_end == 0 {
             if !target.is_empty() {
-                self.pending_space.push_str(delta);
+                // The whitespace pending ends where the delta starts: it grows to the delta's end.
+                debug_assert!(
+                    self.pending_space.is_empty() || self.pending_space.end == range.start
+                );
+                if self.pending_space.is_empty() {
+                    self.pending_space.start = range.start;
+                }
+                self.pending_space.end = range.end;
             }
             return;
         }
-        // One allocation for the piece released (the held whitespace, then the delta's body);
-        // the whitespace buffer is kept for the next delta.
+        // One allocation for the piece released (the held whitespace, then the delta's body).
         let body =
             if target.is_empty() { trim_start(&delta[..body_end]) } else { &delta[..body_end] };
-        let space = if target.is_empty() { "" } else { self.pending_space.as_str() };
+        let space = if target.is_empty() { "" } else { &self.text[self.pending_space.clone()] };
+        if target.capacity() == 0 {
+            // Room for a short block's reasoning (grown from nothing, it took six allocations).
+            target.reserve(PROSE_ROOM);
+        }
         // Shown first, then copied out of what was shown (one copy of each part).
         let shown = target.len();
         target.push_str(space);
         target.push_str(body);
         let piece = target[shown..].to_owned();
-        self.pending_space.clear();
-        if body_end < delta.len() {
-            self.pending_space.push_str(&delta[body_end..]);
-        }
+        self.pending_space = range.start + body_end..range.end;
         events.push(if self.in_reasoning {
             StreamEvent::Reasoning(piece)
         } else {
@@ -1006,7 +1037,7 @@ impl StreamRecoverer {
         // The recovery decides the held text and the reasoning: what stood before is gone.
         self.before_hold = None;
         self.open_block = None;
-        self.space_before_hold.clear();
+        self.space_before_hold = 0..0;
         let (mut recovered, trace) = self.recover_undecided();
         let from = self.settled.at;
         let joint = self.joint(&trace);
@@ -1542,11 +1573,8 @@ impl StreamRecoverer {
                 }
                 // Trailing whitespace of the text so far is not in `visible` (it is trimmed):
                 // it goes before the next prose delta.
-                self.pending_space.clear();
-                if !self.holding {
-                    let body = trim_end(&self.text).len();
-                    self.pending_space.push_str(&self.text[body..]);
-                }
+                self.pending_space =
+                    if self.holding { 0..0 } else { trim_end(&self.text).len()..self.text.len() };
             }
             Against::Shorter => {
                 // Text shown earlier is now held (the start of markup grew); it stays shown.
@@ -1627,9 +1655,7 @@ impl StreamRecoverer {
         if !end {
             self.streamed_keys.push(key);
         }
-        let seen = self.seen_calls.entry(key).or_insert(0);
-        *seen += 1;
-        if *seen >= 3 {
+        if self.seen_calls.count(key) >= 3 {
             self.repeated = true;
         }
         if call.id.is_empty() {
@@ -1638,6 +1664,36 @@ impl StreamRecoverer {
             call.id = crate::numbered_id(self.settled.calls + index + 1);
         }
         events.push(StreamEvent::Call(call));
+    }
+}
+
+/// The text calls a stream has seen, by [`call_key`], and how often each: the first few in
+/// place (most replies hold one or two calls: a map cost an allocation and a rehash each), the
+/// rest in a map (a reply may hold thousands).
+#[derive(Debug, Clone, Default)]
+struct SeenCalls {
+    few: [(u64, usize); SeenCalls::FEW],
+    few_len: usize,
+    more: HashMap<u64, usize, CallKeyHasher>,
+}
+
+impl SeenCalls {
+    const FEW: usize = 4;
+
+    /// Counts `key` seen once more; how often it has been seen.
+    fn count(&mut self, key: u64) -> usize {
+        if let Some((_, seen)) = self.few[..self.few_len].iter_mut().find(|(k, _)| *k == key) {
+            *seen += 1;
+            return *seen;
+        }
+        if self.few_len < Self::FEW {
+            self.few[self.few_len] = (key, 1);
+            self.few_len += 1;
+            return 1;
+        }
+        let seen = self.more.entry(key).or_insert(0);
+        *seen += 1;
+        *seen
     }
 }
 
@@ -2329,6 +2385,22 @@ mod tests {
                     assert_eq!(quote_or_escape(&bytes), want, "{length} {at}");
                 }
             }
+        }
+    }
+
+    #[test]
+    fn the_last_newline_is_found_in_every_place() {
+        for len in 0..40 {
+            for at in 0..len {
+                let mut bytes = vec![b'a'; len];
+                bytes[at] = b'\n';
+                if at > 2 {
+                    bytes[at - 2] = b'\n';
+                }
+                bytes.iter_mut().skip(at + 1).for_each(|b| *b = 0x8A);
+                assert_eq!(last_newline(&bytes), Some(at), "{len} {at}");
+            }
+            assert_eq!(last_newline(&vec![b'\x0b'; len]), None);
         }
     }
 
