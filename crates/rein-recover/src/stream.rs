@@ -783,7 +783,7 @@ impl StreamRecoverer {
         if self.in_reasoning || bytes[at] == b'(' || !could_open(&self.text[at..]) {
             return false;
         }
-        if python_line(&self.text[..at], &self.tools).is_some() {
+        if self.python_line_before(at).is_some() {
             return false;
         }
         self.held = Held { at, scanned: at, recovered_len: before, ..Held::default() };
@@ -859,6 +859,23 @@ impl StreamRecoverer {
         let newline = memchr::memchr(b'\n', &self.text.as_bytes()[released_to..]).is_some();
         self.advance(released_to, newline, events);
         true
+    }
+
+    /// [`python_line`] of the text before `at`, in the last delta: its line's start is the
+    /// last line's, or found within [`MAX_HELD`] bytes before it (a longer line is no call,
+    /// and a search back over one long line at every delta was quadratic).
+    fn python_line_before(&self, at: usize) -> Option<usize> {
+        let line_start = if at >= self.line_start {
+            self.line_start
+        } else {
+            let window = at.saturating_sub(MAX_HELD + 1);
+            match memchr::memrchr(b'\n', &self.text.as_bytes()[window..at]) {
+                Some(newline) => window + newline + 1,
+                None if window == 0 => 0,
+                None => return None,
+            }
+        };
+        python_line_at(&self.text[..at], line_start, &self.tools).0
     }
 
     /// [`python_line`] of the whole text, a line found to be prose remembered.
@@ -1507,14 +1524,17 @@ impl StreamRecoverer {
                 self.holding = true;
                 held_at = at;
             }
-            let mut python_line_at = None;
-            if let Some(line_start) = python_line(text, &self.tools) {
+            let mut python_held = None;
+            // The last line's start is kept (a search back for it was a look over the whole
+            // text from the settled point on one long line).
+            let line_start = self.line_start.saturating_sub(from);
+            if let Some(line_start) = python_line_at(text, line_start, &self.tools).0 {
                 let line = trim(&text[line_start..]);
                 if !line.is_empty() && visible.ends_with(line) {
                     visible = trim_end(&visible[..visible.len() - line.len()]);
                     self.holding = true;
                     held_at = held_at.min(line_start);
-                    python_line_at = Some(line_start);
+                    python_held = Some(line_start);
                 }
             }
             if let Some(at) = open_cut {
@@ -1523,7 +1543,7 @@ impl StreamRecoverer {
             }
             if self.holding {
                 self.held.at = from + held_at;
-                self.held.python_line = python_line_at == Some(held_at);
+                self.held.python_line = python_held == Some(held_at);
             }
         }
         let base = self.settled.reasoning;
@@ -2030,6 +2050,10 @@ fn held_tail(text: &str, visible: &str) -> Option<(usize, usize)> {
     }
     token_from = token_from.saturating_sub(LONGEST_WRAPPER_TOKEN);
     let mut candidates = Candidates::new(bytes, token_from);
+    let ends_inside = std::cell::OnceCell::new();
+    let could_open = |tail: &str| {
+        could_open_ending(tail, || *ends_inside.get_or_init(|| ends_inside_tag(bytes)))
+    };
     // The end of the last closed JSON value a candidate began: the brackets inside it close
     // inside it too, so none can open anything (each looked at was a scan to its end: on a
     // deep closed object, quadratic).
@@ -2225,6 +2249,13 @@ const MAX_HELD: usize = 4096;
 /// Whether `tail` may still become markup: it starts with an opener (or is the start of one)
 /// whose construct is still open.
 fn could_open(tail: &str) -> bool {
+    could_open_ending(tail, || ends_inside_tag(tail.as_bytes()))
+}
+
+/// [`could_open`], told by `ends_inside_tag` whether `tail` ends inside a tag (see
+/// [`ends_inside_tag`]): the tails [`held_tail`] looks at all end alike, and each looked
+/// again at the end of a long one.
+fn could_open_ending(tail: &str, ends_inside_tag: impl FnOnce() -> bool) -> bool {
     let bytes = tail.as_bytes();
     if bytes.starts_with(b"</") {
         // A closing tag recovery did not consume: markup only while it is being written.
@@ -2237,7 +2268,7 @@ fn could_open(tail: &str) -> bool {
     if bytes.starts_with(b"```") {
         return crate::find::find_by(&bytes[3..], b"```", 0).is_none();
     }
-    if bytes.len() > MAX_HELD && !ends_inside_tag(bytes) {
+    if bytes.len() > MAX_HELD && !ends_inside_tag() {
         return false;
     }
     if bytes.starts_with(b"<|") || bytes.starts_with("<｜".as_bytes()) {
