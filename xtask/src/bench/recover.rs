@@ -282,10 +282,12 @@ fn cpu_ms_per_run(min_cpu_ms: f64, max_runs: usize, mut run: impl FnMut()) -> Op
 /// of one binary vary by half and more (on this project's 2-core machine, 40 passes of the
 /// stream figure's work took 385 to 627 ns per delta, 100 passes of the short replies ran at 55
 /// to 194 MB/s): the best of three or five measured the load as much as the code. A pass of the
-/// short replies takes about 10 ms, of the streams 50 ms.
+/// short replies takes about 5 ms, of the streams 20 ms: the best of 30 and 15 still moved by a
+/// tenth from one run to the next (369 to 425 MB/s, 186 to 209 ns per delta), of 60 and 30 by
+/// about 2%.
 const REALISTIC_PASSES: usize = 10;
-const SHORT_PASSES: usize = 30;
-const STREAM_PASSES: usize = 15;
+const SHORT_PASSES: usize = 60;
+const STREAM_PASSES: usize = 30;
 /// Adversarial shapes, by size: 100 KiB, 1 MiB (the `adv_worst_1mb_ms` figure), 4 MiB.
 const ADVERSARIAL_PASSES: [usize; 3] = [5, 10, 1];
 
