@@ -276,8 +276,22 @@ fn unclosed_block(to_call: bool) -> Diagnostic {
 /// Whether `bytes` is a reasoning block's open marker, whole (the stream recoverer recovers
 /// once one is written, so that the reasoning after it streams as it comes).
 pub(crate) fn is_open_marker(bytes: &[u8]) -> bool {
-    MARKERS.iter().any(|marker| bytes.eq_ignore_ascii_case(marker.open))
+    bytes.len() <= LONGEST_OPEN_MARKER
+        && MARKERS.iter().any(|marker| bytes.eq_ignore_ascii_case(marker.open))
 }
+
+/// The length of the longest of the [`MARKERS`]' open markers.
+pub(crate) const LONGEST_OPEN_MARKER: usize = {
+    let mut longest = 0;
+    let mut k = 0;
+    while k < MARKERS.len() {
+        if MARKERS[k].open.len() > longest {
+            longest = MARKERS[k].open.len();
+        }
+        k += 1;
+    }
+    longest
+};
 
 /// How long the reasoning block's open marker `bytes` begins with is (ASCII case ignored),
 /// and the block's close marker, when it begins with one.

@@ -461,6 +461,38 @@ fn first_reasoning_end(bytes: &[u8], from: usize) -> Option<usize> {
     None
 }
 
+/// How the closers [`follow_closers`] followed stand.
+enum Closers {
+    /// They may go on: whether they do is known from the byte at this place on.
+    Waiting(usize),
+    /// Something other than a closer starts here: the call's text is complete.
+    EndedAt(usize),
+}
+
+/// Follows the held text from `from` as the closers of a cut call ([`Held::closers`]): closing
+/// tags, end tokens, the rest of a fence, whitespace between.
+fn follow_closers(held: &mut Held, bytes: &[u8], from: usize) -> Closers {
+    for at in from..bytes.len() {
+        let b = bytes[at];
+        if b.is_ascii_whitespace() {
+            continue;
+        }
+        match (held.closers_done, b, bytes.get(at + 1)) {
+            // Whether another closing tag begins is known with the next byte.
+            (true, b'<', None) => return Closers::Waiting(at),
+            // Another closing tag, or end token (`<|tool_calls_section_end|>`,
+            // `<｜tool▁calls▁end｜>`).
+            (true, b'<', Some(b'/' | b'|' | 0xEF)) => held.closers_done = false,
+            // The rest of a fence.
+            (true, b'`', _) if at > 0 && bytes[at - 1] == b'`' => {}
+            (true, ..) => return Closers::EndedAt(at),
+            (false, b'>' | b'`' | b'}' | b']', _) => held.closers_done = true,
+            _ => {}
+        }
+    }
+    Closers::Waiting(bytes.len())
+}
+
 /// The bytes [`StreamRecoverer::follow_held`] looks at outside strings (the others change
 /// nothing there).
 fn is_held_markup(b: u8) -> bool {
@@ -1271,84 +1303,73 @@ impl StreamRecoverer {
     /// Follows the held text's brackets, strings and tags from where it was left.
     fn follow_held(&mut self) -> bool {
         let bytes = self.text.as_bytes();
-        let mut closed = false;
         let held = &mut self.held;
         let mut next = held.scanned;
+        let mut closed = false;
+        if held.closers {
+            match follow_closers(held, bytes, next) {
+                Closers::Waiting(at) => {
+                    held.scanned = at;
+                    return false;
+                }
+                // What follows them is followed as held text (so that the next delta is not
+                // taken for the end of the closers again, and recovered again).
+                Closers::EndedAt(at) => {
+                    held.closers = false;
+                    held.after_closers = Some(at);
+                    closed = true;
+                    next = at;
+                }
+            }
+        }
+        // The state in locals while the loop runs (kept in the struct, each byte's update was
+        // a store).
+        let (mut depth, mut in_string, mut escaped) = (held.depth, held.in_string, held.escaped);
         while next < bytes.len() {
-            // Bytes that change nothing are passed over in runs: inside a string up to its
-            // quote or an escape, outside one up to a byte of [`is_held_markup`] (following the
-            // held text a byte at a time was 6% of the instructions streaming short replies took).
-            if !held.closers {
-                let rest = &bytes[next..];
-                let skip = if held.in_string && !held.escaped {
-                    quote_or_escape(rest)
-                } else if held.in_string {
-                    Some(0)
-                } else {
-                    rest.iter().position(|&b| is_held_markup(b))
+            if in_string {
+                // Inside a string only its quote and escapes change anything: passed over in
+                // runs (a byte at a time, following held text was 6% of the instructions
+                // streaming short replies took).
+                if escaped {
+                    escaped = false;
+                    next += 1;
+                    continue;
+                }
+                let Some(skip) = quote_or_escape(&bytes[next..]) else {
+                    next = bytes.len();
+                    break;
                 };
-                match skip {
-                    Some(skip) => next += skip,
-                    None => break,
-                }
-            }
-            let at = next;
-            let b = bytes[at];
-            next += 1;
-            if held.closers {
-                if b.is_ascii_whitespace() {
-                    continue;
-                }
-                match (held.closers_done, b, bytes.get(at + 1)) {
-                    // Whether another closing tag begins is known with the next byte.
-                    (true, b'<', None) => {
-                        held.scanned = at;
-                        return closed;
-                    }
-                    // Another closing tag, or end token (`<|tool_calls_section_end|>`,
-                    // `<｜tool▁calls▁end｜>`).
-                    (true, b'<', Some(b'/' | b'|' | 0xEF)) => held.closers_done = false,
-                    // The rest of a fence.
-                    (true, b'`', _) if at > 0 && bytes[at - 1] == b'`' => {}
-                    // Something other than a closer: the call's text is complete, and what
-                    // follows is followed as held text (so that the next delta is not taken
-                    // for the end of the closers again, and recovered again).
-                    (true, ..) => {
-                        held.closers = false;
-                        held.after_closers = Some(at);
-                        closed = true;
-                    }
-                    (false, b'>' | b'`' | b'}' | b']', _) => held.closers_done = true,
-                    _ => {}
-                }
-                if held.closers {
-                    continue;
-                }
-            }
-            if held.in_string {
-                match (held.escaped, b) {
-                    (true, _) => held.escaped = false,
-                    (false, b'\\') => held.escaped = true,
-                    (false, b'"') => held.in_string = false,
-                    _ => {}
+                let at = next + skip;
+                next = at + 1;
+                if bytes[at] == b'"' {
+                    in_string = false;
+                } else {
+                    escaped = true;
                 }
                 continue;
             }
-            match b {
-                b'"' if held.depth > 0 => held.in_string = true,
-                b'{' | b'[' => held.depth += 1,
+            // Outside one, only the bytes of [`is_held_markup`].
+            let Some(skip) = bytes[next..].iter().position(|&b| is_held_markup(b)) else {
+                next = bytes.len();
+                break;
+            };
+            let at = next + skip;
+            next = at + 1;
+            match bytes[at] {
+                b'"' if depth > 0 => in_string = true,
+                b'{' | b'[' => depth += 1,
                 b'}' | b']' => {
-                    held.depth = held.depth.saturating_sub(1);
+                    depth = depth.saturating_sub(1);
                     // Mistral's markers only frame a call: what they begin is still to come.
                     // Inside a tag (`<tool_call>{…}`), the value is not the end: the tag's
                     // closer is, or what follows it (a recovery here found the call open); nor
                     // after a token whose dialect has an end token (`<|call|>`).
-                    if held.depth == 0 && ended_by_token(&bytes[held.at..]) {
+                    if depth == 0 && ended_by_token(&bytes[held.at..]) {
                         held.value_closed = true;
                     } else {
                         // Nor a Python-style list's bracket: the list is a call only alone on
                         // its line, decided when the line ends.
-                        closed |= held.depth == 0
+                        closed |= depth == 0
                             && !opens_tag(&bytes[held.at..])
                             && !ends_with_mistral_marker(&bytes[..=at])
                             && !python_list_start(&bytes[held.at..]);
@@ -1359,7 +1380,7 @@ impl StreamRecoverer {
                 // the token the held text starts with (`…|>`, `…｜>`: a noise token, a lone
                 // wrapper token; tokens later in a call only frame it, and closers after a
                 // call are read once it is cut).
-                b'>' if held.depth == 0 => {
+                b'>' if depth == 0 => {
                     let closing_tag = held.last_open.is_some_and(|open| {
                         let name = &bytes[open + 1..at];
                         name.first() == Some(&b'/')
@@ -1372,17 +1393,18 @@ impl StreamRecoverer {
                             && !begins_construct(&bytes[held.at..=at]))
                             || held.value_closed);
                     // A reasoning block opened: what follows it streams as reasoning.
-                    let reasoning = crate::reasoning::is_open_marker(&bytes[held.at..=at]);
+                    let reasoning = at - held.at < crate::reasoning::LONGEST_OPEN_MARKER
+                        && crate::reasoning::is_open_marker(&bytes[held.at..=at]);
                     closed |= closing_tag || token || reasoning;
                 }
                 // A Python-style call is one only alone on its line: its line's end decides
                 // it, not its parenthesis (a recovery there found it open).
-                b')' if held.depth == 0 => closed |= !held.python_line,
+                b')' if depth == 0 => closed |= !held.python_line,
                 // A fence's backticks but its opening ones.
-                b'`' if held.depth == 0 => closed |= !in_opening_fence(&bytes[held.at..=at]),
+                b'`' if depth == 0 => closed |= !in_opening_fence(&bytes[held.at..=at]),
                 // A line ends a Python-style call, Functionary's name, a fence line (but the
                 // fence's opening line); tags and tokens end otherwise.
-                b'\n' if held.depth == 0 => {
+                b'\n' if depth == 0 => {
                     closed |= match bytes.get(held.at) {
                         Some(b'<') => false,
                         Some(b'`') => bytes[held.at..at].contains(&b'\n'),
@@ -1392,7 +1414,8 @@ impl StreamRecoverer {
                 _ => {}
             }
         }
-        held.scanned = bytes.len();
+        (held.depth, held.in_string, held.escaped) = (depth, in_string, escaped);
+        held.scanned = next.min(bytes.len());
         closed
     }
 
