@@ -280,6 +280,15 @@ pub(crate) fn is_open_marker(bytes: &[u8]) -> bool {
         && MARKERS.iter().any(|marker| bytes.eq_ignore_ascii_case(marker.open))
 }
 
+/// Whether `bytes` begins with a whole open marker that ends with a letter (Gemma's
+/// `<|channel>thought`): no closing bracket tells that it is written, its last letter does.
+pub(crate) fn begins_with_worded_marker(bytes: &[u8]) -> bool {
+    WORDED_OPENS.iter().any(|open| starts_with_ignore_case(bytes, open))
+}
+
+/// The open markers of [`MARKERS`] that end with a letter (a test keeps the list whole).
+const WORDED_OPENS: [&[u8]; 1] = [MARKERS[5].open];
+
 /// The length of the longest of the [`MARKERS`]' open markers.
 pub(crate) const LONGEST_OPEN_MARKER: usize = {
     let mut longest = 0;
@@ -347,6 +356,16 @@ fn next_marker(bytes: &[u8], from: usize) -> Option<usize> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_worded_opens_are_the_markers_not_ended_by_a_bracket() {
+        let worded: Vec<&[u8]> = MARKERS
+            .iter()
+            .map(|marker| marker.open)
+            .filter(|open| !matches!(open.last(), Some(b'>' | b']')))
+            .collect();
+        assert_eq!(worded, WORDED_OPENS);
+    }
 
     #[test]
     fn candidates_are_the_markers_beginning_with_their_bytes() {

@@ -1424,7 +1424,20 @@ impl StreamRecoverer {
     fn may_complete(&mut self) -> bool {
         let closed = self.follow_held();
         let recheck = HELD_RECHECK.max((self.text.len() - self.held.at) / 4);
-        closed || self.text.len() - self.held.recovered_len >= recheck || self.held_is_prose()
+        closed
+            || self.text.len() - self.held.recovered_len >= recheck
+            || self.held_is_prose()
+            || self.opens_worded_block()
+    }
+
+    /// Whether the held text begins with a reasoning block's open marker that ends with a
+    /// letter, whole (Gemma's `<|channel>thought`, see `reasoning::begins_with_worded_marker`):
+    /// the block has opened, and its reasoning streams from there on.
+    fn opens_worded_block(&self) -> bool {
+        let held = &self.text.as_bytes()[self.held.at..];
+        // Looked at only for a held `<|c…` (the one such marker is `<|channel>thought`).
+        matches!(held, [b'<', b'|', b'c' | b'C', ..])
+            && crate::reasoning::begins_with_worded_marker(held)
     }
 
     /// Whether the held text, begun like markup, can no longer become any: its prose is then
@@ -2639,6 +2652,15 @@ mod tests {
         let end = recoverer.finish(None, &[]);
         assert!(!end.replaced, "{pieces:?}");
         assert_eq!(end.recovered, expected);
+        for event in end.events {
+            match event {
+                StreamEvent::Reasoning(more) => reasoning.push_str(&more),
+                StreamEvent::Text(more) => text.push_str(&more),
+                StreamEvent::Call(_) => {}
+            }
+        }
+        assert_eq!(text, expected.visible_text, "{pieces:?}");
+        assert_eq!(reasoning, expected.reasoning.unwrap_or_default(), "{pieces:?}");
         (reasoning, text, read)
     }
 
@@ -2659,6 +2681,11 @@ mod tests {
             &["<think>Plan ", "it.</think>\n\nDone", " now."][..],
             &["<think>Plan ", "it. </th", "ink>Done now."],
             &["<THINK>Plan ", "it.</Think", ">\nDone now."],
+            &["[THINK]Plan ", "it.[/THINK]Done now."],
+            &["<|START_THINKING|>Plan ", "it.<|END_THINKING|>Done now."],
+            &["<seed:think>Plan ", "it.</seed:think>Done now."],
+            &["<|channel|>analysis<|message|>Plan ", "it.<|end|>Done now."],
+            &["<|channel>thought\nPlan ", "it.", "<channel|>Done now."],
         ] {
             let (reasoning, text, read) = shown_and_recovered_bytes(pieces, &["query"]);
             assert_eq!((reasoning.as_str(), text.as_str(), read), ("Plan it.", "Done now.", 0));
