@@ -64,20 +64,46 @@ pub(crate) fn scrub_arguments(
 /// The tools offered to the model.
 #[derive(Debug, Clone, Copy)]
 pub(crate) struct Tools<'a> {
-    names: &'a [&'a str],
+    names: Names<'a>,
+}
+
+/// How [`Tools`] holds the names: as the caller's list, or joined in one string with where
+/// each ends (the stream recoverer's, which laid them out as a list for each recovery).
+#[derive(Debug, Clone, Copy)]
+enum Names<'a> {
+    List(&'a [&'a str]),
+    Joined { joined: &'a str, ends: &'a [usize] },
 }
 
 impl<'a> Tools<'a> {
     pub(crate) fn new(names: &'a [&'a str]) -> Self {
-        Tools { names }
+        Tools { names: Names::List(names) }
+    }
+
+    /// The names `joined` in one string, the `n`th ending at `ends[n]`.
+    pub(crate) fn joined(joined: &'a str, ends: &'a [usize]) -> Self {
+        Tools { names: Names::Joined { joined, ends } }
     }
 
     pub(crate) fn is_empty(&self) -> bool {
-        self.names.is_empty()
+        match self.names {
+            Names::List(names) => names.is_empty(),
+            Names::Joined { ends, .. } => ends.is_empty(),
+        }
     }
 
     pub(crate) fn knows(&self, name: &str) -> bool {
-        self.names.contains(&name)
+        match self.names {
+            Names::List(names) => names.contains(&name),
+            Names::Joined { joined, ends } => {
+                let mut start = 0;
+                ends.iter().any(|&end| {
+                    let known = &joined[start..end];
+                    start = end;
+                    known == name
+                })
+            }
+        }
     }
 }
 

@@ -84,7 +84,7 @@ pub fn repair_bytes(data: &[u8]) {
 pub fn work_units(content: &str, known_tools: &[&str]) -> u64 {
     crate::recover_counting(
         &RawReply { content, ..RawReply::default() },
-        known_tools,
+        crate::call::Tools::new(known_tools),
         None,
         crate::Purpose::Final,
     )

@@ -81,7 +81,7 @@ pub struct Recovered {
 /// Recovers reasoning and tool calls from a reply. `known_tools` are the names of the tools
 /// offered to the model. Never fails, never panics, linear time in the size of the reply.
 pub fn recover(reply: &RawReply<'_>, known_tools: &[&str]) -> Recovered {
-    recover_counting(reply, known_tools, None, Purpose::Final).0
+    recover_counting(reply, call::Tools::new(known_tools), None, Purpose::Final).0
 }
 
 /// [`recover`], with the offered tools' parameter schemas: string values of calls read from
@@ -92,7 +92,7 @@ pub fn recover_typed(
     known_tools: &[&str],
     schemas: &ToolSchemas,
 ) -> Recovered {
-    recover_counting(reply, known_tools, Some(schemas), Purpose::Final).0
+    recover_counting(reply, call::Tools::new(known_tools), Some(schemas), Purpose::Final).0
 }
 
 /// What a recovery is for. The stream recoverer's recoveries of the text not yet decided
@@ -127,11 +127,10 @@ pub(crate) struct Trace {
 /// [`recover`], also returning where it cut and the work it did (see [`Trace`]).
 pub(crate) fn recover_counting(
     reply: &RawReply<'_>,
-    known_tools: &[&str],
+    tools: call::Tools<'_>,
     schemas: Option<&ToolSchemas>,
     purpose: Purpose,
 ) -> (Recovered, Trace) {
-    let tools = call::Tools::new(known_tools);
     let mut diagnostics = Vec::new();
     let (reasoning, content, reasoning_end) =
         reasoning::extract(reply.content, reply.reasoning_content, &mut diagnostics);

@@ -61,7 +61,7 @@ use smallvec::SmallVec;
 
 use crate::find::tokens_by_byte;
 use crate::text::{trim, trim_end, trim_start};
-use crate::{RawReply, Recovered, ToolSchemas, recover_typed};
+use crate::{RawReply, Recovered, ToolSchemas};
 
 /// One thing the stream recoverer releases.
 #[derive(Debug, Clone, PartialEq)]
@@ -306,9 +306,6 @@ struct ToolNames {
 }
 
 impl ToolNames {
-    /// How many names [`ToolNames::lay_out`] lays out without an allocation.
-    const ON_STACK: usize = 16;
-
     fn new(names: &[&str]) -> Self {
         let mut joined = String::with_capacity(names.iter().map(|name| name.len()).sum());
         let mut ends = Vec::with_capacity(names.len());
@@ -339,24 +336,10 @@ impl ToolNames {
         starts.zip(self.ends.iter().copied()).map(|(start, end)| &self.joined[start..end])
     }
 
-    /// The names as a slice, laid out in `slots` when they fit (no allocation), else in `more`.
-    fn lay_out<'s>(
-        &'s self,
-        slots: &'s mut [&'s str; Self::ON_STACK],
-        more: &'s mut Vec<&'s str>,
-    ) -> &'s [&'s str] {
-        if self.ends.len() > slots.len() {
-            more.extend(self.iter());
-            return more;
-        }
-        // By the ends directly: the iterator's chain and zip cost most of laying them out,
-        // once per recovery.
-        let mut start = 0;
-        for (slot, &end) in slots.iter_mut().zip(&self.ends) {
-            *slot = &self.joined[start..end];
-            start = end;
-        }
-        &slots[..self.ends.len()]
+    /// The names as recovery takes them (laid out as a list for each recovery, they cost a
+    /// tenth of what releasing a recovered call did).
+    fn tools(&self) -> crate::call::Tools<'_> {
+        crate::call::Tools::joined(&self.joined, &self.ends)
     }
 }
 
@@ -970,10 +953,9 @@ impl StreamRecoverer {
         reasoning_content: Option<&str>,
         tool_calls: &[rein_protocol::RawToolCall],
     ) -> StreamEnd {
-        let (mut names, mut more) = ([""; ToolNames::ON_STACK], Vec::new());
-        let tools = self.tools.lay_out(&mut names, &mut more);
+        let tools = self.tools.tools();
         let reply = RawReply { content: &self.text, reasoning_content, tool_calls };
-        let recovered = recover_typed(&reply, tools, &self.schemas);
+        let recovered = self.recover_whole(&reply, tools);
         // The last deltas, from the whole text's recovery (the streamed ones end here).
         let events = if self.diverged {
             Vec::new()
@@ -982,7 +964,7 @@ impl StreamRecoverer {
             self.release_end(Reading::lent(&recovered))
         } else {
             let streamed = RawReply { content: &self.text, ..RawReply::default() };
-            let mut whole = recover_typed(&streamed, tools, &self.schemas);
+            let mut whole = self.recover_whole(&streamed, tools);
             self.release_end(Reading::own(&mut whole))
         };
         let replaced = self.diverged
@@ -1012,9 +994,7 @@ impl StreamRecoverer {
         if self.diverged || self.decided() {
             return Vec::new();
         }
-        let (mut names, mut more) = ([""; ToolNames::ON_STACK], Vec::new());
-        let tools = self.tools.lay_out(&mut names, &mut more);
-        let (mut recovered, _) = self.recover_from(0, tools);
+        let (mut recovered, _) = self.recover_from(0);
         self.release_end(Reading::own(&mut recovered))
     }
 
@@ -1058,9 +1038,7 @@ impl StreamRecoverer {
     /// Recovers the text from the settled point, or the whole text again when the text after
     /// that point reads differently alone (the settled point is then reset).
     fn recover_undecided(&mut self) -> (Recovered, crate::Trace) {
-        let (mut names, mut more) = ([""; ToolNames::ON_STACK], Vec::new());
-        let tools = self.tools.lay_out(&mut names, &mut more);
-        let (recovered, trace) = self.recover_from(self.settled.at, tools);
+        let (recovered, trace) = self.recover_from(self.settled.at);
         // Where the text after a construct settled at holds reasoning, where its cuts stand in
         // the text is not known, nor so how it joins what was shown.
         let unjoinable = self.settled.joint.is_some() && trace.reasoning_end.is_some();
@@ -1068,7 +1046,7 @@ impl StreamRecoverer {
             // The text after the settled point reads differently alone (an orphan `</think>`,
             // the call limit): recovered whole again, from the start.
             self.settled = Settled::default();
-            return self.recover_from(0, tools);
+            return self.recover_from(0);
         }
         (recovered, trace)
     }
@@ -1482,9 +1460,15 @@ impl StreamRecoverer {
     }
 
     /// `recover` on the text from `from`.
-    fn recover_from(&self, from: usize, tools: &[&str]) -> (Recovered, crate::Trace) {
+    fn recover_from(&self, from: usize) -> (Recovered, crate::Trace) {
         let reply = RawReply { content: &self.text[from..], ..RawReply::default() };
+        let tools = self.tools.tools();
         crate::recover_counting(&reply, tools, Some(&self.schemas), crate::Purpose::Streaming)
+    }
+
+    /// `recover_typed` of `reply` with the recoverer's tools and schemas.
+    fn recover_whole(&self, reply: &RawReply<'_>, tools: crate::call::Tools<'_>) -> Recovered {
+        crate::recover_counting(reply, tools, Some(&self.schemas), crate::Purpose::Final).0
     }
 
     /// Moves the settled point to the start of the last line when that line is released prose
@@ -2981,18 +2965,19 @@ mod tests {
     }
 
     #[test]
-    fn tool_names_lay_out_on_the_stack_and_past_it() {
+    fn tool_names_are_known_as_the_list_they_came_from() {
         let few = ["query", "", "fly_to"];
         let names = ToolNames::new(&few);
         assert_eq!(names.iter().collect::<Vec<_>>(), few);
-        let (mut slots, mut more) = ([""; ToolNames::ON_STACK], Vec::new());
-        assert_eq!(names.lay_out(&mut slots, &mut more), few);
-        let many: Vec<String> = (0..40).map(|n| format!("tool_{n}")).collect();
-        let many: Vec<&str> = many.iter().map(String::as_str).collect();
-        let names = ToolNames::new(&many);
-        let (mut slots, mut more) = ([""; ToolNames::ON_STACK], Vec::new());
-        assert_eq!(names.lay_out(&mut slots, &mut more), many);
-        assert!(ToolNames::new(&[]).is_empty());
+        let tools = names.tools();
+        for name in ["query", "", "fly_to"] {
+            assert!(tools.knows(name), "{name}");
+        }
+        for name in ["quer", "queryfly_to", "fly", "to"] {
+            assert!(!tools.knows(name), "{name}");
+        }
+        assert!(!tools.is_empty());
+        assert!(ToolNames::new(&[]).is_empty() && ToolNames::new(&[]).tools().is_empty());
     }
 
     /// `against_shown` says what joining the parts and comparing with the shown text says.
