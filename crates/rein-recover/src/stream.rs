@@ -2059,6 +2059,11 @@ fn python_arguments_may_follow(arguments: &str) -> bool {
 /// is trimmed at its end), and in `text`: at the longest tail of `text` starting at an opener
 /// (or at a prefix of one, at the very end) that `visible` ends with verbatim.
 fn held_tail(text: &str, visible: &str) -> Option<(usize, usize)> {
+    if visible.is_empty() {
+        // No tail of it (a recovery of a call alone, the most common): a look for one found
+        // nothing at the cost of a search of the text's end.
+        return None;
+    }
     let trimmed = trim_end(text);
     let bytes = trimmed.as_bytes();
     // A tail `visible` ends with lies in the stretch the two end with alike: only openers there
