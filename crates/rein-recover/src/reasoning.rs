@@ -333,24 +333,58 @@ const MARKER_REACH: usize = 13;
 /// [`may_hold_marker`]).
 fn next_marker(bytes: &[u8], from: usize) -> Option<usize> {
     const THIN: &[u8] = b"thin";
+    let search = MarkerBytes::new();
     let mut from = from;
-    while let Some(offset) = memchr::memchr3(b'k', b'K', b'|', &bytes[from..]) {
+    while let Some(offset) = search.find(&bytes[from..]) {
         let at = from + offset;
         from = at + 1;
         let hit = if bytes[at] == b'|' {
             // A `|` matters only as the first of a channel's open marker (harmony's
-            // `<|channel|>commentary` calls, and their other tokens, do not).
+            // `<|channel|>commentary` calls, and their other tokens, do not): told apart by
+            // the letter after it first.
             at >= 1
+                && bytes.get(at + 1).is_some_and(|&b| b | 0x20 == b'c')
                 && starts_with_ignore_case(&bytes[at + 1..], b"channel")
                 && CHANNEL_OPENS.iter().any(|open| starts_with_ignore_case(&bytes[at - 1..], open))
         } else {
-            at >= THIN.len() && bytes[at - THIN.len()..at].eq_ignore_ascii_case(THIN)
+            // The four letters before the `k` as one word, lowered: `thin` in any case (setting
+            // the case bit of a byte that is no letter cannot make it one of these letters).
+            at >= THIN.len() && {
+                let before = &bytes[at - THIN.len()..at];
+                let word = u32::from_le_bytes([before[0], before[1], before[2], before[3]]);
+                word | 0x2020_2020 == u32::from_le_bytes(*b"thin")
+            }
         };
         if hit {
             return Some(at);
         }
     }
     None
+}
+
+/// The search for the bytes [`next_marker`] stops at (`k`, `K`, `|`), made once per look: a
+/// `memchr3` per hit chose its implementation and set up its needles again each time (`parks`
+/// and harmony's tokens are hits).
+struct MarkerBytes {
+    #[cfg(target_arch = "x86_64")]
+    avx2: Option<memchr::arch::x86_64::avx2::memchr::Three>,
+}
+
+impl MarkerBytes {
+    fn new() -> Self {
+        MarkerBytes {
+            #[cfg(target_arch = "x86_64")]
+            avx2: memchr::arch::x86_64::avx2::memchr::Three::new(b'k', b'K', b'|'),
+        }
+    }
+
+    fn find(&self, haystack: &[u8]) -> Option<usize> {
+        #[cfg(target_arch = "x86_64")]
+        if let Some(avx2) = &self.avx2 {
+            return avx2.find(haystack);
+        }
+        memchr::memchr3(b'k', b'K', b'|', haystack)
+    }
 }
 
 #[cfg(test)]
