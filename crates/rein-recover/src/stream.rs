@@ -858,7 +858,7 @@ impl StreamRecoverer {
             || self.held.closers
             || self.deferred
             || self.diverged
-            || first_opening(&self.text, self.held.at, &self.tools) == Some(self.held.at)
+            || opens_at(self.text.as_bytes(), self.held.at, &self.tools)
             || self.python_line_now().is_some()
         {
             return false;
@@ -2074,16 +2074,28 @@ fn held_tail(text: &str, visible: &str) -> Option<(usize, usize)> {
         token_from -= 1;
     }
     token_from = token_from.saturating_sub(LONGEST_WRAPPER_TOKEN);
-    let mut candidates = Candidates::new(bytes, token_from);
-    let ends_inside = std::cell::OnceCell::new();
-    let could_open = |tail: &str| {
-        could_open_ending(tail, || *ends_inside.get_or_init(|| ends_inside_tag(bytes)))
-    };
+    // Asked only of a tail longer than [`MAX_HELD`].
+    let inside = bytes.len() > MAX_HELD && ends_inside_tag(bytes);
+    let could_open = |tail: &str| could_open_ending(tail, || inside);
+    // A tail that long opens something only as a JSON value, a closing tag or a fence (see
+    // [`could_open_ending`]), unless the text ends inside a tag: only those are looked for that
+    // far back (on one long line dense with brackets, every bracket was).
+    let near =
+        if inside { token_from } else { token_from.max(bytes.len().saturating_sub(MAX_HELD)) };
     // The end of the last closed JSON value a candidate began: the brackets inside it close
     // inside it too, so none can open anything (each looked at was a scan to its end: on a
     // deep closed object, quadratic).
     let mut closed_to = 0;
-    while let Some(at) = candidates.next() {
+    let mut far = (near > token_from).then(|| far_candidates(bytes, token_from..near));
+    let mut candidates = Candidates::new(bytes, near);
+    loop {
+        let at = match far.as_mut().and_then(Iterator::next) {
+            Some(at) => at,
+            None => {
+                far = None;
+                candidates.next()?
+            }
+        };
         let tail = &trimmed[at..];
         let bracket = matches!(bytes[at], b'{' | b'[');
         if bracket && at < closed_to {
@@ -2111,7 +2123,6 @@ fn held_tail(text: &str, visible: &str) -> Option<(usize, usize)> {
             }
         }
     }
-    None
 }
 
 /// How many bytes `a` and `b` end with alike, compared a block at a time (as two words, in
@@ -2154,20 +2165,30 @@ struct Candidates<'a> {
 /// How many bytes [`Candidates`] looks at one by one before it searches.
 const NEAR_CANDIDATES: usize = 64;
 
+/// The positions in `stretch` of `bytes` a tail longer than [`MAX_HELD`] that may open
+/// something starts at (when the text does not end inside a tag): a JSON object or a list of
+/// them, a closing tag, a fence. In order, found by `memchr` (a `[{` by its `{`).
+fn far_candidates(
+    bytes: &[u8],
+    stretch: std::ops::Range<usize>,
+) -> impl Iterator<Item = usize> + '_ {
+    let from = stretch.start;
+    memchr::memchr3_iter(b'{', b'<', b'`', &bytes[stretch]).flat_map(move |offset| {
+        let at = from + offset;
+        let next = bytes.get(at + 1).copied();
+        let (list, value) = match bytes[at] {
+            b'{' => (at > from && bytes[at - 1] == b'[', next == Some(b'"')),
+            b'<' => (false, next == Some(b'/')),
+            _ => (false, bytes[at..].starts_with(b"```")),
+        };
+        let list = list.then(|| at - 1);
+        list.into_iter().chain(value.then_some(at))
+    })
+}
+
 impl<'a> Candidates<'a> {
     fn new(bytes: &'a [u8], from: usize) -> Self {
         Candidates { bytes, from, next3: None, next2: None }
-    }
-
-    fn next(&mut self) -> Option<usize> {
-        let rest = self.bytes.get(self.from..)?;
-        let near = rest.len().min(NEAR_CANDIDATES);
-        let at = match rest[..near].iter().position(|&b| TAIL_START_BYTES[usize::from(b)]) {
-            Some(offset) => self.from + offset,
-            None => self.search(self.from + near)?,
-        };
-        self.from = at + 1;
-        Some(at)
     }
 
     /// The first candidate at or after `from`, by `memchr` (each search kept until passed).
@@ -2183,6 +2204,21 @@ impl<'a> Candidates<'a> {
             (Some(a), Some(b)) => Some(a.min(b)),
             (a, b) => a.or(b),
         }
+    }
+}
+
+impl Iterator for Candidates<'_> {
+    type Item = usize;
+
+    fn next(&mut self) -> Option<usize> {
+        let rest = self.bytes.get(self.from..)?;
+        let near = rest.len().min(NEAR_CANDIDATES);
+        let at = match rest[..near].iter().position(|&b| TAIL_START_BYTES[usize::from(b)]) {
+            Some(offset) => self.from + offset,
+            None => self.search(self.from + near)?,
+        };
+        self.from = at + 1;
+        Some(at)
     }
 }
 
@@ -2209,7 +2245,15 @@ fn first_opening(text: &str, from: usize, tools: &ToolNames) -> Option<usize> {
     None
 }
 
-/// [`first_opening`] for the markup byte at `at`.
+/// Whether [`first_opening`] from `at` is `at` itself (asked of a held opener: a search on
+/// from it was a look over all the text after it that opens nothing).
+fn opens_at(bytes: &[u8], at: usize, tools: &ToolNames) -> bool {
+    bytes.get(at).is_some_and(|&b| is_markup_byte(b)) && may_start_markup(bytes, at, tools)
+}
+
+/// [`first_opening`] for the markup byte at `at` (inlined in its loop, where it runs for every
+/// markup byte of every delta).
+#[inline(always)]
 fn may_start_markup(bytes: &[u8], at: usize, tools: &ToolNames) -> bool {
     let next = bytes.get(at + 1).copied();
     let next_solid = bytes[at + 1..].iter().copied().find(|b| !b.is_ascii_whitespace());
@@ -2716,6 +2760,25 @@ mod tests {
         let end = recoverer.finish(None, &[]);
         assert!(!end.replaced);
         assert_eq!(end.recovered.visible_text, reply);
+    }
+
+    #[test]
+    fn a_tail_longer_than_max_held_is_held_only_while_its_construct_is_open() {
+        // Each text is its own visible text (recovery read nothing in it): the tail held.
+        let held = |text: &str| held_tail(text, text).map(|(_, at)| at);
+        let long = "x".repeat(MAX_HELD + 100);
+        // Far back, an unclosed JSON value, list of objects, closing tag or fence is held…
+        for opener in ["{\"a\": \"", "[{\"a\": \"", "</tool_ca", "```json\n"] {
+            assert_eq!(held(&format!("Done. {opener}{long}")), Some(6), "{opener}");
+        }
+        // …and any opener while the text ends inside a tag; other brackets are not.
+        assert_eq!(held(&format!("Done. <tool_call>{long} <b")), Some(6));
+        assert_eq!(held(&format!("Done. [TOOL_CALLS]{long} end.")), None);
+        let brackets = "[".repeat(3 * MAX_HELD);
+        assert_eq!(held(&brackets), Some(brackets.len() - 1));
+        // A closed object far back holds nothing; an unclosed one after it does.
+        assert_eq!(held(&format!("{{\"a\": 1}}{long}")), None);
+        assert_eq!(held(&format!("{{\"a\": 1}} [{{\"b\":{long}")), Some(9));
     }
 
     #[test]
