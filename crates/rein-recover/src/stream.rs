@@ -2172,8 +2172,10 @@ fn far_candidates(
     bytes: &[u8],
     stretch: std::ops::Range<usize>,
 ) -> impl Iterator<Item = usize> + '_ {
-    let from = stretch.start;
-    memchr::memchr3_iter(b'{', b'<', b'`', &bytes[stretch]).flat_map(move |offset| {
+    let std::ops::Range { start: from, end } = stretch;
+    // One byte past the stretch: a `[` at its last byte opens a list by the `{` after it.
+    let searched = &bytes[from..(end + 1).min(bytes.len())];
+    memchr::memchr3_iter(b'{', b'<', b'`', searched).flat_map(move |offset| {
         let at = from + offset;
         let next = bytes.get(at + 1).copied();
         let (list, value) = match bytes[at] {
@@ -2182,7 +2184,7 @@ fn far_candidates(
             _ => (false, bytes[at..].starts_with(b"```")),
         };
         let list = list.then(|| at - 1);
-        list.into_iter().chain(value.then_some(at))
+        list.into_iter().chain(value.then_some(at)).filter(move |&at| at < end)
     })
 }
 
@@ -2771,6 +2773,9 @@ mod tests {
         for opener in ["{\"a\": \"", "[{\"a\": \"", "</tool_ca", "```json\n"] {
             assert_eq!(held(&format!("Done. {opener}{long}")), Some(6), "{opener}");
         }
+        // The first byte of the stretch looked at alike, a list's `[` by its `{`.
+        let list = format!("[{{\"a\": \"{}", "x".repeat(MAX_HELD - 7));
+        assert_eq!(held(&list), Some(0));
         // …and any opener while the text ends inside a tag; other brackets are not.
         assert_eq!(held(&format!("Done. <tool_call>{long} <b")), Some(6));
         assert_eq!(held(&format!("Done. [TOOL_CALLS]{long} end.")), None);
