@@ -2077,9 +2077,9 @@ fn held_tail(text: &str, visible: &str) -> Option<(usize, usize)> {
     // Asked only of a tail longer than [`MAX_HELD`].
     let inside = bytes.len() > MAX_HELD && ends_inside_tag(bytes);
     let could_open = |tail: &str| could_open_ending(tail, || inside);
-    // A tail that long opens something only as a JSON value, a closing tag or a fence (see
-    // [`could_open_ending`]), unless the text ends inside a tag: only those are looked for that
-    // far back (on one long line dense with brackets, every bracket was).
+    // A tail that long opens something only as [`opens_past_max_held`] says, unless the text
+    // ends inside a tag: only those are looked for that far back (on one long line dense with
+    // brackets, every bracket was).
     let near =
         if inside { token_from } else { token_from.max(bytes.len().saturating_sub(MAX_HELD)) };
     // The end of the last closed JSON value a candidate began: the brackets inside it close
@@ -2165,9 +2165,8 @@ struct Candidates<'a> {
 /// How many bytes [`Candidates`] looks at one by one before it searches.
 const NEAR_CANDIDATES: usize = 64;
 
-/// The positions in `stretch` of `bytes` a tail longer than [`MAX_HELD`] that may open
-/// something starts at (when the text does not end inside a tag): a JSON object or a list of
-/// them, a closing tag, a fence. In order, found by `memchr` (a `[{` by its `{`).
+/// The positions in `stretch` of `bytes` where a tail that may open something however long it
+/// is starts ([`opens_past_max_held`]), in order: found by `memchr` (a `[{` by its `{`).
 fn far_candidates(
     bytes: &[u8],
     stretch: std::ops::Range<usize>,
@@ -2177,14 +2176,10 @@ fn far_candidates(
     let searched = &bytes[from..(end + 1).min(bytes.len())];
     memchr::memchr3_iter(b'{', b'<', b'`', searched).flat_map(move |offset| {
         let at = from + offset;
-        let next = bytes.get(at + 1).copied();
-        let (list, value) = match bytes[at] {
-            b'{' => (at > from && bytes[at - 1] == b'[', next == Some(b'"')),
-            b'<' => (false, next == Some(b'/')),
-            _ => (false, bytes[at..].starts_with(b"```")),
-        };
-        let list = list.then(|| at - 1);
-        list.into_iter().chain(value.then_some(at)).filter(move |&at| at < end)
+        let list = (bytes[at] == b'{' && at > from && bytes[at - 1] == b'[').then(|| at - 1);
+        list.into_iter()
+            .chain(Some(at))
+            .filter(move |&at| at < end && opens_past_max_held(&bytes[at..]))
     })
 }
 
@@ -2317,6 +2312,13 @@ fn python_name_before(bytes: &[u8], paren: usize, tools: &ToolNames) -> bool {
 /// `<tool_call>` named in prose is released once this much follows it.
 const MAX_HELD: usize = 4096;
 
+/// Whether a tail longer than [`MAX_HELD`] may still open something when the text does not end
+/// inside a tag: as a JSON object or list of them, a closing tag or a fence, until it closes
+/// (see [`could_open_ending`]); any other opener that far back is released.
+fn opens_past_max_held(tail: &[u8]) -> bool {
+    [b"</".as_slice(), b"{\"", b"[{", b"```"].iter().any(|opener| tail.starts_with(opener))
+}
+
 /// Whether `tail` may still become markup: it starts with an opener (or is the start of one)
 /// whose construct is still open.
 fn could_open(tail: &str) -> bool {
@@ -2328,6 +2330,9 @@ fn could_open(tail: &str) -> bool {
 /// again at the end of a long one.
 fn could_open_ending(tail: &str, ends_inside_tag: impl FnOnce() -> bool) -> bool {
     let bytes = tail.as_bytes();
+    if bytes.len() > MAX_HELD && !opens_past_max_held(bytes) && !ends_inside_tag() {
+        return false;
+    }
     if bytes.starts_with(b"</") {
         // A closing tag recovery did not consume: markup only while it is being written.
         return memchr::memchr(b'>', bytes).is_none_or(|close| close + 1 == bytes.len());
@@ -2338,9 +2343,6 @@ fn could_open_ending(tail: &str, ends_inside_tag: impl FnOnce() -> bool) -> bool
     }
     if bytes.starts_with(b"```") {
         return crate::find::find_by(&bytes[3..], b"```", 0).is_none();
-    }
-    if bytes.len() > MAX_HELD && !ends_inside_tag() {
-        return false;
     }
     if bytes.starts_with(b"<|") || bytes.starts_with("<｜".as_bytes()) {
         // A special token's name holds no whitespace: `<|` and prose after it is no token (the
