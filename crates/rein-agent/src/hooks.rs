@@ -47,7 +47,9 @@ impl TaskCompletion {
 }
 
 /// Turn hooks. Every method has a no-op default; a hook that returns an error is logged (and
-/// reported as a `hook_failed` notice) and skipped, and never stops the turn.
+/// reported as a `hook_failed` notice) and skipped, and never stops the turn. The error's text
+/// reaches the session's clients (the notice is on the event stream and in the transcript), so
+/// it names what failed without commands, paths or secrets; those belong in the host's log.
 #[async_trait]
 pub trait Hooks: Send + Sync {
     /// A short name for logs.

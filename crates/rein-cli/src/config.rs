@@ -238,6 +238,9 @@ pub(crate) struct HookEntry {
     /// Seconds before the command is killed (60).
     #[serde(default)]
     pub(crate) timeout: Option<u64>,
+    /// Variables of rein's environment the command gets besides the allowlist (none).
+    #[serde(default)]
+    pub(crate) env_passthrough: Vec<String>,
 }
 
 /// GLEN's loop settings.
@@ -859,6 +862,11 @@ fn check_hooks(config: &Config) -> Vec<Problem> {
             }
             if entry.timeout == Some(0) {
                 problems.push(error(format!("{key}.timeout"), "must be at least 1 second".into()));
+            }
+            if let Ok(hook) = rein_runtime::CommandHook::new("true")
+                && let Err(problem) = hook.env_passthrough(entry.env_passthrough.iter().cloned())
+            {
+                problems.push(error(format!("{key}.env_passthrough"), problem.to_string()));
             }
         }
     }

@@ -9,10 +9,10 @@ use anyhow::Context as _;
 use rein_agent::FnTool;
 use rein_mcp::{
     Authorizer, CallbackAuthorizer, ClientOptions, Elicitor, LoopbackAuthorizer, McpServerSet,
-    ServerState, SharedToolName, Supervision,
+    ServerState, ServerTransport, SharedToolName, Supervision,
 };
 use rein_model::{ModelRegistry, ProviderModel, RegistryOptions};
-use rein_protocol::{Model, ToolOutput, ToolSpec};
+use rein_protocol::{Model, Redactor, ToolOutput, ToolSpec, is_secret_name};
 use rein_runtime::{
     AgentDefinition, AgentPolicy, Capabilities, Capability, CommandHook, HookEvent, HookSet,
     LiveCapabilities, Persona, PinnedContext, Runtime, RuntimeConfig, RuntimeParts, StaticModels,
@@ -499,15 +499,55 @@ fn hooks(config: &Config) -> anyhow::Result<HookSet> {
             let key = format!("hooks.{name}[{index}]");
             let mut hook = CommandHook::new(entry.command.clone()).context(key.clone())?;
             if let Some(matcher) = &entry.matcher {
-                hook = hook.matcher(matcher).context(key)?;
+                hook = hook.matcher(matcher).context(key.clone())?;
             }
             if let Some(seconds) = entry.timeout {
                 hook = hook.timeout(std::time::Duration::from_secs(seconds.max(1)));
             }
+            hook = hook.env_passthrough(entry.env_passthrough.iter().cloned()).context(key)?;
             hooks.add(event, hook);
         }
     }
-    Ok(hooks)
+    Ok(hooks.redactor(hook_redactor(config)))
+}
+
+/// The secrets a failing hook's command line and stderr lose before they are logged: the
+/// values of rein's environment variables whose name looks secret (the providers' API keys),
+/// the bearer tokens of `server.tokens`, the MCP servers' header values and secret-named
+/// variables, and the database's password; the credential shapes go too.
+fn hook_redactor(config: &Config) -> Redactor {
+    let mut redactor = Redactor::default();
+    for (name, value) in std::env::vars_os() {
+        if let (Some(name), Some(value)) = (name.to_str(), value.to_str())
+            && is_secret_name(name)
+        {
+            redactor.add_secret(value);
+        }
+    }
+    for token in config.server.tokens.keys() {
+        redactor.add_secret(token);
+    }
+    for server in config.all_mcp_servers() {
+        match &server.transport {
+            ServerTransport::Http(http) => {
+                http.headers.values().for_each(|v| redactor.add_secret(v))
+            }
+            ServerTransport::Stdio(stdio) => stdio
+                .env
+                .iter()
+                .filter(|(name, _)| is_secret_name(name))
+                .for_each(|(_, value)| redactor.add_secret(value)),
+            _ => {}
+        }
+    }
+    if let Some(url) = config.database_url()
+        && let Some((userinfo, _)) =
+            url.split_once("://").and_then(|(_, rest)| rest.split('/').next()?.rsplit_once('@'))
+        && let Some((_, password)) = userinfo.split_once(':')
+    {
+        redactor.add_secret(password);
+    }
+    redactor
 }
 
 /// GLEN's checkpoint thresholds (`max_tool_calls` while the session runs tools without asking,

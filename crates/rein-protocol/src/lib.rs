@@ -21,6 +21,7 @@
 #![warn(missing_docs, unreachable_pub)]
 
 mod arguments;
+mod child_env;
 mod event;
 mod message;
 mod model;
@@ -30,6 +31,7 @@ mod transcribe;
 
 pub use crate::{
     arguments::{Arguments, ArgumentsBuilder, ArgumentsError},
+    child_env::CHILD_ENV_ALLOWLIST,
     event::{AgentEvent, ElicitationAction, TurnEnding},
     message::{Content, ContentPart, ImageUrl, Message, Role, ToolCall},
     model::{

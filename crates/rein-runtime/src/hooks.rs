@@ -18,6 +18,16 @@
 //!    unparsable stdout, the timeout) is a `hook_failed` notice and blocks nothing.
 //! 4. On the timeout the child and its process group are killed.
 //! 5. Hooks of one event run in config order; a `PreToolUse` deny or block stops at that hook.
+//! 6. The environment is cleared: the hook gets the variables of
+//!    [`CHILD_ENV_ALLOWLIST`] rein has, and those its `env_passthrough` names, nothing else.
+//!
+//! # What a failure shows, and to whom
+//!
+//! A client (the event stream, the transcript, an HTTP answer, the export) reads only which hook
+//! failed, as its config key (`hooks.SessionStart[1]`, `pinned_context_files[0]`), and what
+//! kind of failure it was ([`FailureKind`]): never the command line, its output or a path,
+//! which are the operator's and may hold credentials. The command and its stderr go to the
+//! log, through the hook set's [`Redactor`].
 
 use std::{
     path::PathBuf,
@@ -31,15 +41,15 @@ use std::{
 use async_trait::async_trait;
 use rein_agent::{HookError, Hooks, TurnContext};
 use rein_protocol::{
-    AgentEvent, FailureCode, JsonObject, Tool, ToolCall, ToolContext, ToolError, ToolFailure,
-    ToolOutput, ToolSpec,
+    AgentEvent, CHILD_ENV_ALLOWLIST, FailureCode, JsonObject, Redactor, Tool, ToolCall,
+    ToolContext, ToolError, ToolFailure, ToolOutput, ToolSpec,
 };
 use serde_json::{Value, json};
 use tokio::io::AsyncWriteExt as _;
 
 use crate::{
     core::Core,
-    hook_config::{CommandHook, HookEvent, HookSet, PinnedContext},
+    hook_config::{CommandHook, HookEvent, HookId, HookSet, PinnedContext},
     policy,
 };
 
@@ -54,20 +64,104 @@ enum Ran {
     Blocked(String),
 }
 
-/// Runs one hook command with `input` on its stdin. `Err` is a failure to report.
-async fn run(hook: &CommandHook, input: &Value) -> Result<Ran, String> {
+/// What kind of failure a hook had: all a client reads about it besides which hook it was.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum FailureKind {
+    /// `sh` could not be started.
+    Spawn,
+    /// Waiting for it failed.
+    Wait,
+    /// It exited with this status (neither 0 nor 2).
+    Exit(i32),
+    /// It was killed by a signal.
+    Signal,
+    /// It ran past its timeout (seconds) and was killed.
+    Timeout(u64),
+    /// Its stdout was not JSON.
+    NotJson,
+    /// It exited with 2 where its event cannot block.
+    CannotBlock,
+    /// Its `permissionDecision` is none of `allow`, `deny`, `ask`.
+    UnknownDecision,
+}
+
+impl std::fmt::Display for FailureKind {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            FailureKind::Spawn => f.write_str("could not be started"),
+            FailureKind::Wait => f.write_str("could not be waited for"),
+            FailureKind::Exit(code) => write!(f, "exited with status {code}"),
+            FailureKind::Signal => f.write_str("was killed by a signal"),
+            FailureKind::Timeout(seconds) => write!(f, "timed out after {seconds}s and was killed"),
+            FailureKind::NotJson => f.write_str("printed output that is not JSON"),
+            FailureKind::CannotBlock => {
+                f.write_str("exited with 2, which does not block at its event")
+            }
+            FailureKind::UnknownDecision => {
+                f.write_str("gave an unknown permissionDecision (allow, deny, ask)")
+            }
+        }
+    }
+}
+
+/// A hook that failed. Its `Display` is what clients read: which hook, and the kind.
+#[derive(Debug)]
+struct Failure {
+    hook: HookId,
+    kind: FailureKind,
+    /// The command line, for the log only.
+    command: String,
+    /// Its stderr, the error or the output at fault, for the log only.
+    detail: String,
+}
+
+impl Failure {
+    fn new(hook: HookId, command: &CommandHook, kind: FailureKind, detail: String) -> Self {
+        Failure { hook, kind, command: command.command.clone(), detail }
+    }
+
+    /// Logs the failure whole (the command and the detail through `redactor`).
+    fn log(&self, redactor: &Redactor, session_id: Option<&str>) {
+        tracing::warn!(
+            session = session_id.unwrap_or_default(),
+            hook = %self.hook,
+            kind = %self.kind,
+            command = %redactor.redact(&self.command),
+            detail = %redactor.redact(&self.detail),
+            "hook failed"
+        );
+    }
+}
+
+impl std::fmt::Display for Failure {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{} {}", self.hook, self.kind)
+    }
+}
+
+/// Runs one hook command with `input` on its stdin, in a cleared environment with the allowlist
+/// and the hook's passthrough. `Err` is a failure to report.
+async fn run(id: HookId, hook: &CommandHook, input: &Value) -> Result<Ran, Failure> {
+    let fail = |kind, detail: String| Failure::new(id, hook, kind, detail);
     let mut command = tokio::process::Command::new("sh");
     command
         .arg("-c")
         .arg(&hook.command)
+        .env_clear()
         .stdin(Stdio::piped())
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
         .kill_on_drop(true);
+    let names =
+        CHILD_ENV_ALLOWLIST.iter().copied().chain(hook.env_passthrough.iter().map(String::as_str));
+    for name in names {
+        if let Some(value) = std::env::var_os(name) {
+            command.env(name, value);
+        }
+    }
     #[cfg(unix)]
     command.process_group(0);
-    let mut child =
-        command.spawn().map_err(|error| format!("`{}` did not start: {error}", hook.command))?;
+    let mut child = command.spawn().map_err(|error| fail(FailureKind::Spawn, error.to_string()))?;
     let pid = child.id();
     let stdin = child.stdin.take();
     let body = input.to_string().into_bytes();
@@ -83,17 +177,13 @@ async fn run(hook: &CommandHook, input: &Value) -> Result<Ran, String> {
     .await;
     let output = match waited {
         Ok(Ok(output)) => output,
-        Ok(Err(error)) => return Err(format!("`{}` failed: {error}", hook.command)),
+        Ok(Err(error)) => return Err(fail(FailureKind::Wait, error.to_string())),
         Err(_) => {
             // The dropped future killed `sh`; the rest of its group goes too.
             if let Some(pid) = pid {
                 kill_group(pid).await;
             }
-            return Err(format!(
-                "`{}` timed out after {}s and was killed",
-                hook.command,
-                hook.timeout.as_secs()
-            ));
+            return Err(fail(FailureKind::Timeout(hook.timeout.as_secs()), String::new()));
         }
     };
     let stdout = String::from_utf8_lossy(&output.stdout).into_owned();
@@ -101,8 +191,8 @@ async fn run(hook: &CommandHook, input: &Value) -> Result<Ran, String> {
     match output.status.code() {
         Some(0) => Ok(Ran::Done(stdout)),
         Some(2) => Ok(Ran::Blocked(stderr)),
-        Some(code) => Err(format!("`{}` exited with {code}: {stderr}", hook.command)),
-        None => Err(format!("`{}` was killed by a signal", hook.command)),
+        Some(code) => Err(fail(FailureKind::Exit(code), stderr)),
+        None => Err(fail(FailureKind::Signal, stderr)),
     }
 }
 
@@ -132,13 +222,24 @@ fn input(event: HookEvent, session_id: Option<&str>, fields: JsonObject) -> Valu
 }
 
 /// A hook's stdout as JSON (`None` when blank).
-fn parse_stdout(hook: &CommandHook, stdout: &str) -> Result<Option<Value>, String> {
+fn parse_stdout(id: HookId, hook: &CommandHook, stdout: &str) -> Result<Option<Value>, Failure> {
     if stdout.trim().is_empty() {
         return Ok(None);
     }
-    serde_json::from_str(stdout.trim())
-        .map(Some)
-        .map_err(|error| format!("`{}` printed output that is not JSON: {error}", hook.command))
+    serde_json::from_str(stdout.trim()).map(Some).map_err(|error| {
+        Failure::new(id, hook, FailureKind::NotJson, format!("{error}: {}", stdout.trim()))
+    })
+}
+
+/// What a hook wrote for the model or a person to read (its exit-2 stderr, its
+/// `permissionDecisionReason`), with the configured secrets and credential shapes scrubbed;
+/// `otherwise` when it wrote nothing.
+fn reason(hooks: &HookSet, written: &str, otherwise: impl FnOnce() -> String) -> String {
+    if written.trim().is_empty() {
+        otherwise()
+    } else {
+        hooks.text_redactor().redact(written.trim()).into_owned()
+    }
 }
 
 /// `additionalContext`, at the top level or under `hookSpecificOutput`.
@@ -180,7 +281,7 @@ pub(crate) async fn check_pre_tool_use(core: &Core, session_id: &str, call: &Too
         return Gate::Allow;
     }
     let (gate, failures) = pre_tool_use(&core.config().hooks, Some(session_id), call).await;
-    report(core, session_id, HookEvent::PreToolUse, failures);
+    report(core, session_id, failures);
     gate
 }
 
@@ -189,7 +290,7 @@ async fn pre_tool_use(
     hooks: &HookSet,
     session_id: Option<&str>,
     call: &ToolCall,
-) -> (Gate, Vec<String>) {
+) -> (Gate, Vec<Failure>) {
     let mut failures = Vec::new();
     let mut gate = Gate::Allow;
     let fields = |name: &str, arguments: &JsonObject| {
@@ -199,54 +300,58 @@ async fn pre_tool_use(
         object
     };
     let stdin = input(HookEvent::PreToolUse, session_id, fields(&call.name, &call.arguments));
-    for hook in hooks.of(HookEvent::PreToolUse, Some(&call.name)) {
-        let stdout = match run(hook, &stdin).await {
+    for (id, hook) in hooks.of(HookEvent::PreToolUse, Some(&call.name)) {
+        let stdout = match run(id, hook, &stdin).await {
             Ok(Ran::Done(stdout)) => stdout,
-            Ok(Ran::Blocked(reason)) => {
-                let reason = if reason.is_empty() {
-                    format!("blocked by the hook `{}`", hook.command)
-                } else {
-                    reason
-                };
+            Ok(Ran::Blocked(stderr)) => {
+                let reason = reason(hooks, &stderr, || format!("blocked by {id}"));
                 return (Gate::Deny(reason), failures);
             }
             Err(failure) => {
+                failure.log(hooks.text_redactor(), session_id);
                 failures.push(failure);
                 continue;
             }
         };
-        let value = match parse_stdout(hook, &stdout) {
+        let value = match parse_stdout(id, hook, &stdout) {
             Ok(Some(value)) => value,
             Ok(None) => continue,
             Err(failure) => {
+                failure.log(hooks.text_redactor(), session_id);
                 failures.push(failure);
                 continue;
             }
         };
         let specific = value.get("hookSpecificOutput");
-        let reason = specific
+        let written = specific
             .and_then(|s| s.get("permissionDecisionReason"))
             .and_then(Value::as_str)
-            .map(str::to_owned)
-            .unwrap_or_else(|| format!("decided by the hook `{}`", hook.command));
+            .unwrap_or_default();
+        let reason = reason(hooks, written, || format!("decided by {id}"));
         match specific.and_then(|s| s.get("permissionDecision")).and_then(Value::as_str) {
             None | Some("allow") => {}
             Some("deny") => return (Gate::Deny(reason), failures),
             Some("ask") => gate = Gate::Ask(reason),
-            Some(other) => failures.push(format!(
-                "`{}` gave the unknown permissionDecision `{other}` (allow, deny, ask)",
-                hook.command
-            )),
+            Some(other) => {
+                let failure = Failure::new(
+                    id,
+                    hook,
+                    FailureKind::UnknownDecision,
+                    format!("permissionDecision `{other}`"),
+                );
+                failure.log(hooks.text_redactor(), session_id);
+                failures.push(failure);
+            }
         }
     }
     (gate, failures)
 }
 
-/// Reports hook failures as `hook_failed` notices on the session's stream.
-fn report(core: &Core, session_id: &str, event: HookEvent, failures: Vec<String>) {
+/// Reports hook failures (already logged) as `hook_failed` notices on the session's stream:
+/// which hook, and the kind of failure.
+fn report(core: &Core, session_id: &str, failures: Vec<Failure>) {
     for failure in failures {
-        tracing::warn!(session = session_id, event = event.as_str(), %failure, "hook failed");
-        let message = format!("{} hook failed: {failure}", event.as_str());
+        let message = format!("hook failed: {failure}");
         core.events().publish(
             session_id,
             AgentEvent::Notice { code: HOOK_FAILED.to_owned(), message },
@@ -348,11 +453,20 @@ impl Hooks for PinnedFile {
         &self.name
     }
 
-    async fn pinned_context(&self, _turn: &TurnContext<'_>) -> Result<Option<String>, HookError> {
+    /// A file that cannot be read fails with its entry's name and the kind of error (not
+    /// found, permission denied, ...); its path and the error go to the log.
+    async fn pinned_context(&self, turn: &TurnContext<'_>) -> Result<Option<String>, HookError> {
         match tokio::fs::read_to_string(&self.path).await {
             Ok(text) => Ok(Some(text)),
             Err(error) => {
-                Err(format!("cannot read the pinned file {}: {error}", self.path.display()).into())
+                tracing::warn!(
+                    session = turn.session_id.unwrap_or_default(),
+                    entry = %self.name,
+                    path = %self.path.display(),
+                    %error,
+                    "a pinned file cannot be read"
+                );
+                Err(format!("{} cannot be read ({})", self.name, error.kind()).into())
             }
         }
     }
@@ -381,9 +495,18 @@ impl CommandHooks {
     }
 }
 
-/// Joins failures into one hook error.
-fn failed(failures: Vec<String>) -> Result<(), HookError> {
-    if failures.is_empty() { Ok(()) } else { Err(failures.join("; ").into()) }
+impl CommandHooks {
+    /// Logs failures and joins them into one hook error (what clients read: see [`Failure`]).
+    fn failed(&self, turn: &TurnContext<'_>, failures: Vec<Failure>) -> Result<(), HookError> {
+        if failures.is_empty() {
+            return Ok(());
+        }
+        for failure in &failures {
+            failure.log(self.hooks.text_redactor(), turn.session_id);
+        }
+        let shown: Vec<String> = failures.iter().map(Failure::to_string).collect();
+        Err(shown.join("; ").into())
+    }
 }
 
 #[async_trait]
@@ -401,38 +524,38 @@ impl Hooks for CommandHooks {
         let mut fields = JsonObject::new();
         fields.insert("source".into(), json!("startup"));
         let stdin = input(HookEvent::SessionStart, turn.session_id, fields);
-        for hook in self.hooks.of(HookEvent::SessionStart, None) {
-            match run(hook, &stdin).await.and_then(|ran| match ran {
-                Ran::Done(stdout) => parse_stdout(hook, &stdout),
-                Ran::Blocked(reason) => Err(format!(
-                    "`{}` exited with 2 (SessionStart cannot block): {reason}",
-                    hook.command
-                )),
+        for (id, hook) in self.hooks.of(HookEvent::SessionStart, None) {
+            match run(id, hook, &stdin).await.and_then(|ran| match ran {
+                Ran::Done(stdout) => parse_stdout(id, hook, &stdout),
+                Ran::Blocked(stderr) => {
+                    Err(Failure::new(id, hook, FailureKind::CannotBlock, stderr))
+                }
             }) {
                 Ok(Some(value)) => self.added().session.extend(additional_context(&value)),
                 Ok(None) => {}
                 Err(failure) => failures.push(failure),
             }
         }
-        failed(failures)
+        self.failed(turn, failures)
     }
 
     async fn check_prompt(&self, turn: &TurnContext<'_>) -> Result<Option<String>, HookError> {
-        let mut failures = Vec::new();
+        let mut failures: Vec<Failure> = Vec::new();
         let mut fields = JsonObject::new();
         fields.insert("prompt".into(), json!(turn.user_text));
         let stdin = input(HookEvent::UserPromptSubmit, turn.session_id, fields);
-        for hook in self.hooks.of(HookEvent::UserPromptSubmit, None) {
-            match run(hook, &stdin).await {
-                Ok(Ran::Blocked(reason)) => {
-                    let reason = if reason.is_empty() {
-                        format!("The prompt was refused by the hook `{}`.", hook.command)
-                    } else {
-                        reason
-                    };
+        for (id, hook) in self.hooks.of(HookEvent::UserPromptSubmit, None) {
+            match run(id, hook, &stdin).await {
+                Ok(Ran::Blocked(stderr)) => {
+                    let reason =
+                        reason(&self.hooks, &stderr, || format!("The prompt was refused by {id}."));
+                    // Failures of the hooks before it are still reported.
+                    for failure in &failures {
+                        failure.log(self.hooks.text_redactor(), turn.session_id);
+                    }
                     return Ok(Some(reason));
                 }
-                Ok(Ran::Done(stdout)) => match parse_stdout(hook, &stdout) {
+                Ok(Ran::Done(stdout)) => match parse_stdout(id, hook, &stdout) {
                     Ok(Some(value)) => self.added().turn.extend(additional_context(&value)),
                     Ok(None) => {}
                     Err(failure) => failures.push(failure),
@@ -440,7 +563,7 @@ impl Hooks for CommandHooks {
                 Err(failure) => failures.push(failure),
             }
         }
-        failed(failures).map(|()| None)
+        self.failed(turn, failures).map(|()| None)
     }
 
     async fn pinned_context(&self, _turn: &TurnContext<'_>) -> Result<Option<String>, HookError> {
@@ -461,21 +584,20 @@ impl Hooks for CommandHooks {
         fields.insert("tool_input".into(), Value::Object(call.arguments.map().clone()));
         fields.insert("tool_response".into(), serde_json::to_value(output).unwrap_or_default());
         let stdin = input(HookEvent::PostToolUse, turn.session_id, fields);
-        for hook in self.hooks.of(HookEvent::PostToolUse, Some(&call.name)) {
-            match run(hook, &stdin).await {
+        for (id, hook) in self.hooks.of(HookEvent::PostToolUse, Some(&call.name)) {
+            match run(id, hook, &stdin).await {
                 Ok(Ran::Done(stdout)) => {
-                    if let Err(failure) = parse_stdout(hook, &stdout) {
+                    if let Err(failure) = parse_stdout(id, hook, &stdout) {
                         failures.push(failure);
                     }
                 }
-                Ok(Ran::Blocked(reason)) => failures.push(format!(
-                    "`{}` exited with 2 after the call had run: {reason}",
-                    hook.command
-                )),
+                Ok(Ran::Blocked(stderr)) => {
+                    failures.push(Failure::new(id, hook, FailureKind::CannotBlock, stderr));
+                }
                 Err(failure) => failures.push(failure),
             }
         }
-        failed(failures)
+        self.failed(turn, failures)
     }
 }
 
@@ -519,21 +641,22 @@ pub(crate) async fn stop(core: &Core, session_id: &str, ending: &str) {
     fields.insert("stop_hook_active".into(), json!(false));
     fields.insert("ending".into(), json!(ending));
     let stdin = input(HookEvent::Stop, Some(session_id), fields);
-    for hook in core.config().hooks.of(HookEvent::Stop, None) {
-        match run(hook, &stdin).await {
-            Ok(Ran::Done(stdout)) => {
-                if let Err(failure) = parse_stdout(hook, &stdout) {
-                    failures.push(failure);
-                }
+    let hooks = &core.config().hooks;
+    for (id, hook) in hooks.of(HookEvent::Stop, None) {
+        let failure = match run(id, hook, &stdin).await {
+            Ok(Ran::Done(stdout)) => parse_stdout(id, hook, &stdout).err(),
+            // Stop does not continue a turn here.
+            Ok(Ran::Blocked(stderr)) => {
+                Some(Failure::new(id, hook, FailureKind::CannotBlock, stderr))
             }
-            Ok(Ran::Blocked(reason)) => failures.push(format!(
-                "`{}` exited with 2 (Stop does not continue a turn here): {reason}",
-                hook.command
-            )),
-            Err(failure) => failures.push(failure),
+            Err(failure) => Some(failure),
+        };
+        if let Some(failure) = failure {
+            failure.log(hooks.text_redactor(), Some(session_id));
+            failures.push(failure);
         }
     }
-    report(core, session_id, HookEvent::Stop, failures);
+    report(core, session_id, failures);
 }
 
 #[cfg(test)]
@@ -597,11 +720,86 @@ mod tests {
 
     #[tokio::test]
     async fn failures_do_not_block() {
-        for command in ["exit 3", "echo not-json", "kill -9 $$"] {
+        for (command, kind) in [
+            ("exit 3", FailureKind::Exit(3)),
+            ("echo not-json", FailureKind::NotJson),
+            ("kill -9 $$", FailureKind::Signal),
+            (
+                r#"echo '{"hookSpecificOutput":{"permissionDecision":"maybe"}}'"#,
+                FailureKind::UnknownDecision,
+            ),
+        ] {
             let hooks = set(HookEvent::PreToolUse, CommandHook::new(command).expect("hook"));
             let (gate, failures) = pre_tool_use(&hooks, None, &call("echo")).await;
             assert_eq!(gate, Gate::Allow, "{command}");
             assert_eq!(failures.len(), 1, "{command}: {failures:?}");
+            assert_eq!(failures[0].kind, kind, "{command}");
+        }
+    }
+
+    #[tokio::test]
+    async fn a_failure_shows_which_hook_and_the_kind_never_the_command_or_its_output() {
+        let secret = "sk-live-HOOKSECRET0123456789";
+        let command = format!(
+            "cat >/dev/null; echo 'the database said: password hunter2hunter2' >&2; exit 3 # Bearer {secret}"
+        );
+        let mut hooks = HookSet::default();
+        hooks.add(HookEvent::PreToolUse, CommandHook::new("cat >/dev/null").expect("hook"));
+        hooks.add(HookEvent::PreToolUse, CommandHook::new(command).expect("hook"));
+        let (gate, failures) = pre_tool_use(&hooks, Some("s"), &call("echo")).await;
+        assert_eq!(gate, Gate::Allow);
+        let [failure] = failures.as_slice() else { panic!("one failure: {failures:?}") };
+        assert_eq!(failure.to_string(), "hooks.PreToolUse[1] exited with status 3");
+        // The log has both, through the redactor.
+        assert!(failure.command.contains(secret) && failure.detail.contains("hunter2"));
+        let logged = hooks.text_redactor().redact(&failure.command);
+        assert!(!logged.contains(secret), "{logged}");
+    }
+
+    #[tokio::test]
+    async fn a_hook_without_a_reason_is_named_by_its_place_not_its_command() {
+        let hooks = set(
+            HookEvent::PreToolUse,
+            CommandHook::new("cat >/dev/null; exit 2 # Bearer sk-live-HOOKSECRET0123456789")
+                .expect("hook"),
+        );
+        let (gate, _) = pre_tool_use(&hooks, None, &call("echo")).await;
+        assert_eq!(gate, Gate::Deny("blocked by hooks.PreToolUse[0]".into()));
+        // A reason the hook writes is scrubbed of credential shapes.
+        let hooks = set(
+            HookEvent::PreToolUse,
+            CommandHook::new(
+                "cat >/dev/null; echo 'no: key sk-live-HOOKSECRET0123456789' >&2; exit 2",
+            )
+            .expect("hook"),
+        );
+        let (gate, _) = pre_tool_use(&hooks, None, &call("echo")).await;
+        assert_eq!(gate, Gate::Deny("no: key [redacted]".into()));
+    }
+
+    #[tokio::test]
+    async fn hooks_run_with_a_cleared_environment_and_their_passthrough() {
+        // Cargo sets this for the tests it runs; rein's API keys are no different to a hook.
+        let name = "CARGO_MANIFEST_DIR";
+        assert!(std::env::var_os(name).is_some(), "cargo sets {name}");
+        let hidden = format!(r#"cat >/dev/null; test -z "${name}" && test -n "$PATH""#);
+        let hooks = set(HookEvent::PreToolUse, CommandHook::new(hidden).expect("hook"));
+        let (_, failures) = pre_tool_use(&hooks, None, &call("echo")).await;
+        assert!(failures.is_empty(), "{name} reached the hook: {failures:?}");
+
+        let passed = format!(r#"cat >/dev/null; test -n "${name}""#);
+        let hook = CommandHook::new(passed).and_then(|h| h.env_passthrough([name])).expect("hook");
+        let (_, failures) =
+            pre_tool_use(&set(HookEvent::PreToolUse, hook), None, &call("echo")).await;
+        assert!(failures.is_empty(), "{name} was not passed: {failures:?}");
+
+        for bad in ["", "A=B", "A\0B"] {
+            let refused = CommandHook::new("true").and_then(|h| h.env_passthrough([bad]));
+            assert_eq!(
+                refused.err(),
+                Some(HookConfigError::BadEnvName { name: bad.to_owned() }),
+                "{bad:?}"
+            );
         }
     }
 
@@ -615,6 +813,7 @@ mod tests {
             .expect("hook"),
         );
         let (gate, failures) = pre_tool_use(&hooks, Some("s1"), &call("echo")).await;
-        assert_eq!((gate, failures), (Gate::Allow, Vec::<String>::new()));
+        assert_eq!(gate, Gate::Allow);
+        assert!(failures.is_empty(), "{failures:?}");
     }
 }

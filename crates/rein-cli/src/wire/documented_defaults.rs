@@ -356,6 +356,13 @@ fn code_defaults() -> BTreeMap<&'static str, String> {
             other => format!("{other:?}"),
         },
     );
+    defaults.insert(
+        "hooks.EVENT[i].env_passthrough",
+        match hook(json!({"command": "true"})) {
+            Ok(entry) => code(entry.env_passthrough),
+            other => format!("{other:?}"),
+        },
+    );
     // The server.
     defaults.insert("server.addr", code(empty.addr()));
     defaults.insert(

@@ -174,12 +174,18 @@ fn a_missing_pinned_file_is_a_notice_and_the_rest_is_still_pinned() {
     });
     let events = run(dir.path(), &config, "say hello");
     assert_eq!(of_type(&events, "turn_end")[0]["ending"], "answered", "{events:#?}");
+    // The notice names the entry, never the operator's path.
     let notices = of_type(&events, "notice");
-    assert!(
-        notices.iter().any(|n| n["code"] == "hook_failed"
-            && n["message"].as_str().is_some_and(|m| m.contains("missing.md"))),
-        "{notices:#?}"
-    );
+    let failed: Vec<&str> = notices
+        .iter()
+        .filter(|n| n["code"] == "hook_failed")
+        .filter_map(|n| n["message"].as_str())
+        .collect();
+    assert!(failed.iter().any(|m| m.contains("pinned_context_files[0]")), "{notices:#?}");
+    let dir_text = dir.path().display().to_string();
+    for message in &failed {
+        assert!(!message.contains("missing.md") && !message.contains(&dir_text), "{message}");
+    }
     let systems = model.system_texts();
     assert!(!systems.is_empty(), "the model was asked");
     assert!(systems.iter().all(|s| s.contains("PINNED-TEXT")), "{systems:?}");
@@ -311,4 +317,165 @@ fn hook_ask_flow(auto_approve: bool, matcher: &str, prompt: &str) {
     let again = turn(&host);
     assert_eq!(again["payload"]["approvalRequired"], true, "once means once: {again}");
     stop(child);
+}
+
+/// A secret on a failing hook's command line, one in what it writes to stderr, and words of its
+/// stderr that are no secret (the log keeps those; no client ever reads them).
+const COMMAND_SECRET: &str = "sk-live-HOOKCOMMAND0123456789";
+const STDERR_SECRET: &str = "sk-live-HOOKSTDERR0123456789";
+const STDERR_WORDS: &str = "the-hook-complains-loudly";
+
+/// The SSE stream of `path` until `until` has come (the stream itself never ends).
+fn stream_until(host: &str, path: &str, until: &str) -> String {
+    use std::io::{Read as _, Write as _};
+    let mut stream = std::net::TcpStream::connect(host).expect("connect");
+    stream.set_read_timeout(Some(std::time::Duration::from_secs(30))).expect("timeout");
+    write!(stream, "GET {path} HTTP/1.1\r\nHost: {host}\r\n\r\n").expect("write");
+    let mut text = String::new();
+    let mut buffer = [0u8; 4096];
+    while !text.contains(until) {
+        match stream.read(&mut buffer) {
+            Ok(0) | Err(_) => break,
+            Ok(n) => text.push_str(&String::from_utf8_lossy(&buffer[..n])),
+        }
+    }
+    text
+}
+
+/// The text of every transcript file under `dir`.
+fn transcripts_under(dir: &Path) -> String {
+    let mut text = String::new();
+    for entry in std::fs::read_dir(dir).expect("read dir").flatten() {
+        let path = entry.path();
+        if path.is_dir() {
+            text.push_str(&transcripts_under(&path));
+        } else if path.extension().is_some_and(|e| e == "jsonl") {
+            text.push_str(&std::fs::read_to_string(&path).unwrap_or_default());
+        }
+    }
+    text
+}
+
+#[test]
+fn over_rein_serve_a_failing_hook_shows_clients_only_which_hook_failed_and_logs_it_redacted() {
+    let model = ScriptedModel::start();
+    let dir = tempfile::tempdir().unwrap();
+    let complain = format!("cat > /dev/null\necho \"{STDERR_WORDS}: token {STDERR_SECRET}\" >&2\n");
+    let fails = script(dir.path(), "fails.sh", &format!("{complain}exit 3\n"));
+    let blocks = script(dir.path(), "blocks.sh", &format!("{complain}exit 2\n"));
+    let not_json = script(dir.path(), "not-json.sh", "cat > /dev/null\necho 'not json'\n");
+    let with_secret = |command: &str| format!("{command} --auth 'Bearer {COMMAND_SECRET}'");
+    let mut config = config_with_everything(&model, false, true);
+    config["pinned_context_files"] = json!([dir.path().join("missing-notes.md")]);
+    config["hooks"] = json!({
+        "SessionStart": [{"command": "cat > /dev/null"}, {"command": with_secret(&fails)}],
+        "UserPromptSubmit": [{"command": with_secret(&fails)}],
+        "PreToolUse": [{"matcher": "^echo$", "command": with_secret(&not_json)}],
+        "PostToolUse": [{"matcher": "^echo$", "command": with_secret(&blocks)}],
+        "Stop": [{"command": with_secret(&fails)}],
+    });
+    let path = write_json(dir.path(), "rein.json", &config);
+    let data = dir.path().join("data");
+    let (child, host) = serve(&["--config", &path], &data);
+    const RT: &str = "/agent/api/runtime";
+    let body = json!({"agentName": "assistant", "sessionId": "h1"}).to_string();
+    let (status, created) = http(&host, "POST", &format!("{RT}/sessions"), Some(&body), None);
+    assert_eq!(status, 201, "{created}");
+    let message = json!({"content": "say hello"}).to_string();
+    let (status, answer) =
+        http(&host, "POST", &format!("{RT}/sessions/h1/messages"), Some(&message), None);
+    assert_eq!(status, 200, "{answer}");
+    // The `Stop` hook runs after the turn; its notice is the last to come.
+    let stream = stream_until(&host, &format!("{RT}/sessions/h1/events"), "hooks.Stop[0]");
+    let (_, session) = http(&host, "GET", &format!("{RT}/sessions/h1"), None, None);
+    let (_, markdown) = http(&host, "GET", &format!("{RT}/sessions/h1/export"), None, None);
+    let (_, exported) =
+        http(&host, "GET", &format!("{RT}/sessions/h1/export?format=json"), None, None);
+    let log = stop(child);
+    let transcripts = transcripts_under(&data);
+
+    // Each failure is a notice naming its hook (the event and its place in the config) and
+    // what went wrong, nothing more.
+    let notices: Vec<Value> = stream
+        .lines()
+        .filter_map(|line| line.strip_prefix("data:"))
+        .filter_map(|data| serde_json::from_str::<Value>(data.trim()).ok())
+        .filter(|event| event["type"] == "notice" && event["code"] == "hook_failed")
+        .collect();
+    let said = |who: &str, what: &str| {
+        notices
+            .iter()
+            .any(|n| n["message"].as_str().is_some_and(|m| m.contains(who) && m.contains(what)))
+    };
+    assert!(said("hooks.SessionStart[1]", "exited with status 3"), "{notices:#?}");
+    assert!(said("hooks.UserPromptSubmit[0]", "exited with status 3"), "{notices:#?}");
+    assert!(said("hooks.PreToolUse[0]", "not JSON"), "{notices:#?}");
+    assert!(said("hooks.PostToolUse[0]", "exited with 2"), "{notices:#?}");
+    assert!(said("hooks.Stop[0]", "exited with status 3"), "{notices:#?}");
+    assert!(said("pinned_context_files[0]", "cannot be read"), "{notices:#?}");
+    assert!(!said("hooks.SessionStart[0]", ""), "the first SessionStart hook ran: {notices:#?}");
+    assert!(transcripts.contains("hooks.Stop[0]"), "the notices are stored");
+
+    let secrets = [COMMAND_SECRET, STDERR_SECRET];
+    let from_the_operator = [STDERR_WORDS, "fails.sh", "blocks.sh", "not-json.sh", "missing-notes"];
+    for (place, text) in [
+        ("answer", &answer),
+        ("session", &session),
+        ("event stream", &stream),
+        ("Markdown export", &markdown),
+        ("JSON export", &exported),
+        ("transcript", &transcripts),
+    ] {
+        for word in secrets.iter().chain(&from_the_operator) {
+            assert!(!text.contains(word), "`{word}` reached the {place}: {text}");
+        }
+    }
+    // The log has the command and the stderr, with the secrets scrubbed.
+    for word in [STDERR_WORDS, "fails.sh", "blocks.sh", "not-json.sh", "missing-notes"] {
+        assert!(log.contains(word), "`{word}` is not in the log: {log}");
+    }
+    for secret in secrets {
+        assert!(!log.contains(secret), "`{secret}` reached the log: {log}");
+    }
+}
+
+#[test]
+fn a_hook_sees_only_the_allowlisted_environment_and_its_passthrough() {
+    let model = ScriptedModel::start();
+    let dir = tempfile::tempdir().unwrap();
+    let seen = dir.path().join("env.txt");
+    let command =
+        script(dir.path(), "env.sh", &format!("cat > /dev/null\nenv > '{}'\n", seen.display()));
+    let config = json!({
+        "llm_models": [{"value": "scripted", "endpoint": model.endpoint()}],
+        "llm_model": "scripted",
+        "hooks": {"SessionStart": [{"command": command, "env_passthrough": ["REIN_HOOK_PASSED"]}]},
+    });
+    let config = write_json(dir.path(), "rein.json", &config);
+    let data = dir.path().join("data");
+    let output = std::process::Command::new(env!("CARGO_BIN_EXE_rein"))
+        .args(["run", "--json", "--config", &config, "--data-dir", data.to_str().unwrap()])
+        .arg("say hello")
+        .env("OPENAI_API_KEY", "sk-live-NOTFORHOOKS0123456789")
+        .env("REIN_HOOK_TEST_TOKEN", "not-for-hooks-either")
+        .env("REIN_HOOK_PASSED", "passed-through")
+        .env("LANG", "C.UTF-8")
+        .stdin(std::process::Stdio::null())
+        .output()
+        .expect("rein runs");
+    let events = events(&output.stdout);
+    assert!(
+        of_type(&events, "notice").iter().all(|n| n["code"] != "hook_failed"),
+        "{events:#?}\n{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    let env = std::fs::read_to_string(&seen).expect("the hook ran and wrote its environment");
+    let names: Vec<&str> =
+        env.lines().filter_map(|line| line.split_once('=')).map(|p| p.0).collect();
+    assert!(names.contains(&"PATH") && names.contains(&"LANG"), "allowlisted: {env}");
+    assert!(env.lines().any(|line| line == "REIN_HOOK_PASSED=passed-through"), "{env}");
+    for hidden in ["OPENAI_API_KEY", "REIN_HOOK_TEST_TOKEN"] {
+        assert!(!names.contains(&hidden), "{hidden} reached the hook: {env}");
+    }
+    assert!(!env.contains("NOTFORHOOKS") && !env.contains("not-for-hooks"), "{env}");
 }
