@@ -29,6 +29,7 @@ use tokio::io::{AsyncBufReadExt as _, BufReader};
 
 use crate::{
     ClientOptions, HttpServer, McpError, StdioServer,
+    delivery::Delivery,
     http_client::SessionAwareClient,
     in_process::serve_in_process,
     oauth::{OAuthHost, OAuthSession},
@@ -616,8 +617,14 @@ pub(crate) async fn ping(
     }
 }
 
-/// What a failed request means: the connection is gone, or the server said no.
+/// What a failed request means: it never left, the connection is gone, or the server said no.
 pub(crate) fn request_error(server: &str, tool: &str, error: ServiceError) -> RequestFailure {
+    if Delivery::of_service(&error) == Delivery::NotSent {
+        return RequestFailure::NotSent(McpError::Disconnected {
+            server: server.to_owned(),
+            message: format!("not sent: {error}"),
+        });
+    }
     match error {
         ServiceError::McpError(data) => {
             RequestFailure::Rpc { code: data.code.0, message: data.message.to_string() }
@@ -644,7 +651,10 @@ pub(crate) fn request_error(server: &str, tool: &str, error: ServiceError) -> Re
 pub(crate) enum RequestFailure {
     /// The server answered with a JSON-RPC error.
     Rpc { code: i32, message: String },
-    /// The request failed otherwise.
+    /// The request never left ([`Delivery::NotSent`]): the server cannot have run it, so it may
+    /// be sent again on a new connection whatever it does. Always `McpError::Disconnected`.
+    NotSent(McpError),
+    /// The request failed otherwise (a lost connection here may have reached the server).
     Error(McpError),
 }
 

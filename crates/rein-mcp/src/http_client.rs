@@ -30,7 +30,11 @@ use crate::oauth::{MAX_AUTHORIZATIONS, OAuthSession};
 /// With an [`OAuthSession`], every request carries the server's access token, and a 401 or a
 /// 403 `insufficient_scope` answer runs an authorization and sends the request again (at most
 /// [`MAX_AUTHORIZATIONS`] times per request).
-#[derive(Clone, Default)]
+///
+/// Its connection pool lets an idle connection go after
+/// [`POOL_IDLE_TIMEOUT`](crate::delivery::POOL_IDLE_TIMEOUT), before the servers' own idle
+/// timeouts close it under a request.
+#[derive(Clone)]
 pub(crate) struct SessionAwareClient {
     http: reqwest::Client,
     redactor: Redactor,
@@ -39,7 +43,7 @@ pub(crate) struct SessionAwareClient {
 
 impl SessionAwareClient {
     pub(crate) fn new(redactor: Redactor) -> Self {
-        SessionAwareClient { http: reqwest::Client::default(), redactor, oauth: None }
+        SessionAwareClient { http: crate::delivery::http_client(), redactor, oauth: None }
     }
 
     /// The same client, authorizing through `oauth`.

@@ -25,6 +25,7 @@
 mod client_assertion;
 mod config;
 mod connect;
+mod delivery;
 mod elicit;
 mod error;
 mod http_client;

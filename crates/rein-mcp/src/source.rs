@@ -276,7 +276,7 @@ impl McpToolSource {
                 server: server.to_string(),
                 message: format!("`tools/list` failed: {message} ({code})"),
             }),
-            Err(RequestFailure::Error(error)) => Err(error),
+            Err(RequestFailure::NotSent(error) | RequestFailure::Error(error)) => Err(error),
         }
     }
 
@@ -355,7 +355,7 @@ impl McpToolSource {
                 Err(RequestFailure::Rpc { code, message }) => {
                     Ok(ToolOutput::error(format!("MCP error {code}: {message}")))
                 }
-                Err(RequestFailure::Error(error)) => Err(error),
+                Err(RequestFailure::NotSent(error) | RequestFailure::Error(error)) => Err(error),
             },
             () = cancel.cancelled() => Err(McpError::Cancelled { server: server.to_string() }),
         }
@@ -386,6 +386,7 @@ impl McpToolSource {
             RequestFailure::Rpc { code, message } => {
                 RequestFailure::Rpc { code, message: redactor.redact(&message).into_owned() }
             }
+            RequestFailure::NotSent(error) => RequestFailure::NotSent(error.redacted(redactor)),
             RequestFailure::Error(error) => RequestFailure::Error(error.redacted(redactor)),
         }
     }
@@ -393,8 +394,9 @@ impl McpToolSource {
     /// Runs `request` on a live connection; when it failed because the connection was lost, it
     /// reconnects (with backoff) and runs it once more, unless `resend` says the request must
     /// not be sent twice: then a lost connection (the request may have reached the server) is
-    /// [`McpError::OutcomeUnknown`], and only a failure to connect at all is retried. Failures
-    /// come back redacted.
+    /// [`McpError::OutcomeUnknown`], and only a failure to connect at all, or a request that
+    /// never left ([`RequestFailure::NotSent`]: the server cannot have run it), is retried.
+    /// Failures come back redacted.
     async fn with_retry<T, F, Fut>(
         &self,
         resend: Resend<'_>,
@@ -410,6 +412,12 @@ impl McpToolSource {
         };
         let connection = self.connection().await.map_err(RequestFailure::Error)?;
         let result = match request(connection.clone()).await {
+            Err(RequestFailure::NotSent(error)) => {
+                tracing::warn!(server = %self.inner.name, %error, "the request was not sent; reconnecting, then sending it once more");
+                self.forget(connection.id).await;
+                let connection = self.connection().await.map_err(RequestFailure::Error)?;
+                request(connection).await
+            }
             Err(RequestFailure::Error(McpError::Disconnected { server, message }))
                 if resend.tool().is_some() =>
             {
@@ -457,7 +465,9 @@ impl McpToolSource {
         };
         match ping(server, &connection.session, timeout).await {
             Ok(()) | Err(RequestFailure::Rpc { .. }) => Ok(()),
-            Err(RequestFailure::Error(error)) => Err(error.redacted(&self.inner.redactor)),
+            Err(RequestFailure::NotSent(error) | RequestFailure::Error(error)) => {
+                Err(error.redacted(&self.inner.redactor))
+            }
         }
     }
 
