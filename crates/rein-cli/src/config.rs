@@ -293,7 +293,8 @@ pub(crate) struct ServerSection {
     /// Host names, besides `localhost` and IP addresses, a local-mode server answers to.
     #[serde(default)]
     pub(crate) allowed_hosts: Vec<String>,
-    /// The most sessions one principal may own (no limit when absent).
+    /// The most sessions one principal may own (0: no limit); the server's default (1,000)
+    /// when absent.
     #[serde(default)]
     pub(crate) max_sessions_per_principal: Option<usize>,
     /// When transcript events reach the disk.

@@ -54,7 +54,10 @@ pub(crate) async fn run(args: ServeArgs) -> anyhow::Result<ExitCode> {
     server.allowed_hosts = config.server.allowed_hosts.clone();
     server.allow_client_system_prompt = config.allow_client_system_prompt;
     server.client_may_auto_approve = config.client_may_auto_approve;
-    server.max_sessions_per_principal = config.server.max_sessions_per_principal;
+    // Absent: the server's default quota; 0 lifts it.
+    if let Some(limit) = config.server.max_sessions_per_principal {
+        server.max_sessions_per_principal = (limit > 0).then_some(limit);
+    }
     // Both apply before a request is read (before auth); 0 turns one off.
     if let Some(seconds) = config.server.header_read_timeout_seconds {
         server.header_read_timeout = (seconds > 0).then(|| Duration::from_secs(seconds));

@@ -223,6 +223,14 @@ pub struct Limits {
     /// How long a call of a client's tool waits for the client's answer (120 s) before the
     /// model reads that the page did not answer.
     pub client_tool_timeout: Duration,
+    /// The bytes the client tool sets of one owner's sessions may take together (16 MiB),
+    /// counted as their names, descriptions and input schemas as JSON. A set that would go
+    /// past it is refused (`hosted_client_tool_quota_exceeded`). 400 sets of 1 MiB took a
+    /// process from 197 to 721 MB of RSS, about 1.3 bytes of memory per byte counted.
+    pub client_tool_bytes_per_owner: usize,
+    /// The bytes the client tool sets of every session of the process may take together
+    /// (128 MiB), counted the same way; refused the same way.
+    pub client_tool_bytes: usize,
 }
 
 impl Default for Limits {
@@ -240,6 +248,8 @@ impl Default for Limits {
             event_channel_capacity: 1024,
             live_sessions: 1024,
             client_tool_timeout: Duration::from_secs(120),
+            client_tool_bytes_per_owner: 16 * 1024 * 1024,
+            client_tool_bytes: 128 * 1024 * 1024,
         }
     }
 }

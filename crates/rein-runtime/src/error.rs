@@ -51,6 +51,25 @@ pub enum RuntimeError {
     /// stopped, or never made).
     #[error("no client tool call `{0}` is waiting for a result")]
     ClientToolCallNotFound(String),
+    /// The waiting client tool call was claimed already (by another tab of the session's
+    /// page): only the first claimer runs it.
+    #[error("client tool call `{0}` was claimed already")]
+    ClientToolCallClaimed(String),
+    /// A client tool set would take the client tool sets of its owner (or of the whole
+    /// process) past their byte budget ([`crate::Limits::client_tool_bytes_per_owner`],
+    /// [`crate::Limits::client_tool_bytes`]).
+    #[error("the client tools would take {scope} past its budget of {limit} bytes")]
+    ClientToolQuotaExceeded {
+        /// Whose budget it is.
+        scope: ClientToolBudget,
+        /// The budget, in bytes.
+        limit: usize,
+    },
+    /// What the caller asks for waits in the memory of another replica of the server: the
+    /// session's turn runs there (client tool calls, MCP servers' questions). A load balancer
+    /// with session affinity sends it to the right one.
+    #[error("the turn of session `{0}` runs on another replica")]
+    OnOtherReplica(String),
     /// No question of an MCP server of that id waits for an answer in the session (answered,
     /// timed out, cancelled, or never asked).
     #[error("no question `{0}` of an MCP server is waiting for an answer")]
@@ -96,6 +115,9 @@ impl RuntimeError {
             RuntimeError::SessionExists(_) => "hosted_session_exists",
             RuntimeError::ClientToolNameTaken(_) => "hosted_client_tool_name_taken",
             RuntimeError::ClientToolCallNotFound(_) => "hosted_client_tool_call_not_found",
+            RuntimeError::ClientToolCallClaimed(_) => "hosted_client_tool_call_claimed",
+            RuntimeError::ClientToolQuotaExceeded { .. } => "hosted_client_tool_quota_exceeded",
+            RuntimeError::OnOtherReplica(_) => "hosted_turn_on_other_replica",
             RuntimeError::ElicitationNotFound(_) => "hosted_elicitation_not_found",
             RuntimeError::Invalid(_) => "validation_error",
             RuntimeError::PolicyDenied(_) => "hosted_agent_policy_denied",
@@ -131,6 +153,35 @@ impl RuntimeError {
             }
             other => RuntimeError::Store(other),
         }
+    }
+}
+
+/// Whose byte budget of client tool sets a set would exceed.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum ClientToolBudget {
+    /// The sets of the sessions of one owner (principal).
+    Owner,
+    /// The sets of every session of this process.
+    Process,
+}
+
+impl ClientToolBudget {
+    /// The name clients see in an error's details (`principal`, `server`).
+    pub fn as_str(self) -> &'static str {
+        match self {
+            ClientToolBudget::Owner => "principal",
+            ClientToolBudget::Process => "server",
+        }
+    }
+}
+
+impl std::fmt::Display for ClientToolBudget {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            ClientToolBudget::Owner => "the caller's sessions",
+            ClientToolBudget::Process => "this server",
+        })
     }
 }
 

@@ -119,7 +119,7 @@ pub use crate::{
         AgentDefinition, AgentPolicy, Limits, MemoField, MemoFieldKind, Persona, RuntimeConfig,
     },
     elicitations::{Elicitation, ElicitationReply},
-    error::{Result, RuntimeError},
+    error::{ClientToolBudget, Result, RuntimeError},
     events::{EventStream, WhenBehind},
     export::{export_json, export_markdown},
     fingerprint::{call_fingerprint, canonical_json},

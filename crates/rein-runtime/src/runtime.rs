@@ -210,9 +210,19 @@ impl Runtime {
         public(id, found, |session| session)
     }
 
+    /// Whether `session`'s turn runs on another replica now (a live lease of another
+    /// instance): what waits in that turn (a client tool call, an MCP server's question) waits
+    /// in that replica's memory.
+    fn turn_elsewhere(&self, session: &Session) -> bool {
+        let core = self.core();
+        session.turn_live(core.now())
+            && session.turn_owner.as_deref().is_some_and(|owner| owner != core.instance())
+    }
+
     /// Drops the least recently used idle sessions from memory once more than
-    /// `limits.live_sessions` are held (see [`LiveSessions::evict_idle`]), with their replays and
-    /// idle channels. The next use rebuilds a session from its transcript.
+    /// `limits.live_sessions` are held (see [`LiveSessions::evict_idle`]), with their replays,
+    /// idle channels and client tool sets. The next use rebuilds a session from its transcript
+    /// (its page registers its tools again).
     fn evict_idle_sessions(&self) {
         let shared = &self.shared;
         let evicted = shared.live.evict_idle(shared.core.limits().live_sessions);
@@ -222,6 +232,7 @@ impl Runtime {
         tracing::debug!(count = evicted.len(), "dropped idle sessions from memory");
         shared.replays.forget(&evicted);
         shared.core.events().drop_idle(&evicted);
+        shared.core.client_tools().forget(&evicted);
     }
 }
 

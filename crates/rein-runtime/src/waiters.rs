@@ -43,6 +43,12 @@ impl<W> Waiters<W> {
         WaitGuard { waiters: self, key }
     }
 
+    /// Runs `f` on the waiter of `id` in `session_id`, under the lock (`f` must be quick);
+    /// `None` when none waits.
+    pub(crate) fn with<R>(&self, session_id: &str, id: &str, f: impl FnOnce(&W) -> R) -> Option<R> {
+        self.waiting().get(&(session_id.to_owned(), id.to_owned())).map(f)
+    }
+
     /// Takes the waiter of `id` in `session_id` if `check` lets it go: `None` when none waits,
     /// `Some(Err)` when `check` refuses (it goes on waiting).
     pub(crate) fn take_if<E>(

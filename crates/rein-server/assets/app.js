@@ -842,6 +842,9 @@ async function send(text) {
   autosize();
   try {
     if (!state.sessionId) await createSession();
+    // The server drops a session's client tools with its live state (an idle session, once
+    // many are open): offered again before each turn, the model always has this page's tools.
+    await syncClientTools();
     const body = { content: text };
     const viewContextId = sessionStorage.getItem(VIEW_CONTEXT_KEY);
     if (viewContextId) body.viewContextId = viewContextId;
@@ -1322,17 +1325,18 @@ async function syncClientTools() {
   }
 }
 
-/** Runs a call of one of this page's tools and posts its result; a replayed call that no longer
- *  waits (answered, timed out, stopped) is not run again. */
+/** Runs a call of one of this page's tools and posts its result, once it has claimed the call:
+ *  every open tab of the session hears the call and only the first claim wins (409 for the
+ *  others), so the tool runs once; a replayed call that no longer waits (answered, timed out,
+ *  stopped) is 404 and not run again. */
 async function runClientTool(event) {
   const sessionId = state.sessionId;
   if (!sessionId || !event.callId) return;
   const base = `/sessions/${encodeURIComponent(sessionId)}/client-tools`;
   try {
-    const set = await api('GET', base);
-    if (!(set.pending || []).includes(event.callId)) return;
+    await api('POST', `${base}/${encodeURIComponent(event.callId)}/claim`);
   } catch {
-    return;
+    return; // another tab runs it, or it waits no more
   }
   const tool = clientTools.get(event.name);
   let content;

@@ -622,6 +622,17 @@ pub struct ClientToolAnswered {
     pub accepted: bool,
 }
 
+/// `POST /sessions/{id}/client-tools/{callId}/claim`: the call is this client's to run (no
+/// other claim of it will win).
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct ClientToolClaimed {
+    /// The session.
+    pub session_id: String,
+    /// The call claimed.
+    pub call_id: String,
+}
+
 /// What a person does with an MCP server's question.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "snake_case")]

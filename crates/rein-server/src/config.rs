@@ -9,6 +9,12 @@ use std::{
 
 use crate::api::{ModelState, ModelStatus};
 
+/// The sessions one principal may own unless the host says otherwise
+/// ([`ServerConfig::max_sessions_per_principal`]). Each session holds its record, its
+/// transcript, and while it is open its live state and its page's client tools; a quota keeps
+/// one principal from growing them without end.
+pub const DEFAULT_MAX_SESSIONS_PER_PRINCIPAL: usize = 1000;
+
 /// How the server runs. `Default` listens on 127.0.0.1:8080 in local single-user mode.
 #[derive(Debug, Clone, PartialEq)]
 pub struct ServerConfig {
@@ -38,7 +44,8 @@ pub struct ServerConfig {
     /// always allowed.
     pub client_may_auto_approve: Option<bool>,
     /// The most sessions one principal may own (`403 hosted_session_quota_exceeded` beyond);
-    /// `None` for no limit.
+    /// `None` for no limit. Default [`DEFAULT_MAX_SESSIONS_PER_PRINCIPAL`] (1,000), in local
+    /// mode too (its one principal is `local`).
     pub max_sessions_per_principal: Option<usize>,
     /// Serve a non-loopback address without tokens. Off by default: [`serve`](crate::serve)
     /// refuses, since anyone who can reach the address would get the whole API.
@@ -203,7 +210,7 @@ impl Default for ServerConfig {
             allowed_hosts: Vec::new(),
             allow_client_system_prompt: None,
             client_may_auto_approve: None,
-            max_sessions_per_principal: None,
+            max_sessions_per_principal: Some(DEFAULT_MAX_SESSIONS_PER_PRINCIPAL),
             insecure_no_auth: false,
             max_body_bytes: 1024 * 1024,
             max_message_chars: 100_000,

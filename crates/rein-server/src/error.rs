@@ -162,6 +162,28 @@ impl From<RuntimeError> for ApiError {
                 ),
                 None,
             ),
+            RuntimeError::ClientToolCallClaimed(id) => (
+                StatusCode::CONFLICT,
+                format!(
+                    "Client tool call '{id}' was claimed already (by another tab of this session's page); do not run it."
+                ),
+                Some(json!({ "callId": id })),
+            ),
+            RuntimeError::ClientToolQuotaExceeded { scope, limit } => (
+                StatusCode::FORBIDDEN,
+                format!(
+                    "These client tools would take {scope} past {limit} bytes of client tools; register fewer or smaller tools, or clear the tools of sessions no longer open."
+                ),
+                Some(json!({ "scope": scope.as_str(), "limitBytes": limit })),
+            ),
+            // 421 Misdirected Request: this replica cannot answer it, another can.
+            RuntimeError::OnOtherReplica(id) => (
+                StatusCode::MISDIRECTED_REQUEST,
+                format!(
+                    "The turn of session '{id}' runs on another replica of this server, which holds what waits in it; send a session's requests to one replica (session affinity at the load balancer)."
+                ),
+                Some(json!({ "sessionId": id })),
+            ),
             RuntimeError::ElicitationNotFound(id) => (
                 StatusCode::NOT_FOUND,
                 format!(

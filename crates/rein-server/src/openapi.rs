@@ -13,11 +13,11 @@ use serde_json::{Map, Value, json};
 
 use crate::api::{
     AgentList, Approval, ApprovalDecision, ApprovalList, ApprovalRuleList, AuditLog,
-    ClientToolAnswered, ClientToolResultInput, ClientToolSet, ClientToolSetInput, CreateSession,
-    DeletedSession, ElicitationAnswerInput, ElicitationAnswered, ElicitationList, ErrorBody,
-    Interrupted, McpServerList, ModelList, RevokedApprovalRule, RunResponse, SendMessage, Session,
-    SessionList, SessionSettings, Task, TaskList, TranscriptionResult, ViewContext,
-    ViewContextInput,
+    ClientToolAnswered, ClientToolClaimed, ClientToolResultInput, ClientToolSet,
+    ClientToolSetInput, CreateSession, DeletedSession, ElicitationAnswerInput, ElicitationAnswered,
+    ElicitationList, ErrorBody, Interrupted, McpServerList, ModelList, RevokedApprovalRule,
+    RunResponse, SendMessage, Session, SessionList, SessionSettings, Task, TaskList,
+    TranscriptionResult, ViewContext, ViewContextInput,
 };
 
 /// Where the document keeps its schemas; every generated `$ref` points here.
@@ -259,12 +259,22 @@ fn build() -> Value {
         }},
         "/agent/api/runtime/sessions/{id}/client-tools": {
             "put": operation(&doc, "putClientTools",
-                "Replaces the tools the client runs itself (glen's local tools): the model may call them from the next turn, without approval; a call streams as `client_tool_call` and waits for its result. Kept in the server's memory: register them again after a restart.",
+                "Replaces the tools the client runs itself (glen's local tools): the model may call them from the next turn, without approval; a call streams as `client_tool_call` and waits for its result. Kept in the server's memory with the session's live state: register them again after a restart, or when the session was dropped from memory (`tools` reads back empty). Counted against byte budgets per principal (16 MiB) and per server (128 MiB).",
                 session_id(), Some((doc.request::<ClientToolSetInput>(), true)), ("200", doc.ok::<ClientToolSet>("The client tools.")),
-                &[NOT_FOUND_SESSION, ("422", "A name is a tool of the session's own or given twice (`hosted_client_tool_name_taken`), a bad name or schema, or the body does not fit (`validation_error`).")]),
+                &[NOT_FOUND_SESSION, ("403", "A `Host` this server does not answer to (`host_not_allowed`, local mode), a state-changing request from another origin (`origin_not_allowed`), or a set that would take the caller's client tools, or the server's, past their byte budget (`hosted_client_tool_quota_exceeded`, `details.scope` `principal` or `server`); the session keeps the set it had."), ("422", "A name is a tool of the session's own or given twice (`hosted_client_tool_name_taken`), a bad name or schema, or the body does not fit (`validation_error`).")]),
             "get": operation(&doc, "getClientTools", "The tools the client registered for the session.",
                 session_id(), None, ("200", doc.ok::<ClientToolSet>("The client tools.")), &[NOT_FOUND_SESSION]),
         },
+        "/agent/api/runtime/sessions/{id}/client-tools/{call_id}/claim": { "post": operation(&doc, "claimClientToolCall",
+            "Claims a waiting `client_tool_call` for this client before it runs the tool: every open tab of the session's page hears the call, and only the first claim wins, so the tool runs once. The result may then be posted (by anyone; the first result is taken).",
+            Some(json!([
+                { "name": "id", "in": "path", "required": true, "description": "The session id.", "schema": { "type": "string", "minLength": 1 } },
+                { "name": "call_id", "in": "path", "required": true, "description": "The `callId` of the `client_tool_call` event.", "schema": { "type": "string", "minLength": 1 } }
+            ])),
+            None, ("200", doc.ok::<ClientToolClaimed>("The call is this client's to run.")),
+            &[("404", "No such session for this caller, or no call of that id waits (`hosted_client_tool_call_not_found`: answered, timed out, stopped)."),
+              ("409", "Another client claimed the call first (`hosted_client_tool_call_claimed`): do not run it."),
+              ("421", "The session's turn runs on another replica, where the call waits (`hosted_turn_on_other_replica`): route a session's requests to one replica.")]) },
         "/agent/api/runtime/sessions/{id}/client-tools/{call_id}/result": { "post": operation(&doc, "postClientToolResult",
             "Answers a waiting `client_tool_call`: `content` (a string, or any JSON) is the result the model reads, `isError` marks a failure.",
             Some(json!([
@@ -272,7 +282,8 @@ fn build() -> Value {
                 { "name": "call_id", "in": "path", "required": true, "description": "The `callId` of the `client_tool_call` event.", "schema": { "type": "string", "minLength": 1 } }
             ])),
             Some((doc.request::<ClientToolResultInput>(), true)), ("200", doc.ok::<ClientToolAnswered>("The call took the result.")),
-            &[("404", "No such session for this caller, or no call of that id waits (`hosted_client_tool_call_not_found`: answered, timed out, stopped).")]) },
+            &[("404", "No such session for this caller, or no call of that id waits (`hosted_client_tool_call_not_found`: answered, timed out, stopped)."),
+              ("421", "The session's turn runs on another replica, where the call waits (`hosted_turn_on_other_replica`): route a session's requests to one replica.")]) },
         "/agent/api/runtime/sessions/{id}/elicitations": { "get": operation(&doc, "getElicitations",
             "The questions MCP servers asked in the session (`elicitation_requested`) that wait for an answer.",
             session_id(), None, ("200", doc.ok::<ElicitationList>("The waiting questions.")), &[NOT_FOUND_SESSION]) },
@@ -284,6 +295,7 @@ fn build() -> Value {
             ])),
             Some((doc.request::<ElicitationAnswerInput>(), true)), ("200", doc.ok::<ElicitationAnswered>("The question took the answer.")),
             &[("404", "No such session for this caller, or no question of that id waits (`hosted_elicitation_not_found`: answered, timed out, cancelled)."),
+              ("421", "The session's turn runs on another replica, where the question waits (`hosted_turn_on_other_replica`): route a session's requests to one replica."),
               ("422", "The content does not fit the requested schema, or the body does not fit (`validation_error`); the question still waits.")]) },
         "/agent/api/runtime/transcriptions": { "post": {
             "operationId": "transcribe",

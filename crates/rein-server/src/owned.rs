@@ -21,7 +21,7 @@ use rein_runtime::{
 
 use crate::{
     api::{
-        Approval, ApprovalRule, ApprovalScope, AuditEntry, ClientToolAnswered,
+        Approval, ApprovalRule, ApprovalScope, AuditEntry, ClientToolAnswered, ClientToolClaimed,
         ClientToolResultInput, ClientToolSet, ClientToolSetInput, CreateSession, DeletedSession,
         ElicitationActionInput, ElicitationAnswerInput, ElicitationAnswered, ElicitationList,
         Interrupted, RevokedApprovalRule, RunResponse, SendMessage, Session, SessionEvent,
@@ -51,6 +51,7 @@ fn wire_error(owner: &Principal, error: RuntimeError) -> RuntimeError {
         }
         RuntimeError::NoCheckpoint(stored) => RuntimeError::NoCheckpoint(id(stored)),
         RuntimeError::SessionExists(stored) => RuntimeError::SessionExists(id(stored)),
+        RuntimeError::OnOtherReplica(stored) => RuntimeError::OnOtherReplica(id(stored)),
         other => other,
     }
 }
@@ -454,6 +455,18 @@ impl<'a> Owned<'a> {
         let specs = self.runtime.client_tools(stored).await.map_err(self.wire())?;
         let pending = self.runtime.pending_client_tool_calls(stored).await.map_err(self.wire())?;
         Ok(wire::client_tools(id, &specs, pending))
+    }
+
+    /// Claims the waiting client tool call `call_id` of the caller's session `id` for this
+    /// client (the first claim wins).
+    pub(crate) async fn claim_client_tool_call(
+        &self,
+        id: &str,
+        call_id: &str,
+    ) -> Result<ClientToolClaimed> {
+        let stored = &self.resolve(id)?;
+        self.runtime.claim_client_tool_call(stored, call_id).await.map_err(self.wire())?;
+        Ok(ClientToolClaimed { session_id: id.to_owned(), call_id: call_id.to_owned() })
     }
 
     /// Answers the waiting client tool call `call_id` of the caller's session `id`.

@@ -85,6 +85,7 @@ pub(crate) fn router(
         .route("/sessions/{id}/events", get(events))
         .route("/sessions/{id}/export", get(export_session))
         .route("/sessions/{id}/client-tools", put(put_client_tools).get(get_client_tools))
+        .route("/sessions/{id}/client-tools/{call_id}/claim", post(claim_client_tool_call))
         .route("/sessions/{id}/client-tools/{call_id}/result", post(client_tool_result))
         .route("/sessions/{id}/elicitations", get(get_elicitations))
         .route("/sessions/{id}/elicitations/{elicitation_id}", post(answer_elicitation))
@@ -746,6 +747,14 @@ async fn get_client_tools(
     Id(id): Id,
 ) -> ApiResult<crate::api::ClientToolSet> {
     Ok(Json(s.owned(&owner).client_tools(&id).await?))
+}
+
+async fn claim_client_tool_call(
+    State(s): State<AppState>,
+    Caller(owner): Caller,
+    CallPath(id, call_id): CallPath,
+) -> ApiResult<crate::api::ClientToolClaimed> {
+    Ok(Json(s.owned(&owner).claim_client_tool_call(&id, &call_id).await?))
 }
 
 async fn client_tool_result(

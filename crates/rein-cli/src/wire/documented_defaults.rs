@@ -385,14 +385,15 @@ fn code_defaults() -> BTreeMap<&'static str, String> {
         .insert("server.cors_origins", none_or(empty.server.cors_origins.is_empty(), "origins"));
     defaults
         .insert("server.allowed_hosts", none_or(empty.server.allowed_hosts.is_empty(), "hosts"));
+    let served = ServerConfig::default();
     defaults.insert(
         "server.max_sessions_per_principal",
-        none_or(
-            empty.server.max_sessions_per_principal.is_none(),
-            empty.server.max_sessions_per_principal,
-        ),
+        match (empty.server.max_sessions_per_principal, served.max_sessions_per_principal) {
+            (None, Some(limit)) => code(limit),
+            (None, None) => "none".to_owned(),
+            (Some(limit), _) => code(limit),
+        },
     );
-    let served = ServerConfig::default();
     defaults.insert(
         "server.header_read_timeout_seconds",
         match (empty.server.header_read_timeout_seconds, served.header_read_timeout) {

@@ -4,6 +4,7 @@ mod agents;
 mod approvals;
 mod background;
 mod chat;
+mod client_tool_replicas;
 mod config_check;
 mod connections;
 mod crash;

@@ -1,5 +1,6 @@
-//! The handle's client tool API: the tools a client registers for its session, and the results
-//! it posts for their calls (see `client_tools.rs` for one call's protocol).
+//! The handle's client tool API: the tools a client registers for its session, the claims and
+//! the results it posts for their calls (see `client_tools.rs` for one call's protocol and the
+//! budgets).
 
 use std::collections::HashSet;
 
@@ -7,6 +8,7 @@ use rein_protocol::{JsonObject, ToolOutput, ToolSpec};
 use serde_json::Value;
 
 use crate::{
+    client_tools::{Budgets, Claim},
     error::{Result, RuntimeError},
     offer::Offer,
 };
@@ -23,8 +25,12 @@ fn valid_name(name: &str) -> bool {
 impl super::Runtime {
     /// Replaces the client tools of session `id`. Refused (`hosted_client_tool_name_taken`) when
     /// a name is one of the session's own tools (offered or not) or given twice; a bad name or
-    /// an input schema that is not an object schema is `validation_error`. The set lives in
-    /// this process's memory and reaches the session at its next turn.
+    /// an input schema that is not an object schema is `validation_error`; a set that would
+    /// take its owner's sets, or the process's, past their byte budget
+    /// (`Limits::client_tool_bytes_per_owner`, `Limits::client_tool_bytes`) is
+    /// `hosted_client_tool_quota_exceeded`. The set lives in this process's memory with the
+    /// session's live state (registering it counts as a use of the session; a session dropped
+    /// from memory drops its set) and reaches the session at its next turn.
     pub async fn set_client_tools(&self, id: &str, tools: Vec<ToolSpec>) -> Result<Vec<ToolSpec>> {
         let session = self.public_session(id)?;
         let core = self.core();
@@ -59,7 +65,18 @@ impl super::Runtime {
             schema.entry("type").or_insert_with(|| "object".into());
             specs.push(ToolSpec::new(tool.name, tool.description, schema));
         }
-        core.client_tools().set(id, specs.clone());
+        let limits = core.limits();
+        let budgets = Budgets {
+            per_owner: limits.client_tool_bytes_per_owner,
+            total: limits.client_tool_bytes,
+        };
+        let owner = session.owner.as_deref().unwrap_or("");
+        // The session's live state is held while the set goes in, so the eviction (of others,
+        // once too many are held, freeing their sets first) never drops this session with it.
+        let live = self.shared.live.get(id);
+        self.evict_idle_sessions();
+        core.client_tools().set(id, owner, specs.clone(), budgets)?;
+        drop(live);
         Ok(specs)
     }
 
@@ -76,9 +93,33 @@ impl super::Runtime {
         Ok(self.core().client_tools().pending(id))
     }
 
+    /// Claims the waiting call `call_id` of a client tool in session `id` for the client that
+    /// asks, so that one of the page's open tabs runs it: the first claim wins,
+    /// `hosted_client_tool_call_claimed` for every later one. `hosted_client_tool_call_not_found`
+    /// when no such call waits here; `hosted_turn_on_other_replica` when it may wait on another
+    /// replica (the session's turn runs there).
+    pub async fn claim_client_tool_call(&self, id: &str, call_id: &str) -> Result<()> {
+        let session = self.public_session(id)?;
+        match self.core().client_tools().claim(id, call_id) {
+            Claim::Won => Ok(()),
+            Claim::Taken => Err(RuntimeError::ClientToolCallClaimed(call_id.to_owned())),
+            Claim::NotWaiting => Err(self.not_waiting(&session, call_id)),
+        }
+    }
+
+    /// Why no call `call_id` waits here: its turn runs on another replica, or none waits.
+    fn not_waiting(&self, session: &rein_store::Session, call_id: &str) -> RuntimeError {
+        if self.turn_elsewhere(session) {
+            RuntimeError::OnOtherReplica(session.id.clone())
+        } else {
+            RuntimeError::ClientToolCallNotFound(call_id.to_owned())
+        }
+    }
+
     /// Answers the waiting call `call_id` of a client tool in session `id`: `content` a string
     /// (the result's text) or any JSON (a structured result); `is_error` marks a failure the
-    /// model reads. `hosted_client_tool_call_not_found` when no such call waits.
+    /// model reads. `hosted_client_tool_call_not_found` when no such call waits;
+    /// `hosted_turn_on_other_replica` when it may wait on another replica.
     pub async fn answer_client_tool(
         &self,
         id: &str,
@@ -86,7 +127,7 @@ impl super::Runtime {
         content: Value,
         is_error: bool,
     ) -> Result<()> {
-        self.public_session(id)?;
+        let session = self.public_session(id)?;
         let output = match (content, is_error) {
             (Value::String(text), false) => ToolOutput::text(text),
             (Value::String(text), true) => ToolOutput::error(text),
@@ -96,7 +137,7 @@ impl super::Runtime {
         if self.core().client_tools().answer(id, call_id, output) {
             Ok(())
         } else {
-            Err(RuntimeError::ClientToolCallNotFound(call_id.to_owned()))
+            Err(self.not_waiting(&session, call_id))
         }
     }
 }

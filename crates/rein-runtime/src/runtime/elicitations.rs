@@ -79,15 +79,21 @@ impl super::Runtime {
     /// Answers the waiting question `elicitation_id` of session `id`.
     /// `hosted_elicitation_not_found` when no such question waits; an acceptance whose content
     /// does not fit the requested schema is `validation_error` (and the question still waits).
+    /// None waits here while the session's turn runs on another replica (where it may wait):
+    /// `hosted_turn_on_other_replica`.
     pub async fn answer_elicitation(
         &self,
         id: &str,
         elicitation_id: &str,
         reply: ElicitationReply,
     ) -> Result<()> {
-        self.public_session(id)?;
+        let session = self.public_session(id)?;
         match self.core().elicitations().answer(id, elicitation_id, reply) {
             Answered::Taken => Ok(()),
+            // Replicas: the session's turn, and so its question, waits on another one.
+            Answered::NotFound if self.turn_elsewhere(&session) => {
+                Err(RuntimeError::OnOtherReplica(session.id))
+            }
             Answered::NotFound => Err(RuntimeError::ElicitationNotFound(elicitation_id.to_owned())),
             Answered::Invalid(message) => Err(RuntimeError::Invalid(format!(
                 "the answer does not fit the question: {message}"

@@ -241,7 +241,7 @@ impl super::Runtime {
                 tracing::warn!(session = %gone, %error, "could not delete a transcript");
             }
             core.events().forget(gone);
-            core.client_tools().forget(gone);
+            core.client_tools().forget(std::slice::from_ref(gone));
             shared.replays.forget(std::slice::from_ref(gone));
             if gone != id {
                 shared.live.remove(gone);

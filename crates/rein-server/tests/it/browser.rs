@@ -24,7 +24,7 @@ use serde_json::json;
 
 use crate::scripted::ByPrompt;
 
-fn browser_dir() -> PathBuf {
+pub(crate) fn browser_dir() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("tests").join("browser")
 }
 
@@ -35,7 +35,7 @@ fn run(command: &mut Command) -> anyhow::Result<()> {
 }
 
 /// playwright-core and jsdom in `tests/browser/node_modules`, installed with npm when missing.
-fn ensure_playwright() -> anyhow::Result<()> {
+pub(crate) fn ensure_playwright() -> anyhow::Result<()> {
     let dir = browser_dir();
     let installed = |package: &str| dir.join("node_modules").join(package).join("package.json");
     if installed("playwright-core").exists() && installed("jsdom").exists() {

@@ -47,6 +47,7 @@ const ROUTES: &[(&str, &str)] = &[
     ("get", "/agent/api/runtime/sessions/{id}/export"),
     ("put", "/agent/api/runtime/sessions/{id}/client-tools"),
     ("get", "/agent/api/runtime/sessions/{id}/client-tools"),
+    ("post", "/agent/api/runtime/sessions/{id}/client-tools/{call_id}/claim"),
     ("post", "/agent/api/runtime/sessions/{id}/client-tools/{call_id}/result"),
     ("get", "/agent/api/runtime/sessions/{id}/elicitations"),
     ("post", "/agent/api/runtime/sessions/{id}/elicitations/{elicitation_id}"),
@@ -154,6 +155,7 @@ fn component_schemas_are_what_the_types_generate() {
     responses.subschema_for::<ViewContext>();
     responses.subschema_for::<rein_server::ClientToolSet>();
     responses.subschema_for::<rein_server::ClientToolAnswered>();
+    responses.subschema_for::<rein_server::ClientToolClaimed>();
     responses.subschema_for::<rein_server::TranscriptionResult>();
     responses.subschema_for::<rein_server::ElicitationList>();
     responses.subschema_for::<rein_server::ElicitationAnswered>();
