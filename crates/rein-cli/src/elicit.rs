@@ -6,7 +6,8 @@
 //! (`Runtime::elicit`: `elicitation_requested` on its stream); the host showing that stream
 //! answers it: the web chat with a form, `rein chat` field by field, `rein run` by declining (or,
 //! with `--yes`, accepting the form's defaults). A question no session can be named for (none
-//! in flight, or calls of several sessions on one connection) is declined.
+//! in flight, or calls of several sessions on one connection) is declined, and so is one whose
+//! schema the runtime cannot check (`Runtime::elicit`).
 
 use std::sync::{Arc, OnceLock};
 
@@ -44,12 +45,10 @@ impl ElicitFlow for SessionElicitor {
             );
             return ElicitationAnswer::Decline;
         };
-        let mut question =
-            Elicitation::new(request.server, request.message, request.requested_schema)
-                .timeout(request.timeout);
-        if let Some(url) = request.url {
-            question = question.url(url);
-        }
+        // rein-mcp takes form requests only (the mode it declares), so a question here has no
+        // page; the runtime declines a form it could not check.
+        let question = Elicitation::new(request.server, request.message, request.requested_schema)
+            .timeout(request.timeout);
         match runtime.elicit(&session_id, question).await {
             ElicitationReply::Accept(content) => ElicitationAnswer::Accept(content),
             ElicitationReply::Decline => ElicitationAnswer::Decline,

@@ -308,8 +308,15 @@ impl ClientHandler for ClientSide {
         };
         let params = serde_json::to_value(&request).unwrap_or_default();
         let (session_id, stops) = self.callers.asker();
+        // Only the form mode is declared: a request in another mode is declined unseen.
         let request =
-            crate::elicit::request_of(&self.server, &params, session_id, self.call_timeout);
+            match crate::elicit::request_of(&self.server, &params, session_id, self.call_timeout) {
+                Ok(request) => request,
+                Err(refused) => {
+                    tracing::warn!(server = %self.server, "{refused}: declined");
+                    return Ok(ElicitResult::new(ElicitationAction::Decline));
+                }
+            };
         // A stopped call (every call in flight stopped) takes its question with it.
         let stopped = async {
             if stops.is_empty() {

@@ -8,6 +8,12 @@
 //! elicitation capability is not declared, so servers do not ask. A request the server cancels
 //! (or that is dropped), or one whose tool call is stopped, is answered `cancel`.
 //!
+//! Only form mode is declared (`{"form": {"schemaValidation": true}}`: the host checks an answer
+//! against the whole schema before it is sent). A server that sends a URL-mode request anyway
+//! (`mode: "url"`, a page for the person to open) is declined where the request enters
+//! ([`request_of`]), before any host sees it: rein neither shows such a page nor asks for the
+//! consent URL mode needs, so the capability and the modes taken agree.
+//!
 //! Which session asks: a server's request names no call, so the source keeps its calls in
 //! flight ([`Callers`]) and a request is put to the session of those calls when they all belong
 //! to one; when calls of several sessions are in flight on one connection the request names no
@@ -29,11 +35,12 @@ pub struct ElicitationRequest {
     pub server: String,
     /// The server's message, shown as the question.
     pub message: String,
-    /// The JSON schema of the answer: an object schema with primitive-typed properties (each
-    /// may carry `title`, `description`, `default`, `enum`). Empty for a URL elicitation.
+    /// The JSON schema of the answer, in the vocabulary MCP allows (rmcp has parsed it): an
+    /// object of `string` (`minLength`, `maxLength`, `format`), `number`/`integer` (`minimum`,
+    /// `maximum`), `boolean`, single-choice (`enum`, `oneOf` of `{const, title}`) and
+    /// multiple-choice (`array` of `enum`/`anyOf` items, `minItems`, `maxItems`) properties,
+    /// each with an optional `title`, `description` and `default`, and `required`.
     pub requested_schema: JsonObject,
-    /// For a URL elicitation: the page the person is asked to open.
-    pub url: Option<String>,
     /// The session whose tool call the server asks during; `None` when no call is in flight or
     /// calls of several sessions are (nobody to ask for sure).
     pub session_id: Option<String>,
@@ -144,21 +151,34 @@ impl Drop for CallerGuard {
     }
 }
 
-/// rmcp's request to rein's, through the wire JSON (rmcp types stay in `connect.rs`).
+/// Why a server's request is declined before any host sees it.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub(crate) enum Refused {
+    /// A request in a mode rein does not declare (`url`, or one it does not know).
+    #[error("an elicitation in `{0}` mode (rein declares only `form`)")]
+    Mode(String),
+}
+
+/// rmcp's request to rein's, through the wire JSON (rmcp types stay in `connect.rs`); a request
+/// in any mode but `form` (which a request without `mode` is) is [`Refused`].
 pub(crate) fn request_of(
     server: &str,
     params: &Value,
     session_id: Option<String>,
     timeout: Duration,
-) -> ElicitationRequest {
-    ElicitationRequest {
+) -> Result<ElicitationRequest, Refused> {
+    match params.get("mode").map(|mode| mode.as_str().unwrap_or("?")) {
+        None | Some("form") => {}
+        Some(mode) => return Err(Refused::Mode(mode.chars().take(32).collect())),
+    }
+    Ok(ElicitationRequest {
         server: server.to_owned(),
         message: params["message"].as_str().unwrap_or_default().to_owned(),
         requested_schema: params["requestedSchema"].as_object().cloned().unwrap_or_default(),
-        url: params["url"].as_str().map(str::to_owned),
         session_id,
         timeout,
-    }
+    })
 }
 
 /// rein's answer as the wire JSON of an elicitation result.
@@ -191,7 +211,8 @@ mod tests {
             }),
             None,
             Duration::from_secs(1),
-        );
+        )
+        .expect("a form request");
         assert_eq!(request.message, "Who?");
         assert_eq!(
             Value::Object(request.defaults()),
@@ -201,6 +222,23 @@ mod tests {
             result_json(ElicitationAnswer::Decline),
             serde_json::json!({"action": "decline"})
         );
+    }
+
+    #[test]
+    fn only_form_requests_are_taken_the_mode_declared() {
+        let ask = |params: Value| request_of("s", &params, None, Duration::from_secs(1));
+        let form = serde_json::json!({"message": "Who?", "requestedSchema": {"type": "object"}});
+        assert!(ask(form).is_ok(), "a request without `mode` is a form");
+        let page = |url: &str| {
+            serde_json::json!({
+                "mode": "url", "message": "Open it", "url": url, "elicitationId": "e1"
+            })
+        };
+        for url in ["javascript:alert(document.cookie)", "https://pay.example/checkout"] {
+            assert_eq!(ask(page(url)), Err(Refused::Mode("url".into())), "{url}");
+        }
+        let odd = serde_json::json!({"mode": "voice", "message": "Say it"});
+        assert_eq!(ask(odd), Err(Refused::Mode("voice".into())));
     }
 
     #[test]

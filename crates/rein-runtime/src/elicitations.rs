@@ -10,15 +10,23 @@
 //! answer finds nothing. The content of an answer goes to the server only: the events carry the
 //! action, never the content.
 //!
+//! Before it is shown, a question must be one the person can be shown and rein can check: its
+//! schema is read into a [`Form`] (`form.rs`: the vocabulary MCP allows), and its page, if it has
+//! one, must be an `http(s)` URL ([`is_web_url`]); a question that is not is declined at once
+//! and never reaches the stream. An acceptance is checked against every rule of the form.
+//!
 //! The waiters are `waiters.rs`'s: in memory only, under one lock taken alone and never across
 //! an `.await`.
+
+mod form;
 
 use std::time::Duration;
 
 use rein_protocol::{ElicitationAction, JsonObject};
-use serde_json::Value;
 use tokio::sync::oneshot;
 
+pub(crate) use self::form::Form;
+pub use self::form::{AnswerMisfit, FormRule};
 use crate::waiters::{WaitGuard, Waiters};
 
 /// A question of an MCP server for the person.
@@ -29,10 +37,11 @@ pub struct Elicitation {
     pub server: String,
     /// The server's question.
     pub message: String,
-    /// The JSON schema of the answer (an object of primitive-typed properties); empty for a
-    /// URL elicitation.
+    /// The JSON schema of the answer, in the vocabulary MCP allows (`form.rs`); empty for a
+    /// question that only asks to open a page. One outside it declines the question unshown.
     pub requested_schema: JsonObject,
-    /// For a URL elicitation: the page the person is asked to open.
+    /// A page the person is asked to open: shown only when it is an `http(s)` URL with a host
+    /// ([`is_web_url`]); any other declines the question unshown.
     pub url: Option<String>,
     /// How long the question waits for an answer before it is cancelled.
     pub timeout: Duration,
@@ -90,40 +99,18 @@ impl ElicitationReply {
     }
 }
 
-/// Whether `content` answers `schema`: every required property given, no property the schema
-/// does not name, each value of its property's type (`string`, `number`, `integer`, `boolean`)
-/// and among its `enum` when it has one. The message says what does not fit.
-pub(crate) fn check_content(schema: &JsonObject, content: &JsonObject) -> Result<(), String> {
-    let properties = schema.get("properties").and_then(Value::as_object);
-    if let Some(Value::Array(required)) = schema.get("required") {
-        for name in required.iter().filter_map(Value::as_str) {
-            if !content.contains_key(name) {
-                return Err(format!("`{name}` is required"));
-            }
-        }
-    }
-    for (name, value) in content {
-        let Some(property) = properties.and_then(|properties| properties.get(name)) else {
-            return Err(format!("`{name}` is not asked for"));
-        };
-        let fits = match property.get("type").and_then(Value::as_str) {
-            Some("string") => value.is_string(),
-            Some("number") => value.is_number(),
-            Some("integer") => value.is_i64() || value.is_u64(),
-            Some("boolean") => value.is_boolean(),
-            Some("array") => value.is_array(),
-            _ => true,
-        };
-        if !fits {
-            return Err(format!("`{name}` must be of type {}", property["type"]));
-        }
-        if let Some(Value::Array(allowed)) = property.get("enum")
-            && !allowed.contains(value)
-        {
-            return Err(format!("`{name}` must be one of {}", Value::Array(allowed.clone())));
-        }
-    }
-    Ok(())
+/// Whether `url` is one a person may be sent to: `http://` or `https://` (any case) and a
+/// host, with no user name in front of it (`https://bank.example@evil.example/` shows one host
+/// and opens another) and no space or control character anywhere. Anything else
+/// (`javascript:`, `data:`, `file:`, a relative path) is never shown as a link.
+pub(crate) fn is_web_url(url: &str) -> bool {
+    let Some((scheme, rest)) = url.split_once("://") else { return false };
+    let web = scheme.eq_ignore_ascii_case("http") || scheme.eq_ignore_ascii_case("https");
+    let authority = rest.split(['/', '?', '#']).next().unwrap_or_default();
+    web && !authority.is_empty()
+        && !authority.starts_with(':')
+        && !authority.contains('@')
+        && !url.chars().any(|c| c.is_whitespace() || c.is_control())
 }
 
 /// What became of an answer.
@@ -133,14 +120,14 @@ pub(crate) enum Answered {
     Taken,
     /// No question of that id waits in that session.
     NotFound,
-    /// The content does not fit the question's schema (the question still waits).
-    Invalid(String),
+    /// The content does not fit the question's form (the question still waits).
+    Invalid(AnswerMisfit),
 }
 
-/// A question waiting: where its answer goes, and the schema the answer must fit.
+/// A question waiting: where its answer goes, and the form the answer must fit.
 pub(crate) struct Waiter {
     reply: oneshot::Sender<ElicitationReply>,
-    schema: JsonObject,
+    form: Form,
 }
 
 /// The questions waiting for an answer, by (session id, elicitation id).
@@ -158,12 +145,12 @@ impl Elicitations {
     /// Answers a waiting question: an acceptance must fit the question's schema.
     pub(crate) fn answer(&self, session_id: &str, id: &str, reply: ElicitationReply) -> Answered {
         let waiter = self.waiting.take_if(session_id, id, |waiter| match &reply {
-            ElicitationReply::Accept(content) => check_content(&waiter.schema, content),
+            ElicitationReply::Accept(content) => waiter.form.check(content),
             _ => Ok(()),
         });
         match waiter {
             None => Answered::NotFound,
-            Some(Err(message)) => Answered::Invalid(message),
+            Some(Err(misfit)) => Answered::Invalid(misfit),
             Some(Ok(waiter)) => match waiter.reply.send(reply) {
                 Ok(()) => Answered::Taken,
                 // The question ended as the answer came.
@@ -172,20 +159,22 @@ impl Elicitations {
         }
     }
 
-    /// Registers a waiter for a question asking for `schema`; the guard removes it when dropped.
+    /// Registers a waiter for a question asking `form`; the guard removes it when dropped.
     pub(crate) fn wait(
         &self,
         session_id: &str,
         id: &str,
-        schema: &JsonObject,
+        form: Form,
     ) -> (oneshot::Receiver<ElicitationReply>, WaitGuard<'_, Waiter>) {
         let (reply, receiver) = oneshot::channel();
-        (receiver, self.waiting.wait(session_id, id, Waiter { reply, schema: schema.clone() }))
+        (receiver, self.waiting.wait(session_id, id, Waiter { reply, form }))
     }
 }
 
 #[cfg(test)]
 mod tests {
+    use serde_json::Value;
+
     use super::*;
 
     fn object(value: Value) -> JsonObject {
@@ -195,7 +184,7 @@ mod tests {
     #[test]
     fn an_answer_reaches_only_its_own_waiting_question() {
         let elicitations = Elicitations::default();
-        let (mut receiver, guard) = elicitations.wait("s1", "e1", &JsonObject::new());
+        let (mut receiver, guard) = elicitations.wait("s1", "e1", Form::default());
         assert_eq!(elicitations.pending("s1"), ["e1"]);
         let decline = ElicitationReply::Decline;
         assert_eq!(elicitations.answer("s2", "e1", decline.clone()), Answered::NotFound);
@@ -203,38 +192,56 @@ mod tests {
         assert_eq!(receiver.try_recv(), Ok(ElicitationReply::Cancel));
         assert_eq!(elicitations.answer("s1", "e1", decline), Answered::NotFound, "only once");
         drop(guard);
-        let (_receiver, guard) = elicitations.wait("s1", "e2", &JsonObject::new());
+        let (_receiver, guard) = elicitations.wait("s1", "e2", Form::default());
         drop(guard);
         assert!(elicitations.pending("s1").is_empty(), "the guard removes the waiter");
     }
 
     #[test]
-    fn an_acceptance_must_fit_the_schema_and_a_misfit_leaves_the_question_waiting() {
+    fn an_acceptance_must_fit_the_form_and_a_misfit_leaves_the_question_waiting() {
         let schema = object(serde_json::json!({
             "type": "object",
-            "properties": {
-                "name": { "type": "string" },
-                "age": { "type": "integer" },
-                "color": { "type": "string", "enum": ["red", "blue"] },
-                "subscribe": { "type": "boolean" }
-            },
+            "properties": { "name": { "type": "string", "minLength": 2 } },
             "required": ["name"]
         }));
-        let check = |content: Value| check_content(&schema, &object(content));
-        assert_eq!(check(serde_json::json!({"name": "Ada", "age": 36, "color": "red"})), Ok(()));
-        assert!(check(serde_json::json!({"age": 36})).unwrap_err().contains("`name`"));
-        assert!(check(serde_json::json!({"name": "Ada", "age": 3.5})).is_err());
-        assert!(check(serde_json::json!({"name": "Ada", "color": "green"})).is_err());
-        assert!(check(serde_json::json!({"name": "Ada", "subscribe": "yes"})).is_err());
-        assert!(check(serde_json::json!({"name": "Ada", "extra": 1})).is_err());
-
         let elicitations = Elicitations::default();
-        let (mut receiver, _guard) = elicitations.wait("s", "e", &schema);
-        let wrong = ElicitationReply::Accept(object(serde_json::json!({"age": 1})));
-        assert!(matches!(elicitations.answer("s", "e", wrong), Answered::Invalid(_)));
+        let form = Form::read(&schema).expect("a form");
+        let (mut receiver, _guard) = elicitations.wait("s", "e", form);
+        let short = ElicitationReply::Accept(object(serde_json::json!({"name": "A"})));
+        let Answered::Invalid(misfit) = elicitations.answer("s", "e", short) else {
+            panic!("a misfit")
+        };
+        assert_eq!((misfit.field.as_str(), misfit.rule), ("name", FormRule::MinLength));
+        assert_eq!(misfit.to_string(), "`name` must have at least 2 characters (minLength)");
         assert_eq!(elicitations.pending("s"), ["e"], "still waiting");
         let right = ElicitationReply::Accept(object(serde_json::json!({"name": "Ada"})));
         assert_eq!(elicitations.answer("s", "e", right.clone()), Answered::Taken);
         assert_eq!(receiver.try_recv(), Ok(right));
+    }
+
+    #[test]
+    fn only_http_s_urls_with_a_host_are_web_urls() {
+        for (url, web) in [
+            ("https://pay.example/checkout?order=7", true),
+            ("http://127.0.0.1:8080/", true),
+            ("HTTPS://PAY.EXAMPLE", true),
+            ("https://user@pay.example/", false),
+            ("https://pay.example@evil.example/", false),
+            ("javascript:alert(1)", false),
+            ("JavaScript://pay.example/%0Aalert(1)", false),
+            ("data:text/html,<script>alert(1)</script>", false),
+            ("file:///etc/passwd", false),
+            ("vbscript:msgbox", false),
+            ("//pay.example/", false),
+            ("/relative", false),
+            ("https://", false),
+            ("https:///path", false),
+            ("https://@/", false),
+            (" https://pay.example/", false),
+            ("https://pay.example/\nx", false),
+            ("https://pay .example/", false),
+        ] {
+            assert_eq!(is_web_url(url), web, "{url:?}");
+        }
     }
 }

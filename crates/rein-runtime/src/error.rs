@@ -74,6 +74,10 @@ pub enum RuntimeError {
     /// timed out, cancelled, or never asked).
     #[error("no question `{0}` of an MCP server is waiting for an answer")]
     ElicitationNotFound(String),
+    /// An answer to an MCP server's question breaks a rule of its requested schema (code
+    /// `validation_error`); the question still waits.
+    #[error("the answer does not fit the question: {0}")]
+    ElicitationAnswerMisfit(crate::AnswerMisfit),
     /// A session with that id already exists.
     #[error("session `{0}` already exists")]
     SessionExists(String),
@@ -119,7 +123,9 @@ impl RuntimeError {
             RuntimeError::ClientToolQuotaExceeded { .. } => "hosted_client_tool_quota_exceeded",
             RuntimeError::OnOtherReplica(_) => "hosted_turn_on_other_replica",
             RuntimeError::ElicitationNotFound(_) => "hosted_elicitation_not_found",
-            RuntimeError::Invalid(_) => "validation_error",
+            RuntimeError::Invalid(_) | RuntimeError::ElicitationAnswerMisfit(_) => {
+                "validation_error"
+            }
             RuntimeError::PolicyDenied(_) => "hosted_agent_policy_denied",
             RuntimeError::NotConfigured(_) => "hosted_agent_not_configured",
             RuntimeError::Provider(_) => "hosted_agent_provider_error",

@@ -118,7 +118,7 @@ pub use crate::{
     config::{
         AgentDefinition, AgentPolicy, Limits, MemoField, MemoFieldKind, Persona, RuntimeConfig,
     },
-    elicitations::{Elicitation, ElicitationReply},
+    elicitations::{AnswerMisfit, Elicitation, ElicitationReply, FormRule},
     error::{ClientToolBudget, Result, RuntimeError},
     events::{EventStream, WhenBehind},
     export::{export_json, export_markdown},

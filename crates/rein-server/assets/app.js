@@ -216,15 +216,23 @@ function mcpNotice() {
   return notice;
 }
 
-/** The URL of a `needs_auth` server when it is one a link may open (http or https only: it
- * comes from the server's authorization server). */
-function authorizationLink(server) {
+/** `text` as a URL a link may open: http or https only, with a host and no user name in front
+ * of it (`https://bank.example@evil.example/`); `null` for anything else (`javascript:`,
+ * `data:`, a relative path). Every link to a page an MCP server names goes through here. */
+function webLink(text) {
   try {
-    const url = new URL(server.authorizationUrl || '');
-    return url.protocol === 'https:' || url.protocol === 'http:' ? url.href : null;
+    const url = new URL(text || '');
+    const web = url.protocol === 'https:' || url.protocol === 'http:';
+    return web && url.host && !url.username && !url.password ? url : null;
   } catch {
     return null;
   }
+}
+
+/** The URL of a `needs_auth` server when it is one a link may open (it comes from the server's
+ * authorization server). */
+function authorizationLink(server) {
+  return webLink(server.authorizationUrl)?.href || null;
 }
 
 /** One line per failed server ("MCP server X is down: lastError") and per server waiting for a
@@ -991,32 +999,88 @@ async function decideApproval(card, approvalId, approve) {
 
 const elicitations = new Map();
 
-/** One input of an elicitation form, for a property of the requested schema. */
+/** The choices of a property of the requested schema, as `[value, label]`: `enum` (labelled
+ * by the legacy `enumNames`), `oneOf` of `{const, title}`, or for a multiple choice its
+ * `items`' `enum` or `anyOf`. `null` when the property is not a choice. */
+function choicesOf(property) {
+  const source = property.type === 'array' ? property.items || {} : property;
+  if (Array.isArray(source.enum)) {
+    const names = Array.isArray(source.enumNames) ? source.enumNames : [];
+    return source.enum.map((value, i) => [value, String(names[i] ?? value)]);
+  }
+  const options = source.oneOf || source.anyOf;
+  if (Array.isArray(options)) return options.map((option) => [option.const, String(option.title ?? option.const)]);
+  return null;
+}
+
+/** The input type a string `format` is typed in (`date-time` has no input of its own that
+ * keeps the offset: it is text, with an example). */
+const FORMAT_INPUTS = { email: 'email', uri: 'url', date: 'date' };
+
+/** One input of an elicitation form, for a property of the requested schema; the browser
+ * checks what it can of the schema's rules before sending (the server checks them all). */
 function elicitationField(name, property, required) {
   const label = document.createElement('label');
   label.className = 'field stacked';
   const title = document.createElement('span');
   title.textContent = `${property.title || name}${required ? ' *' : ''}`;
   label.append(title);
+  const choices = choicesOf(property);
   let input;
-  if (Array.isArray(property.enum)) {
+  let read;
+  if (property.type === 'array') {
+    // Several choices: one checkbox each.
+    input = document.createElement('span');
+    input.className = 'elicitation-choices';
+    const chosen = new Set(Array.isArray(property.default) ? property.default.map(String) : []);
+    const boxes = (choices || []).map(([value, text]) => {
+      const option = document.createElement('label');
+      option.className = 'elicitation-choice';
+      const box = document.createElement('input');
+      box.type = 'checkbox';
+      box.name = name;
+      box.value = String(value);
+      box.checked = chosen.has(String(value));
+      option.append(box, ` ${text}`);
+      input.append(option);
+      return [box, value];
+    });
+    read = () => {
+      const picked = boxes.filter(([box]) => box.checked).map(([, value]) => value);
+      return picked.length || required ? picked : undefined;
+    };
+  } else if (choices) {
     input = document.createElement('select');
     if (!required) input.append(new Option('', ''));
-    for (const choice of property.enum) input.append(new Option(String(choice), String(choice)));
+    for (const [value, text] of choices) input.append(new Option(text, String(value)));
     if (property.default !== undefined) input.value = String(property.default);
+    read = () => (input.value === '' ? undefined : choices.find(([value]) => String(value) === input.value)?.[0]);
   } else if (property.type === 'boolean') {
     input = document.createElement('input');
     input.type = 'checkbox';
     input.checked = property.default === true;
+    read = () => input.checked;
   } else {
     input = document.createElement('input');
-    input.type = property.type === 'number' || property.type === 'integer' ? 'number' : 'text';
+    const number = property.type === 'number' || property.type === 'integer';
+    input.type = number ? 'number' : FORMAT_INPUTS[property.format] || 'text';
     if (property.type === 'integer') input.step = '1';
     if (property.type === 'number') input.step = 'any';
+    if (number && typeof property.minimum === 'number') input.min = String(property.minimum);
+    if (number && typeof property.maximum === 'number') input.max = String(property.maximum);
+    if (Number.isInteger(property.minLength)) input.minLength = property.minLength;
+    if (Number.isInteger(property.maxLength)) input.maxLength = property.maxLength;
+    if (property.format === 'date-time') input.placeholder = '2025-11-25T09:30:00Z';
     if (property.default !== undefined) input.value = String(property.default);
+    read = () => {
+      if (input.value === '') return undefined;
+      return number ? Number(input.value) : input.value;
+    };
   }
-  input.name = name;
-  input.required = required && property.type !== 'boolean';
+  if (input.tagName !== 'SPAN') {
+    input.name = name;
+    input.required = required && property.type !== 'boolean';
+  }
   if (property.description) input.title = property.description;
   label.append(input);
   if (property.description) {
@@ -1025,17 +1089,7 @@ function elicitationField(name, property, required) {
     hint.textContent = property.description;
     label.append(hint);
   }
-  return { label, read: () => fieldValue(input, property) };
-}
-
-/** What an input holds, typed by its property; `undefined` for an empty optional one. */
-function fieldValue(input, property) {
-  if (property.type === 'boolean') return input.checked;
-  const text = input.value;
-  if (text === '') return undefined;
-  if (Array.isArray(property.enum)) return property.enum.find((choice) => String(choice) === text);
-  if (property.type === 'integer' || property.type === 'number') return Number(text);
-  return text;
+  return { label, read };
 }
 
 function addElicitation(turn, event) {
@@ -1057,13 +1111,20 @@ function addElicitation(turn, event) {
   message.className = 'elicitation-message';
   message.textContent = event.message;
   card.append(head, message);
-  if (event.url) {
+  // A page to open: only an http(s) one becomes a link (the server declines any other before
+  // it is streamed; this is the page's own check), with its host said plainly.
+  const page = event.url ? webLink(event.url) : null;
+  if (page) {
     const link = document.createElement('a');
-    link.href = event.url;
+    link.className = 'elicitation-link';
+    link.href = page.href;
     link.target = '_blank';
     link.rel = 'noopener noreferrer';
-    link.textContent = event.url;
-    card.append(link);
+    link.textContent = page.href;
+    const host = document.createElement('span');
+    host.className = 'elicitation-host small muted';
+    host.textContent = `Opens a page on ${page.host}`;
+    card.append(link, host);
   }
   const schema = event.requested_schema || {};
   const required = new Set(schema.required || []);
@@ -1483,7 +1544,7 @@ export function mount({ root = document, base = '', token = null, flags = docume
  *  stream): what the unit tests under `node --test` drive (`tests/browser/events.test.mjs`). */
 export function eventRenderer(root) {
   Object.assign(env, { root, flags: root.body || root });
-  return { handle: handleEvent, state, showMcpServers };
+  return { handle: handleEvent, state, showMcpServers, webLink };
 }
 
 // The page mounts itself; the widget imports `app.js?embed` and mounts where it wants.

@@ -148,6 +148,12 @@ impl From<RuntimeError> for ApiError {
             RuntimeError::Invalid(message) => {
                 (StatusCode::UNPROCESSABLE_ENTITY, message.clone(), None)
             }
+            // Which property of the answer, and which keyword of the schema it breaks.
+            RuntimeError::ElicitationAnswerMisfit(misfit) => (
+                StatusCode::UNPROCESSABLE_ENTITY,
+                format!("The answer does not fit the question: {misfit}."),
+                Some(json!({ "field": misfit.field, "rule": misfit.rule.keyword() })),
+            ),
             RuntimeError::ClientToolNameTaken(name) => (
                 StatusCode::UNPROCESSABLE_ENTITY,
                 format!(

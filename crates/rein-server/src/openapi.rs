@@ -296,7 +296,7 @@ fn build() -> Value {
             Some((doc.request::<ElicitationAnswerInput>(), true)), ("200", doc.ok::<ElicitationAnswered>("The question took the answer.")),
             &[("404", "No such session for this caller, or no question of that id waits (`hosted_elicitation_not_found`: answered, timed out, cancelled)."),
               ("421", "The session's turn runs on another replica, where the question waits (`hosted_turn_on_other_replica`): route a session's requests to one replica."),
-              ("422", "The content does not fit the requested schema, or the body does not fit (`validation_error`); the question still waits.")]) },
+              ("422", "The content breaks a rule of the requested schema (`validation_error`, `details`: the `field` and the schema keyword it breaks as `rule`: `required`, `additionalProperties`, `type`, `minLength`, `maxLength`, `format`, `minimum`, `maximum`, `enum`, `oneOf`, `items`, `minItems`, `maxItems`), or the body does not fit (`validation_error`); the question still waits.")]) },
         "/agent/api/runtime/transcriptions": { "post": {
             "operationId": "transcribe",
             "summary": "Voice input: a recording to text by the host's transcription model (GLEN's `transcription_model`, an OpenAI-compatible `/v1/audio/transcriptions`). The text is for the composer; nothing is sent to a session.",

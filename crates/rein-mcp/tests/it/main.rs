@@ -3,6 +3,7 @@
 
 mod config;
 mod conversions;
+mod elicitation;
 mod everything;
 mod faults;
 mod in_process;

@@ -5,7 +5,7 @@ use rein_protocol::AgentEvent;
 use rein_store::Session;
 
 use crate::{
-    elicitations::{Answered, Elicitation, ElicitationReply},
+    elicitations::{Answered, Elicitation, ElicitationReply, Form, is_web_url},
     error::{Result, RuntimeError},
 };
 
@@ -18,9 +18,29 @@ impl super::Runtime {
     /// session's stream, then the first of [`Self::answer_elicitation`] and the question's
     /// timeout (answered [`ElicitationReply::Cancel`]); `elicitation_answered` says which.
     /// Dropping the future (the server or a stop took the question back) withdraws it, with an
-    /// `elicitation_answered` of `cancel`. An unknown session is answered
-    /// [`ElicitationReply::Decline`] at once.
+    /// `elicitation_answered` of `cancel`. Answered [`ElicitationReply::Decline`] at once, and
+    /// never shown: a question whose schema is outside the form vocabulary MCP allows (rein
+    /// could not check the answer), one whose `url` is not `http(s)`, and one for an unknown
+    /// session.
     pub async fn elicit(&self, session_id: &str, question: Elicitation) -> ElicitationReply {
+        let form = match Form::read(&question.requested_schema) {
+            Ok(form) => form,
+            Err(error) => {
+                tracing::warn!(server = %question.server, %error, "a question declined");
+                return ElicitationReply::Decline;
+            }
+        };
+        if let Some(url) = &question.url
+            && !is_web_url(url)
+        {
+            // The URL is the server's; it goes to the log only as its length.
+            tracing::warn!(
+                server = %question.server,
+                url_chars = url.chars().count(),
+                "a question declined: its page is not an http(s) URL"
+            );
+            return ElicitationReply::Decline;
+        }
         let Ok(session) = self.asked_session(session_id) else {
             tracing::warn!(
                 session = session_id,
@@ -31,8 +51,7 @@ impl super::Runtime {
         };
         let core = self.core();
         let id = rein_store::new_id("eli");
-        let (answer, _guard) =
-            core.elicitations().wait(&session.id, &id, &question.requested_schema);
+        let (answer, _guard) = core.elicitations().wait(&session.id, &id, form);
         let event = AgentEvent::ElicitationRequested {
             elicitation_id: id.clone(),
             server: question.server.clone(),
@@ -78,7 +97,8 @@ impl super::Runtime {
 
     /// Answers the waiting question `elicitation_id` of session `id`.
     /// `hosted_elicitation_not_found` when no such question waits; an acceptance whose content
-    /// does not fit the requested schema is `validation_error` (and the question still waits).
+    /// breaks a rule of the requested schema is [`RuntimeError::ElicitationAnswerMisfit`]
+    /// (`validation_error`, naming the property and the rule), and the question still waits.
     /// None waits here while the session's turn runs on another replica (where it may wait):
     /// `hosted_turn_on_other_replica`.
     pub async fn answer_elicitation(
@@ -95,9 +115,7 @@ impl super::Runtime {
                 Err(RuntimeError::OnOtherReplica(session.id))
             }
             Answered::NotFound => Err(RuntimeError::ElicitationNotFound(elicitation_id.to_owned())),
-            Answered::Invalid(message) => Err(RuntimeError::Invalid(format!(
-                "the answer does not fit the question: {message}"
-            ))),
+            Answered::Invalid(misfit) => Err(RuntimeError::ElicitationAnswerMisfit(misfit)),
         }
     }
 }

@@ -459,3 +459,12 @@ fn mcp_notice_under_node_test() -> anyhow::Result<()> {
     ensure_playwright()?;
     node_test("mcp-notice.test.mjs")
 }
+
+/// The questions of MCP servers (`tests/browser/elicitation.test.mjs`) under `node --test`: a
+/// page is a link only when it is http(s) (its host said), and the form of every keyword MCP
+/// allows has typed, bounded inputs and labelled choices, and sends values as the schema has them.
+#[test]
+fn elicitation_form_under_node_test() -> anyhow::Result<()> {
+    ensure_playwright()?;
+    node_test("elicitation.test.mjs")
+}
