@@ -308,6 +308,10 @@ pub(crate) struct ServerSection {
     /// default when absent.
     #[serde(default)]
     pub(crate) max_connections_per_client: Option<usize>,
+    /// Recordings `POST /transcriptions` holds at once (0: no limit); the server's default
+    /// when absent.
+    #[serde(default)]
+    pub(crate) max_concurrent_transcriptions: Option<usize>,
     /// Seconds a call of a client's tool (a page's own tool) waits for the page's result
     /// before the model reads that the page did not answer; the runtime's default when absent.
     #[serde(default)]

@@ -65,6 +65,9 @@ pub(crate) async fn run(args: ServeArgs) -> anyhow::Result<ExitCode> {
     if let Some(limit) = config.server.max_connections_per_client {
         server.max_connections_per_client = (limit > 0).then_some(limit);
     }
+    if let Some(limit) = config.server.max_concurrent_transcriptions {
+        server.max_concurrent_transcriptions = (limit > 0).then_some(limit);
+    }
     server.insecure_no_auth = args.insecure_no_auth;
     if let Some(authorizations) = &wired.mcp_authorizations {
         let completing = Arc::clone(authorizations);

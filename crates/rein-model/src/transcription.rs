@@ -83,28 +83,30 @@ fn safe_name(file_name: &str) -> String {
     if name.is_empty() { "speech.webm".to_owned() } else { name }
 }
 
-/// The form: `model`, `response_format`, `file`.
-fn form(model: &str, audio: &Audio) -> (String, Vec<u8>) {
+/// The form: `model`, `response_format`, `file`. Built around the recording's own buffer:
+/// the fields and the file's header go in front of it in place (one move of the bytes, no
+/// second buffer), so a recording is held once while it is sent.
+fn form(model: &str, audio: Audio) -> (String, Vec<u8>) {
     let boundary = boundary_for(&audio.bytes);
-    let mut body = Vec::with_capacity(audio.bytes.len() + 512);
+    let mut head = String::with_capacity(512);
     for (name, value) in [("model", model), ("response_format", "json")] {
-        body.extend_from_slice(
-            format!(
-                "--{boundary}\r\nContent-Disposition: form-data; name=\"{name}\"\r\n\r\n{value}\r\n"
-            )
-            .as_bytes(),
-        );
+        head.push_str(&format!(
+            "--{boundary}\r\nContent-Disposition: form-data; name=\"{name}\"\r\n\r\n{value}\r\n"
+        ));
     }
-    body.extend_from_slice(
-        format!(
-            "--{boundary}\r\nContent-Disposition: form-data; name=\"file\"; filename=\"{}\"\r\nContent-Type: {}\r\n\r\n",
-            safe_name(&audio.file_name),
-            audio.media_type.replace(['\r', '\n'], "")
-        )
-        .as_bytes(),
-    );
-    body.extend_from_slice(&audio.bytes);
-    body.extend_from_slice(format!("\r\n--{boundary}--\r\n").as_bytes());
+    head.push_str(&format!(
+        "--{boundary}\r\nContent-Disposition: form-data; name=\"file\"; filename=\"{}\"\r\nContent-Type: {}\r\n\r\n",
+        safe_name(&audio.file_name),
+        audio.media_type.replace(['\r', '\n'], "")
+    ));
+    let tail = format!("\r\n--{boundary}--\r\n");
+    let mut body = audio.bytes;
+    let len = body.len();
+    body.reserve_exact(head.len() + tail.len());
+    body.resize(len + head.len(), 0);
+    body.copy_within(..len, head.len());
+    body[..head.len()].copy_from_slice(head.as_bytes());
+    body.extend_from_slice(tail.as_bytes());
     (format!("multipart/form-data; boundary={boundary}"), body)
 }
 
@@ -122,7 +124,7 @@ impl Transcriber for OpenAiTranscriber {
                 self.redactor.redact(&format!("{endpoint}: {what}")).into_owned(),
             )
         };
-        let (content_type, body) = form(&self.model, &audio);
+        let (content_type, body) = form(&self.model, audio);
         let mut headers = vec![("content-type".to_owned(), content_type)];
         if let Some(key) = &self.api_key {
             headers.push(("authorization".to_owned(), format!("Bearer {key}")));

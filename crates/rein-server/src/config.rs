@@ -73,7 +73,14 @@ pub struct ServerConfig {
     /// chat shows no microphone.
     pub transcription: Transcription,
     /// The largest recording `POST /transcriptions` accepts, in bytes (`413` above it; 10 MiB).
+    /// The body is read as it arrives and refused as soon as it passes this (at once when its
+    /// `Content-Length` does), so an oversize upload is never held whole.
     pub max_audio_bytes: usize,
+    /// The most recordings `POST /transcriptions` holds at once, each from before its body is
+    /// read until the model has answered; one more is `429 too_many_transcriptions` before its
+    /// body is read. Each holds up to `max_audio_bytes`, so this bounds their memory. `None`
+    /// for no limit. Default 4.
+    pub max_concurrent_transcriptions: Option<usize>,
     /// Where `GET /mcp/oauth/callback` hands the browser's redirect after a person authorized
     /// an MCP server (the host's MCP client waits for it). Without one that route answers 404.
     pub mcp_oauth: McpOAuthCallback,
@@ -220,6 +227,7 @@ impl Default for ServerConfig {
             model_check: ModelCheck::default(),
             transcription: Transcription::default(),
             max_audio_bytes: 10 * 1024 * 1024,
+            max_concurrent_transcriptions: Some(4),
             mcp_oauth: McpOAuthCallback::default(),
             mcp_principal_authorizations: McpPrincipalAuthorizations::default(),
         }

@@ -33,6 +33,7 @@ mod multipart;
 mod openapi;
 mod owned;
 mod routes;
+mod transcribe;
 mod wire;
 
 use std::{future::Future, net::SocketAddr};

@@ -308,9 +308,10 @@ fn build() -> Value {
                 "400": doc.error("The body is not a well-formed multipart form."),
                 "401": doc.error("Missing or unknown bearer token (only when tokens are configured)."),
                 "403": doc.error("A `Host` this server does not answer to (`host_not_allowed`, local mode), or a state-changing request from another origin (`origin_not_allowed`)."),
-                "413": doc.error("The recording is larger than the server accepts (`payload_too_large`)."),
+                "413": doc.error("The recording is larger than the server accepts (`payload_too_large`): refused as soon as its `Content-Length`, or the bytes read so far, pass `max_audio_bytes`."),
                 "415": doc.error("Not `multipart/form-data`, or the `file` part is not audio (`unsupported_media_type`)."),
                 "422": doc.error("No `file` part, or an empty one (`validation_error`)."),
+                "429": doc.error("The server holds `server.max_concurrent_transcriptions` recordings already (`too_many_transcriptions`); the body was not read. Try again shortly."),
                 "502": doc.error("The transcription model failed (`hosted_transcription_failed`)."),
                 "503": doc.error("No transcription model is configured (`hosted_transcription_not_configured`).")
             }

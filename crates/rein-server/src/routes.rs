@@ -47,6 +47,8 @@ use crate::{
 pub(crate) struct AppState {
     runtime: Runtime,
     config: Arc<ServerConfig>,
+    /// `POST /transcriptions`: the transcriber and its slots.
+    transcriptions: Arc<crate::transcribe::Transcriptions>,
     /// Fires when the server shuts down; open event streams end then.
     shutdown: CancellationToken,
 }
@@ -68,7 +70,8 @@ pub(crate) fn router(
 ) -> Router {
     let auth = Arc::new(Auth::new(&config.tokens));
     let edge_state = Arc::new(Edge::new(config, auth, bound));
-    let state = AppState { runtime, config: Arc::new(config.clone()), shutdown };
+    let transcriptions = Arc::new(crate::transcribe::Transcriptions::new(config));
+    let state = AppState { runtime, config: Arc::new(config.clone()), transcriptions, shutdown };
     let runtime = Router::new()
         .route("/agents", get(agents))
         .route("/models", get(models))
@@ -98,10 +101,8 @@ pub(crate) fn router(
         .route("/approval-rules/{id}", axum::routing::delete(revoke_approval_rule))
         .route("/sessions/{id}/audit", get(session_audit))
         .route("/view-contexts/{id}", put(put_view_context).get(get_view_context))
-        .route(
-            "/transcriptions",
-            post(transcribe).layer(DefaultBodyLimit::max(config.max_audio_bytes)),
-        );
+        // Reads its body as a stream, with its own limit (`max_audio_bytes`).
+        .route("/transcriptions", post(transcribe));
     let mut app = Router::new()
         .route("/", get(assets::index))
         .route("/assets/{name}", get(assets::asset))
@@ -660,76 +661,13 @@ async fn export_session(
 }
 
 /// `POST /transcriptions`: a recording (multipart, field `file`) to text, by the host's
-/// transcriber.
+/// transcriber (`transcribe.rs`).
 async fn transcribe(
     State(s): State<AppState>,
     Caller(_): Caller,
     request: Request,
 ) -> ApiResult<crate::api::TranscriptionResult> {
-    let Some(transcriber) = s.config.transcription.0.clone() else {
-        return Err(ApiError::new(
-            StatusCode::SERVICE_UNAVAILABLE,
-            "hosted_transcription_not_configured",
-            "This server has no transcription model (`transcription_model`).",
-        ));
-    };
-    let unsupported = |message: &str| {
-        ApiError::new(
-            StatusCode::UNSUPPORTED_MEDIA_TYPE,
-            "unsupported_media_type",
-            message.to_owned(),
-        )
-    };
-    let content_type = request
-        .headers()
-        .get(header::CONTENT_TYPE)
-        .and_then(|value| value.to_str().ok())
-        .unwrap_or_default()
-        .to_owned();
-    let Some(boundary) = crate::multipart::boundary(&content_type) else {
-        return Err(unsupported("Send the recording as `multipart/form-data` with a `file` part."));
-    };
-    let bytes = Bytes::from_request(request, &s).await.map_err(|rejection| {
-        if rejection.status() == StatusCode::PAYLOAD_TOO_LARGE {
-            ApiError::new(
-                StatusCode::PAYLOAD_TOO_LARGE,
-                "payload_too_large",
-                format!(
-                    "The recording is larger than {} bytes, the most this server accepts.",
-                    s.config.max_audio_bytes
-                ),
-            )
-        } else {
-            ApiError::bad_request(rejection.body_text())
-        }
-    })?;
-    let parts = crate::multipart::parts(&bytes, &boundary)
-        .ok_or_else(|| ApiError::bad_request("The body is not a well-formed multipart form."))?;
-    let Some(file) = parts.iter().find(|part| part.name.as_deref() == Some("file")) else {
-        return Err(
-            ApiError::validation("The form has no `file` part.").with_details(field("file"))
-        );
-    };
-    let media = file.content_type.as_deref().unwrap_or_default();
-    let media_type = media.split(';').next().unwrap_or_default().trim().to_ascii_lowercase();
-    if !(media_type.starts_with("audio/") || media_type == "video/webm") {
-        return Err(unsupported(
-            "The `file` part must be audio (`audio/webm`, `audio/wav`, `audio/ogg`, `audio/mpeg`, …).",
-        ));
-    }
-    if file.body.is_empty() {
-        return Err(ApiError::validation("The recording is empty.").with_details(field("file")));
-    }
-    let file_name = file.file_name.clone().unwrap_or_else(|| "speech.webm".to_owned());
-    let audio = rein_protocol::Audio::new(file.body.to_vec(), media_type, file_name);
-    match transcriber.transcribe(audio).await {
-        Ok(text) => Ok(Json(crate::api::TranscriptionResult { text: text.trim().to_owned() })),
-        Err(error) => Err(ApiError::new(
-            StatusCode::BAD_GATEWAY,
-            "hosted_transcription_failed",
-            format!("The transcription model failed: {error}"),
-        )),
-    }
+    Ok(Json(s.transcriptions.transcribe(request).await?))
 }
 
 async fn put_client_tools(

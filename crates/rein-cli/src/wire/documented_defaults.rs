@@ -411,6 +411,14 @@ fn code_defaults() -> BTreeMap<&'static str, String> {
         },
     );
     defaults.insert(
+        "server.max_concurrent_transcriptions",
+        match (empty.server.max_concurrent_transcriptions, served.max_concurrent_transcriptions) {
+            (None, Some(limit)) => code(limit),
+            (None, None) => "none".to_owned(),
+            (Some(limit), _) => code(limit),
+        },
+    );
+    defaults.insert(
         "server.client_tool_timeout_seconds",
         code(
             empty
