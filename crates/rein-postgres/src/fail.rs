@@ -95,6 +95,14 @@ pub(crate) fn unreachable_error(target: &str, detail: &str) -> StoreError {
     }
 }
 
+/// A string with a NUL character, which PostgreSQL cannot store in `text` or `jsonb`.
+fn nul_error() -> StoreError {
+    StoreError::InvalidInput {
+        what: "text",
+        detail: "a string holds the NUL character (U+0000), which the database cannot store".into(),
+    }
+}
+
 /// A driver error as a store error.
 fn pg_error(error: &tokio_postgres::Error, target: &str) -> StoreError {
     if let Some(db) = error.as_db_error() {
@@ -108,6 +116,13 @@ fn pg_error(error: &tokio_postgres::Error, target: &str) -> StoreError {
             || *code == SqlState::LOCK_NOT_AVAILABLE
         {
             StoreError::Busy { detail }
+        } else if *code == SqlState::CHARACTER_NOT_IN_REPERTOIRE
+            || *code == SqlState::UNTRANSLATABLE_CHARACTER
+        {
+            // A Rust string is UTF-8, so the one byte sequence a UTF-8 database refuses in
+            // `text` (22021) is a NUL, and the one escape `jsonb` refuses (22P05) is `\u0000`.
+            // The server's text names the data; it stays out of the error.
+            nul_error()
         } else if *code == SqlState::UNIQUE_VIOLATION {
             StoreError::AlreadyExists {
                 kind: "record",

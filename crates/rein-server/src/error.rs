@@ -212,7 +212,18 @@ impl From<RuntimeError> for ApiError {
                     None,
                 )
             }
-            // Storage, internal failures, and whatever the runtime adds later.
+            // The database's own words (its SQL state, what it says of the data) stay in the
+            // log: they are not the client's to read.
+            RuntimeError::Store(_) => {
+                tracing::error!(%error, request_id = current_request_id(), "the session store failed");
+                (
+                    StatusCode::INTERNAL_SERVER_ERROR,
+                    "The session store failed; the server's log has the details under this request id."
+                        .to_owned(),
+                    None,
+                )
+            }
+            // Internal failures, and whatever the runtime adds later.
             _ => (StatusCode::INTERNAL_SERVER_ERROR, error.to_string(), None),
         };
         ApiError { status, code, message, details }
@@ -294,11 +305,15 @@ mod tests {
             assert_eq!(error.code, "hosted_store_unavailable");
             assert!(!error.message.contains("db.internal"), "{}", error.message);
         }
-        let other = rein_store::StoreError::Database { detail: "disk I/O error".into() };
+        let other = rein_store::StoreError::Database {
+            detail: "invalid byte sequence for encoding \"UTF8\": 0x00 (SQLSTATE 22021)".into(),
+        };
         let error = ApiError::from(RuntimeError::Store(other));
         assert_eq!(
             (error.status, error.code),
             (StatusCode::INTERNAL_SERVER_ERROR, "internal_error")
         );
+        // The database's words stay in the log.
+        assert!(!error.message.contains("SQLSTATE"), "{}", error.message);
     }
 }

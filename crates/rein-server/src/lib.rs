@@ -30,6 +30,7 @@ mod edge;
 mod error;
 mod listener;
 mod multipart;
+mod nul;
 mod openapi;
 mod owned;
 mod routes;

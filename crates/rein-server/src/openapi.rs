@@ -128,11 +128,18 @@ fn operation(
         op["responses"]["415"] = doc.error("The body is not sent as application/json.");
         if op["responses"].get("422").is_none() {
             op["responses"]["422"] =
-                doc.error("The body does not fit the schema (unknown, missing or wrong fields).");
+                doc.error("The body does not fit the schema (unknown, missing or wrong fields), or a string in it holds a NUL (`nul_character_not_allowed`).");
         }
+    }
+    if op["responses"].get("422").is_none() {
+        op["responses"]["422"] = doc.error(NUL_IN_URL);
     }
     op
 }
+
+/// Every route under `/agent/api/runtime` may answer this (`nul.rs`).
+const NUL_IN_URL: &str =
+    "The path or the query holds a NUL character, `%00` (`nul_character_not_allowed`).";
 
 const NOT_FOUND_SESSION: (&str, &str) =
     ("404", "No such session for this caller (`hosted_session_not_found`).");
@@ -172,7 +179,8 @@ fn build() -> Value {
             "responses": {
                 "200": { "description": "The authorization was handed to the waiting server connection.", "content": { "text/html": { "schema": { "type": "string" } } } },
                 "400": { "description": "No authorization waits for this `state` (expired, or already used), or the authorization server sent an error.", "content": { "text/html": { "schema": { "type": "string" } } } },
-                "404": { "description": "This host does not authorize MCP servers through its own address.", "content": { "text/html": { "schema": { "type": "string" } } } }
+                "404": { "description": "This host does not authorize MCP servers through its own address.", "content": { "text/html": { "schema": { "type": "string" } } } },
+                "422": doc.error(NUL_IN_URL)
             }
         }},
         "/agent/api/runtime/sessions": {
@@ -237,7 +245,8 @@ fn build() -> Value {
                 "200": { "description": "The event stream.", "content": { "text/event-stream": { "schema": { "type": "string" } } } },
                 "400": doc.error("`Last-Event-ID` is not an event id."),
                 "401": doc.error("Missing or unknown bearer token."),
-                "404": doc.error("No such session for this caller.")
+                "404": doc.error("No such session for this caller."),
+                "422": doc.error(NUL_IN_URL)
             }
         }},
         "/agent/api/runtime/sessions/{id}/export": { "get": {
@@ -254,7 +263,7 @@ fn build() -> Value {
                 "401": doc.error("Missing or unknown bearer token (only when tokens are configured)."),
                 "403": doc.error("A `Host` this server does not answer to (`host_not_allowed`, local mode)."),
                 "404": doc.error("No such session for this caller (`hosted_session_not_found`)."),
-                "422": doc.error("`format` is neither `markdown` nor `json` (`validation_error`).")
+                "422": doc.error("`format` is neither `markdown` nor `json` (`validation_error`), or the path or query holds a NUL (`nul_character_not_allowed`).")
             }
         }},
         "/agent/api/runtime/sessions/{id}/client-tools": {
@@ -310,7 +319,7 @@ fn build() -> Value {
                 "403": doc.error("A `Host` this server does not answer to (`host_not_allowed`, local mode), or a state-changing request from another origin (`origin_not_allowed`)."),
                 "413": doc.error("The recording is larger than the server accepts (`payload_too_large`): refused as soon as its `Content-Length`, or the bytes read so far, pass `max_audio_bytes`."),
                 "415": doc.error("Not `multipart/form-data`, or the `file` part is not audio (`unsupported_media_type`)."),
-                "422": doc.error("No `file` part, or an empty one (`validation_error`)."),
+                "422": doc.error("No `file` part, or an empty one (`validation_error`); a NUL in the query (`nul_character_not_allowed`)."),
                 "429": doc.error("The server holds `server.max_concurrent_transcriptions` recordings already (`too_many_transcriptions`); the body was not read. Try again shortly."),
                 "502": doc.error("The transcription model failed (`hosted_transcription_failed`)."),
                 "503": doc.error("No transcription model is configured (`hosted_transcription_not_configured`).")

@@ -109,7 +109,11 @@ pub(crate) fn router(
         .route("/widget.js", get(assets::widget))
         .route("/agent/api/openapi.json", get(openapi_document))
         .route("/agent/api/health", get(health))
-        .nest("/agent/api/runtime", runtime)
+        // A NUL in a path or query is refused before any route reads it (`nul.rs`).
+        .nest(
+            "/agent/api/runtime",
+            runtime.route_layer(middleware::from_fn(crate::nul::refuse_in_uri)),
+        )
         .fallback(not_found)
         .method_not_allowed_fallback(method_not_allowed)
         .with_state(state)
@@ -240,6 +244,7 @@ impl<S: Send + Sync, T: DeserializeOwned> FromRequest<S> for Body<T> {
                 "Send the body as JSON with `Content-Type: application/json`.",
             ));
         }
+        crate::nul::refuse_in_json(bytes)?;
         serde_json::from_slice(bytes).map(Body).map_err(|error| {
             let message = error.to_string();
             match error.classify() {

@@ -7,6 +7,7 @@
 
 #[path = "../../../rein-store/tests/it/approvals.rs"]
 mod approvals;
+mod nul;
 #[path = "../../../rein-store/tests/it/pages.rs"]
 mod pages;
 mod replicas;

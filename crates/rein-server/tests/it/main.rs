@@ -12,6 +12,7 @@ mod elicitation;
 mod export;
 mod fuzz_api;
 mod hosted;
+mod nul;
 mod openapi;
 mod routes;
 mod scripted;
