@@ -36,24 +36,6 @@ use crate::{
     result::tool_to_spec,
 };
 
-/// Environment variables a stdio server inherits from rein; everything else must be configured.
-const INHERITED_ENV: &[&str] = &[
-    "PATH",
-    "HOME",
-    "USER",
-    "LOGNAME",
-    "SHELL",
-    "LANG",
-    "LANGUAGE",
-    "LC_ALL",
-    "LC_CTYPE",
-    "TZ",
-    "TMPDIR",
-    "TEMP",
-    "TMP",
-    "SYSTEMROOT",
-    "WINDIR",
-];
 /// The longest a connect waits for the person to authorize in a browser.
 const AUTHORIZATION_WAIT: Duration = Duration::from_secs(300);
 /// How many stderr lines of a child are kept for error messages.
@@ -501,7 +483,8 @@ pub(crate) async fn open(
         McpTransport::Stdio(stdio) => {
             let mut command = tokio::process::Command::new(&stdio.command);
             command.args(&stdio.args).env_clear();
-            for key in INHERITED_ENV {
+            // The same allowlist as command hooks: one list for every child rein starts.
+            for key in rein_protocol::CHILD_ENV_ALLOWLIST {
                 if let Some(value) = std::env::var_os(key) {
                     command.env(key, value);
                 }
