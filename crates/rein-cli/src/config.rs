@@ -663,7 +663,18 @@ fn check_merged(config: &Config) -> Vec<Problem> {
                 ),
             ));
         }
+        if principal == rein_runtime::LOCAL_OWNER {
+            problems.push(error(
+                key,
+                format!(
+                    "principal `{principal}` is reserved: it is the principal of local mode (no \
+                     tokens), whose sessions it would see on the same data directory; choose \
+                     another name"
+                ),
+            ));
+        }
     }
+    problems.extend(mcp_oauth_problems(config));
     for (index, tool_set) in config.tools.iter().enumerate() {
         if !TOOL_SETS.contains(&tool_set.as_str()) {
             problems.push(error(
@@ -699,6 +710,51 @@ fn check_merged(config: &Config) -> Vec<Problem> {
                     format!("no model named `{model}` (models: {})", names.join(", ")),
                 ));
             }
+        }
+    }
+    problems
+}
+
+/// The MCP servers' OAuth keys that cannot be served as written: `cross_app_access` with
+/// `server.tokens` (every principal would get the identity of the one process-wide ID token of
+/// `oauth.idp.id_token_env`: rein has no per-principal ID tokens), and an identity provider's
+/// token endpoint that the ID token and secrets may not be sent to (HTTPS, or plain HTTP on
+/// loopback for a server on loopback, as for every token endpoint).
+fn mcp_oauth_problems(config: &Config) -> Vec<Problem> {
+    let mut problems = Vec::new();
+    for server in config.all_mcp_servers() {
+        let ServerTransport::Http(http) = &server.transport else {
+            continue;
+        };
+        let Some(oauth) = &http.oauth else {
+            continue;
+        };
+        let key = |rest: &str| format!("mcpServers.{}.oauth.{rest}", server.name);
+        if oauth.grant == rein_mcp::OAuthGrant::CrossAppAccess && !config.server.tokens.is_empty() {
+            problems.push(Problem {
+                file: None,
+                key: key("grant"),
+                message: "`cross_app_access` with `server.tokens` would give every principal the \
+                          identity of the one ID token in `oauth.idp.id_token_env` (rein has no \
+                          per-principal ID tokens yet); use `authorization_code`, where each \
+                          principal authorizes its own calls, or serve without tokens"
+                    .to_owned(),
+                warning: false,
+            });
+        }
+        if let Some(idp) = &oauth.idp
+            && !rein_mcp::token_endpoint_allowed(&http.url, &idp.token_endpoint)
+        {
+            problems.push(Problem {
+                file: None,
+                key: key("idp.token_endpoint"),
+                message: format!(
+                    "`{}` is not HTTPS (plain HTTP only on loopback, for a server on loopback): \
+                     the ID token and client secret would cross the network readable",
+                    idp.token_endpoint
+                ),
+                warning: false,
+            });
         }
     }
     problems

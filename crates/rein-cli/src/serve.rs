@@ -3,8 +3,9 @@
 use std::{net::SocketAddr, process::ExitCode, sync::Arc, time::Duration};
 
 use anyhow::Context as _;
+use rein_mcp::CallbackError;
 use rein_model::ProviderModel;
-use rein_server::{ModelCheck, ServerConfig};
+use rein_server::{McpOAuthConnected, McpOAuthRefusal, McpOAuthStart, ModelCheck, ServerConfig};
 
 use crate::args::CommonArgs;
 
@@ -70,8 +71,29 @@ pub(crate) async fn run(args: ServeArgs) -> anyhow::Result<ExitCode> {
     }
     server.insecure_no_auth = args.insecure_no_auth;
     if let Some(authorizations) = &wired.mcp_authorizations {
-        let completing = Arc::clone(authorizations);
-        server = server.with_mcp_oauth_callback(move |redirect| completing.complete(redirect));
+        // Connect binds the caller's browser to the authorization; the callback takes a redirect
+        // only from such a browser (`rein_mcp::CallbackAuthorizer`'s protocol).
+        let (connecting, completing) = (Arc::clone(authorizations), Arc::clone(authorizations));
+        server = server.with_mcp_oauth(
+            move |principal, name| {
+                let binding = connecting.connect(name, principal).map_err(|e| e.to_string())?;
+                Ok(McpOAuthStart::new(
+                    binding.url,
+                    binding.state,
+                    binding.secret,
+                    binding.expires_in,
+                ))
+            },
+            move |redirect, secret| match completing.complete(redirect, secret) {
+                Ok(done) => {
+                    Ok(McpOAuthConnected::new(done.server, done.principal, done.connected_by))
+                }
+                Err(error @ CallbackError::OtherBrowser) => {
+                    Err(McpOAuthRefusal::OtherBrowser(error.to_string()))
+                }
+                Err(error) => Err(McpOAuthRefusal::NotWaiting(error.to_string())),
+            },
+        );
         if !config.server.tokens.is_empty() {
             // Per-principal tokens: each principal sees the authorizations of its own calls.
             let own = Arc::clone(authorizations);

@@ -308,10 +308,10 @@ async fn start_mcp(
     publish(&set, authorizations.as_deref(), &live, &background, &mut shared);
     let mut unreachable = Vec::new();
     for status in set.statuses() {
-        if let Some(url) = authorizations.as_ref().and_then(|a| a.pending_for(&status.name)) {
+        // Not the URL: the callback takes it only from a browser Connect bound to it.
+        if authorizations.as_ref().is_some_and(|a| a.pending_for(&status.name).is_some()) {
             eprintln!(
-                "rein: MCP server `{}` needs authorization: use Connect in the web chat, or open \
-                 {url}",
+                "rein: MCP server `{}` needs authorization: use Connect in the web chat",
                 status.name
             );
         } else if matches!(status.state, ServerState::Failed | ServerState::Connecting) {

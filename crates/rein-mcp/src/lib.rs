@@ -14,14 +14,16 @@
 //! follows its tool list, reports each server's state, and offers the tools of all of them
 //! with a tool name two servers share renamed `server__tool` for both. HTTP servers behind
 //! OAuth 2.1 are authorized through an [`Authorizer`] (the person opens a URL) with tokens in a
-//! [`TokenStore`]; both MCP eras (2025-11-25 `initialize`, 2026-07-28 `server/discover`) are
-//! spoken without configuration.
+//! [`TokenStore`]; a web host's [`CallbackAuthorizer`] takes a redirect only from a browser the
+//! authorization's own principal started with Connect. Both MCP eras (2025-11-25 `initialize`,
+//! 2026-07-28 `server/discover`) are spoken without configuration.
 //!
 //! This crate must never let an rmcp type out of its API, and never depend on another rein
 //! crate than `rein-protocol`.
 
 #![warn(missing_docs, unreachable_pub)]
 
+mod callback;
 mod client_assertion;
 mod config;
 mod connect;
@@ -38,6 +40,7 @@ mod servers;
 mod source;
 
 pub use crate::{
+    callback::{BrowserBinding, CallbackAuthorizer, CallbackError, Completed, MAX_BROWSERS},
     client_assertion::SigningAlgorithm,
     config::{
         ClientOptions, DEFAULT_CALL_TIMEOUT, HttpServer, McpServerConfig, McpServers,
@@ -48,8 +51,8 @@ pub use crate::{
     error::McpError,
     naming::{RENAME_SEPARATOR, SharedToolName},
     oauth::{
-        AuthorizationPrompt, AuthorizeFlow, Authorizer, CallbackAuthorizer, IdpConfig,
-        LoopbackAuthorizer, MAX_AUTHORIZATIONS, OAuthConfig, OAuthGrant, TokenStore,
+        AuthorizationPrompt, AuthorizeFlow, Authorizer, IdpConfig, LoopbackAuthorizer,
+        MAX_AUTHORIZATIONS, OAuthConfig, OAuthGrant, TokenStore, token_endpoint_allowed,
     },
     result::{EMPTY_ERROR_TEXT, EMPTY_RESULT_TEXT, call_result_to_output, tool_to_spec},
     schema::openai_parameters,

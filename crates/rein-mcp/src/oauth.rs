@@ -238,140 +238,8 @@ impl AuthorizeFlow for LoopbackAuthorizer {
     }
 }
 
-/// The authorizer of a web host (`rein serve`): each authorization waits (at most `wait`) for
-/// the browser to come back to `redirect_uri` on the host's own address; the host lists the
-/// [`pending`](Self::pending) URLs (a server that "needs auth", with a "Connect" button) and
-/// hands each redirect it receives to [`complete`](Self::complete), matched by its `state`.
-pub struct CallbackAuthorizer {
-    redirect_uri: String,
-    wait: std::time::Duration,
-    pending: std::sync::Mutex<Vec<PendingAuthorization>>,
-    changes: tokio::sync::watch::Sender<u64>,
-}
-
-struct PendingAuthorization {
-    prompt: AuthorizationPrompt,
-    state: String,
-    answer: Option<tokio::sync::oneshot::Sender<String>>,
-}
-
-impl PendingAuthorization {
-    /// Whether the authorization still waits (its connect was not dropped).
-    fn waits(&self) -> bool {
-        self.answer.as_ref().is_some_and(|answer| !answer.is_closed())
-    }
-}
-
-impl CallbackAuthorizer {
-    /// An authorizer whose redirects come back to `redirect_uri` (for example
-    /// `https://host/agent/api/runtime/mcp/oauth/callback`).
-    pub fn new(redirect_uri: impl Into<String>, wait: std::time::Duration) -> Self {
-        CallbackAuthorizer {
-            redirect_uri: redirect_uri.into(),
-            wait,
-            pending: std::sync::Mutex::new(Vec::new()),
-            changes: tokio::sync::watch::Sender::new(0),
-        }
-    }
-
-    /// A receiver whose value changes whenever an authorization starts waiting or stops: read
-    /// [`pending`](Self::pending) again then.
-    pub fn changes(&self) -> tokio::sync::watch::Receiver<u64> {
-        self.changes.subscribe()
-    }
-
-    fn changed(&self) {
-        self.changes.send_modify(|generation| *generation += 1);
-    }
-
-    fn lock(&self) -> std::sync::MutexGuard<'_, Vec<PendingAuthorization>> {
-        self.pending.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
-    }
-
-    /// The authorizations waiting for the person, oldest first (one whose waiting connect was
-    /// given up, by its timeout or a shutdown, is not).
-    pub fn pending(&self) -> Vec<AuthorizationPrompt> {
-        self.lock().iter().filter(|p| p.waits()).map(|pending| pending.prompt.clone()).collect()
-    }
-
-    /// The authorization URL `server` waits on for its own tokens, if any.
-    pub fn pending_for(&self, server: &str) -> Option<String> {
-        self.pending_for_principal(server, None)
-    }
-
-    /// The authorization URL `server` waits on for the tokens of `principal` (`None`: the
-    /// server's own), if any.
-    pub fn pending_for_principal(&self, server: &str, principal: Option<&str>) -> Option<String> {
-        self.lock()
-            .iter()
-            .find(|p| {
-                p.prompt.server == server && p.prompt.principal.as_deref() == principal && p.waits()
-            })
-            .map(|p| p.prompt.url.clone())
-    }
-
-    /// Hands the redirect `callback_url` (the full URL, or its path and query) to the
-    /// authorization whose `state` it carries; the server's name, or why not.
-    pub fn complete(&self, callback_url: &str) -> Result<String, String> {
-        let state = query_param(callback_url, "state").ok_or("the redirect has no `state`")?;
-        let mut pending = self.lock();
-        let index = pending
-            .iter()
-            .position(|p| p.state == state)
-            .ok_or("no authorization waits for this `state` (it may have expired)")?;
-        let mut found = pending.remove(index);
-        let full = if callback_url.starts_with('/') {
-            let origin = self.redirect_uri.split('/').take(3).collect::<Vec<_>>().join("/");
-            format!("{origin}{callback_url}")
-        } else {
-            callback_url.to_owned()
-        };
-        drop(pending);
-        self.changed();
-        match found.answer.take().map(|answer| answer.send(full)) {
-            Some(Ok(())) => Ok(found.prompt.server),
-            _ => Err("the authorization no longer waits (it may have expired)".to_owned()),
-        }
-    }
-}
-
-#[async_trait::async_trait]
-impl AuthorizeFlow for CallbackAuthorizer {
-    fn redirect_uri(&self) -> String {
-        self.redirect_uri.clone()
-    }
-
-    async fn authorize(&self, prompt: AuthorizationPrompt) -> Result<String, String> {
-        let state =
-            query_param(&prompt.url, "state").ok_or("the authorization URL has no `state`")?;
-        let (answer, redirect) = tokio::sync::oneshot::channel();
-        {
-            let mut pending = self.lock();
-            // One authorization per server and principal: a newer one replaces the one left
-            // open.
-            pending.retain(|p| {
-                p.prompt.server != prompt.server || p.prompt.principal != prompt.principal
-            });
-            pending.push(PendingAuthorization {
-                prompt,
-                state: state.clone(),
-                answer: Some(answer),
-            });
-        }
-        self.changed();
-        let outcome = tokio::time::timeout(self.wait, redirect).await;
-        self.lock().retain(|p| p.state != state);
-        self.changed();
-        match outcome {
-            Ok(Ok(url)) => Ok(url),
-            Ok(Err(_)) => Err("the authorization was replaced by a newer one".to_owned()),
-            Err(_) => Err(format!("not authorized within {} s", self.wait.as_secs())),
-        }
-    }
-}
-
 /// The value of `name` in a URL's query, percent-decoded for `%XX`.
-fn query_param(url: &str, name: &str) -> Option<String> {
+pub(crate) fn query_param(url: &str, name: &str) -> Option<String> {
     let query = url.split_once('?')?.1.split('#').next().unwrap_or("");
     let raw = query.split('&').find_map(|pair| {
         let (key, value) = pair.split_once('=')?;
@@ -620,7 +488,7 @@ impl EmaClientAssertionProvider for KeyFileAssertions {
 
 /// Whether a token endpoint may be sent client credentials: HTTPS, or plain HTTP on loopback
 /// for a server on loopback (a local development setup, as rmcp allows).
-fn token_endpoint_allowed(server_url: &str, token_endpoint: &str) -> bool {
+pub fn token_endpoint_allowed(server_url: &str, token_endpoint: &str) -> bool {
     let loopback = |url: &str| {
         let Some(origin) = origin_of(url) else {
             return false;
@@ -636,6 +504,11 @@ fn token_endpoint_allowed(server_url: &str, token_endpoint: &str) -> bool {
         || (token_endpoint.to_ascii_lowercase().starts_with("http://")
             && loopback(server_url)
             && loopback(token_endpoint))
+}
+
+/// Why credentials are not sent to `endpoint` (`what`): see [`token_endpoint_allowed`].
+fn not_https(what: &str, endpoint: &str) -> String {
+    format!("{what} `{endpoint}` is not HTTPS (nor loopback for a server on loopback)")
 }
 
 /// POSTs the form `pairs` to a token endpoint and returns its JSON answer; an OAuth error
@@ -902,9 +775,20 @@ impl OAuthSession {
             self.config.client_id.clone().ok_or_else(|| {
                 "`oauth.grant = cross_app_access` needs `oauth.client_id`".to_owned()
             })?;
+        // The ID token and the client secrets go to both token endpoints: HTTPS only (plain
+        // HTTP on loopback for a server on loopback), as for the other grants.
+        if !token_endpoint_allowed(&self.url, &idp.token_endpoint) {
+            return Err(not_https("`oauth.idp.token_endpoint`", &idp.token_endpoint));
+        }
         let id_token = secret_from(&idp.id_token_env, "oauth.idp.id_token_env")?;
         let challenge = Some(www_authenticate).filter(|header| !header.trim().is_empty());
         let (manager, metadata) = self.manager_with_metadata(challenge).await?;
+        if !token_endpoint_allowed(&self.url, &metadata.token_endpoint) {
+            return Err(not_https(
+                "the authorization server's token endpoint",
+                &metadata.token_endpoint,
+            ));
+        }
         let issuer = metadata.issuer.clone().ok_or_else(|| {
             "the authorization server's metadata has no `issuer` (the identity assertion's \
              audience)"
@@ -995,10 +879,7 @@ impl OAuthSession {
                 .to_owned()
         })?;
         if !token_endpoint_allowed(&self.url, &metadata.token_endpoint) {
-            return Err(format!(
-                "the token endpoint `{}` is not HTTPS (nor loopback for a loopback server)",
-                metadata.token_endpoint
-            ));
+            return Err(not_https("the token endpoint", &metadata.token_endpoint));
         }
         let assertion =
             crate::client_assertion::sign(&client_id, &issuer, &key, algorithm, unix_now())?;
@@ -1191,67 +1072,6 @@ mod tests {
         assert_eq!(url, format!("{redirect}?code=abc&state=xyz&iss=https%3A%2F%2Fas"));
     }
 
-    #[tokio::test]
-    async fn the_callback_authorizer_matches_the_redirect_by_state() {
-        let authorizer = Arc::new(CallbackAuthorizer::new(
-            "https://rein.example/agent/api/runtime/mcp/oauth/callback",
-            std::time::Duration::from_secs(5),
-        ));
-        let waiting = tokio::spawn({
-            let authorizer = authorizer.clone();
-            async move {
-                let url = "https://as.example/authorize?client_id=c&state=s%2B1&code_challenge=x";
-                authorizer.authorize(AuthorizationPrompt::new("gh", url)).await
-            }
-        });
-        while authorizer.pending().is_empty() {
-            tokio::task::yield_now().await;
-        }
-        assert!(authorizer.pending_for("gh").is_some_and(|url| url.contains("as.example")));
-        assert!(
-            authorizer
-                .complete("/agent/api/runtime/mcp/oauth/callback?code=1&state=other")
-                .is_err()
-        );
-        let server = authorizer
-            .complete("/agent/api/runtime/mcp/oauth/callback?code=abc&state=s%2B1")
-            .expect("matched");
-        assert_eq!(server, "gh");
-        let redirect = waiting.await.expect("joined").expect("the redirect");
-        assert_eq!(
-            redirect,
-            "https://rein.example/agent/api/runtime/mcp/oauth/callback?code=abc&state=s%2B1"
-        );
-        assert!(authorizer.pending().is_empty());
-    }
-
-    #[tokio::test]
-    async fn a_given_up_authorization_is_not_pending_and_changes_are_signalled() {
-        let authorizer = Arc::new(CallbackAuthorizer::new(
-            "http://127.0.0.1:8080/agent/api/runtime/mcp/oauth/callback",
-            std::time::Duration::from_secs(60),
-        ));
-        let mut changes = authorizer.changes();
-        let waiting = tokio::spawn({
-            let authorizer = authorizer.clone();
-            async move {
-                let url = "https://as.example/authorize?state=abc";
-                authorizer.authorize(AuthorizationPrompt::new("gh", url)).await
-            }
-        });
-        changes.changed().await.expect("a change when it starts waiting");
-        assert_eq!(
-            authorizer.pending_for("gh").as_deref(),
-            Some("https://as.example/authorize?state=abc")
-        );
-        // The connect waiting on it is dropped (its timeout, a shutdown): no longer pending,
-        // and its redirect is refused.
-        waiting.abort();
-        let _ = waiting.await;
-        assert!(authorizer.pending().is_empty() && authorizer.pending_for("gh").is_none());
-        assert!(authorizer.complete("/agent/api/runtime/mcp/oauth/callback?state=abc").is_err());
-    }
-
     #[cfg(unix)]
     #[tokio::test]
     async fn the_token_directory_is_made_private() {
@@ -1278,45 +1098,6 @@ mod tests {
         assert_ne!(alice.path(), bob.path());
         assert_eq!(alice.path().parent(), Some(dir));
         assert!(!alice.path().to_string_lossy().contains("alice"), "{:?}", alice.path());
-    }
-
-    #[tokio::test]
-    async fn a_principals_authorization_is_pending_for_that_principal_only() {
-        let authorizer = Arc::new(CallbackAuthorizer::new(
-            "http://127.0.0.1:8080/agent/api/runtime/mcp/oauth/callback",
-            std::time::Duration::from_secs(60),
-        ));
-        let ask = |principal: Option<&str>, state: &str| {
-            let authorizer = authorizer.clone();
-            let mut prompt = AuthorizationPrompt::new(
-                "gh",
-                format!("https://as.example/authorize?state={state}"),
-            );
-            prompt.principal = principal.map(str::to_owned);
-            tokio::spawn(async move { authorizer.authorize(prompt).await })
-        };
-        let server = ask(None, "s0");
-        let alice = ask(Some("alice"), "s1");
-        while authorizer.pending().len() < 2 {
-            tokio::task::yield_now().await;
-        }
-        let url = |state: &str| format!("https://as.example/authorize?state={state}");
-        assert_eq!(authorizer.pending_for("gh"), Some(url("s0")), "the server's own");
-        assert_eq!(authorizer.pending_for_principal("gh", Some("alice")), Some(url("s1")));
-        assert_eq!(authorizer.pending_for_principal("gh", Some("bob")), None);
-        // A newer authorization of alice's replaces hers only.
-        let again = ask(Some("alice"), "s2");
-        while authorizer.pending_for_principal("gh", Some("alice")) != Some(url("s2")) {
-            tokio::task::yield_now().await;
-        }
-        assert!(alice.await.expect("joined").is_err(), "replaced");
-        assert_eq!(authorizer.pending_for("gh"), Some(url("s0")));
-        assert_eq!(
-            authorizer.complete("/agent/api/runtime/mcp/oauth/callback?code=c&state=s2"),
-            Ok("gh".to_owned())
-        );
-        assert!(again.await.expect("joined").is_ok());
-        server.abort();
     }
 
     #[tokio::test]
@@ -1759,5 +1540,53 @@ mod tests {
         let redeemed = form(&server.seen("/token")[0].body);
         assert_eq!(redeemed["assertion"].split('.').count(), 3);
         assert_eq!(session.token().await.as_deref(), Some("xaa-token"));
+    }
+
+    /// A cross-app access config for the server at `url`, with the identity provider's token
+    /// endpoint `idp_token_endpoint` (`PATH` standing in for the secret and the ID token).
+    fn cross_app_config(idp_token_endpoint: &str) -> OAuthConfig {
+        OAuthConfig {
+            client_id: Some("rein".into()),
+            client_secret_env: Some("PATH".into()),
+            grant: OAuthGrant::CrossAppAccess,
+            idp: Some(IdpConfig {
+                issuer: "https://idp.example".into(),
+                token_endpoint: idp_token_endpoint.into(),
+                client_id: "rein-at-idp".into(),
+                client_secret_env: Some("PATH".into()),
+                id_token_env: "PATH".into(),
+            }),
+            ..OAuthConfig::default()
+        }
+    }
+
+    #[tokio::test]
+    async fn cross_app_access_sends_nothing_to_a_token_endpoint_that_is_not_https() {
+        // The identity provider's endpoint over plain HTTP beyond loopback: refused before any
+        // request (no metadata fetched, the ID token never sent).
+        let idp = FakeServer::start(|_, _| token("never")).await;
+        let server = resource_server(serde_json::json!({}), |_| token("never")).await;
+        let url = format!("{}/mcp", server.origin);
+        let config = cross_app_config("http://idp.example/token");
+        assert_eq!(session_with(&url, config).authorize("Bearer", None).await, None);
+        assert!(server.seen.lock().expect("log").is_empty(), "nothing was asked");
+
+        // The authorization server's token endpoint over plain HTTP beyond loopback: refused
+        // once the metadata names it, before the ID token goes to the identity provider.
+        let server = resource_server(
+            serde_json::json!({"token_endpoint": "http://as.example/token"}),
+            |_| token("never"),
+        )
+        .await;
+        let url = format!("{}/mcp", server.origin);
+        let config = cross_app_config(&format!("{}/token", idp.origin));
+        assert_eq!(session_with(&url, config).authorize("Bearer", None).await, None);
+        assert!(idp.seen("/token").is_empty(), "the ID token was not sent");
+
+        // A server beyond loopback may not use a loopback identity provider over plain HTTP.
+        assert!(!token_endpoint_allowed(
+            "https://mcp.example/mcp",
+            &format!("{}/token", idp.origin)
+        ));
     }
 }

@@ -235,9 +235,42 @@ function authorizationLink(server) {
   return webLink(server.authorizationUrl)?.href || null;
 }
 
+/** Whether the chat runs on rein's own origin: only there can rein's answer set the cookie
+ * that binds this browser to an authorization (a widget on another site's page cannot). */
+function onOwnOrigin() {
+  try {
+    return !env.base || new URL(env.base, location.href).origin === location.origin;
+  } catch {
+    return false;
+  }
+}
+
+/** Connect: asks rein for this principal's authorization of the server (the answer sets the
+ * `HttpOnly` cookie the callback asks for, so only this browser can complete it), then sends a
+ * new tab to its URL. The tab is opened at once, in the click (browsers allow a new tab only
+ * then), and cut from this page before it leaves for the authorization server. */
+async function connectMcpServer(name, line) {
+  const tab = window.open('', '_blank');
+  if (tab) tab.opener = null;
+  try {
+    const answer = await api('POST', `/mcp/servers/${encodeURIComponent(name)}/connect`);
+    const href = authorizationLink(answer || {});
+    if (!href) throw new Error('the authorization URL is not http(s)');
+    if (tab) tab.location.href = href;
+    else window.open(href, '_blank', 'noopener,noreferrer');
+  } catch (error) {
+    if (tab) tab.close();
+    const failed = document.createElement('span');
+    failed.className = 'mcp-connect-failed';
+    failed.textContent = ` Could not connect: ${error.message}`;
+    line.append(failed);
+  }
+}
+
 /** One line per failed server ("MCP server X is down: lastError") and per server waiting for a
- * person to authorize it ("MCP server X needs authorization. Connect", the link opening its
- * authorization URL in a new tab). */
+ * person to authorize it ("MCP server X needs authorization. Connect": Connect binds this
+ * browser to the authorization and opens its URL in a new tab; in a widget on another site it
+ * opens rein's own chat, where Connect can bind the browser). */
 function showMcpServers(servers) {
   const all = servers || [];
   const down = all.filter((server) => server.status === 'failed');
@@ -259,10 +292,19 @@ function showMcpServers(servers) {
     if (href) {
       const link = document.createElement('a');
       link.className = 'mcp-connect';
-      link.href = href;
       link.target = '_blank';
       link.rel = 'noopener noreferrer';
-      link.textContent = 'Connect';
+      if (onOwnOrigin()) {
+        link.href = href;
+        link.textContent = 'Connect';
+        link.addEventListener('click', (event) => {
+          event.preventDefault();
+          connectMcpServer(server.name, line);
+        });
+      } else {
+        link.href = `${env.base}/`;
+        link.textContent = "Connect in rein's chat";
+      }
       line.append(link);
     }
     lines.push(line);

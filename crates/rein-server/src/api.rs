@@ -77,10 +77,25 @@ pub struct McpServer {
     pub tools: Vec<String>,
     /// Why it failed (secrets scrubbed), else `null`.
     pub last_error: Option<String>,
-    /// With `needs_auth` only: the URL to open in a browser to let rein reach the server (the
-    /// authorization server sends the browser back to `GET /mcp/oauth/callback`).
+    /// With `needs_auth` only: the URL that lets rein reach the server. Open it through Connect
+    /// (`POST /mcp/servers/{name}/connect`) from the browser that will authorize: the callback
+    /// takes the authorization server's redirect only from a browser Connect gave its cookie.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub authorization_url: Option<String>,
+}
+
+/// `POST /mcp/servers/{name}/connect`: the authorization this browser may complete (the answer
+/// also sets the cookie the callback asks for).
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct McpAuthorization {
+    /// The server's name.
+    pub server: String,
+    /// The URL to open in this browser (the authorization server sends it back to
+    /// `GET /mcp/oauth/callback`).
+    pub authorization_url: String,
+    /// How long the authorization still waits, in seconds (the cookie's lifetime).
+    pub expires_in_seconds: u64,
 }
 
 /// `GET /mcp/servers`.

@@ -3,7 +3,7 @@
 
 use axum::{
     extract::Path,
-    http::{HeaderValue, StatusCode, header},
+    http::{HeaderMap, HeaderValue, StatusCode, header},
     response::{IntoResponse, Response},
 };
 
@@ -60,10 +60,16 @@ fn serve(asset: &Asset) -> Response {
     let headers = response.headers_mut();
     headers.insert(header::CONTENT_TYPE, HeaderValue::from_static(asset.content_type));
     headers.insert(header::CACHE_CONTROL, HeaderValue::from_static("no-cache"));
+    page_headers(headers);
+    response
+}
+
+/// The security headers of every page rein serves (the chat, and the OAuth callback's page):
+/// the [`CSP`], no content-type sniffing, no referrer.
+pub(crate) fn page_headers(headers: &mut HeaderMap) {
     headers.insert(header::CONTENT_SECURITY_POLICY, HeaderValue::from_static(CSP));
     headers.insert(header::X_CONTENT_TYPE_OPTIONS, HeaderValue::from_static("nosniff"));
     headers.insert(header::REFERRER_POLICY, HeaderValue::from_static("no-referrer"));
-    response
 }
 
 /// `GET /`: the chat page.

@@ -46,6 +46,12 @@ impl fmt::Display for Principal {
     }
 }
 
+/// Whether a token may not name `principal`: [`Principal::LOCAL`] is local mode's, whose ids
+/// are stored without a namespace, so a token naming it would see local mode's sessions.
+pub(crate) fn is_reserved(principal: &str) -> bool {
+    principal == Principal::LOCAL
+}
+
 /// Why a request has no principal (both answer `401 unauthorized`; the log tells them apart).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum Refusal {
@@ -136,7 +142,11 @@ impl Auth {
             .and_then(|query| query_value(query, "access_token"))
             .filter(|token| !token.is_empty());
         let token = from_header.or(from_query).ok_or(Refusal::NoToken)?;
-        self.lookup(&token).ok_or(Refusal::UnknownToken)
+        // A token naming the reserved principal is never one (`serve` refuses such a config; a
+        // host mounting the router gets a 401 instead of local mode's sessions).
+        self.lookup(&token)
+            .filter(|principal| !is_reserved(principal.as_str()))
+            .ok_or(Refusal::UnknownToken)
     }
     /// Compares the presented token with every configured one without stopping early.
     fn lookup(&self, presented: &str) -> Option<Principal> {

@@ -82,8 +82,13 @@ pub struct ServerConfig {
     /// for no limit. Default 4.
     pub max_concurrent_transcriptions: Option<usize>,
     /// Where `GET /mcp/oauth/callback` hands the browser's redirect after a person authorized
-    /// an MCP server (the host's MCP client waits for it). Without one that route answers 404.
+    /// an MCP server (the host's MCP client waits for it), with the secret the browser brought
+    /// back. Without one that route answers 404.
     pub mcp_oauth: McpOAuthCallback,
+    /// Connect (`POST /mcp/servers/{name}/connect`): the caller's waiting authorization of a
+    /// server, bound to a secret for the caller's browser. Set with `mcp_oauth` by
+    /// [`with_mcp_oauth`](Self::with_mcp_oauth); without one that route answers 404.
+    pub mcp_oauth_connect: McpOAuthConnect,
     /// With per-principal MCP tokens: the authorization URL a server waits on for a principal
     /// (given the principal and the server's name), which `GET /mcp/servers` shows that
     /// principal as `needs_auth`.
@@ -126,10 +131,94 @@ impl<F: ?Sized> PartialEq for HostHook<F> {
 /// the server's name, the URL to open.
 pub type McpPrincipalAuthorizations = HostHook<dyn Fn(&str, &str) -> Option<String> + Send + Sync>;
 
-/// The host's receiver of MCP OAuth redirects: given the redirect's path and query, it hands
-/// them to the authorization waiting for their `state` and returns the server's name, or says
-/// why it could not.
-pub type McpOAuthCallback = HostHook<dyn Fn(&str) -> Result<String, String> + Send + Sync>;
+/// The host's receiver of MCP OAuth redirects: given the redirect's path and query and the
+/// secret the browser brought back (its cookie for that `state`, if any), it hands them to the
+/// authorization waiting for their `state` when the secret is one Connect gave for it.
+pub type McpOAuthCallback = HostHook<
+    dyn Fn(&str, Option<&str>) -> Result<McpOAuthConnected, McpOAuthRefusal> + Send + Sync,
+>;
+
+/// The host's Connect: given the calling principal and a server's name, that principal's
+/// waiting authorization of the server (else the server's shared one) bound to a fresh secret,
+/// or why there is none.
+pub type McpOAuthConnect =
+    HostHook<dyn Fn(&str, &str) -> Result<McpOAuthStart, String> + Send + Sync>;
+
+/// What Connect hands the caller: the URL to open, and the secret the server keeps in the
+/// caller's browser as an `HttpOnly; SameSite=Lax` cookie for the callback.
+#[derive(Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct McpOAuthStart {
+    /// The authorization URL.
+    pub authorization_url: String,
+    /// Its `state` (names the cookie).
+    pub state: String,
+    /// The secret the browser must bring back (base64url characters).
+    pub secret: String,
+    /// How long the authorization still waits (the cookie's lifetime).
+    pub expires_in: Duration,
+}
+
+impl McpOAuthStart {
+    /// A start for `authorization_url` with its `state`, the browser's `secret`, for
+    /// `expires_in`.
+    pub fn new(
+        authorization_url: impl Into<String>,
+        state: impl Into<String>,
+        secret: impl Into<String>,
+        expires_in: Duration,
+    ) -> Self {
+        McpOAuthStart {
+            authorization_url: authorization_url.into(),
+            state: state.into(),
+            secret: secret.into(),
+            expires_in,
+        }
+    }
+}
+
+impl std::fmt::Debug for McpOAuthStart {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("McpOAuthStart")
+            .field("expires_in", &self.expires_in)
+            .finish_non_exhaustive()
+    }
+}
+
+/// An authorization the callback completed: the page names the server and the principal.
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct McpOAuthConnected {
+    /// The server's name.
+    pub server: String,
+    /// Whose tokens: `Some(principal)`, or `None` for the server's own connection, shared by
+    /// every principal.
+    pub principal: Option<String>,
+    /// The principal whose Connect started the browser.
+    pub connected_by: String,
+}
+
+impl McpOAuthConnected {
+    /// `server` connected for `principal` (`None`: its shared connection) by `connected_by`.
+    pub fn new(
+        server: impl Into<String>,
+        principal: Option<String>,
+        connected_by: impl Into<String>,
+    ) -> Self {
+        McpOAuthConnected { server: server.into(), principal, connected_by: connected_by.into() }
+    }
+}
+
+/// Why the callback did not take a redirect.
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum McpOAuthRefusal {
+    /// No authorization waits for its `state` (expired, used, or never): `400`.
+    NotWaiting(String),
+    /// One waits, but this browser was not given a secret for it by Connect (another person's
+    /// browser, or the URL opened without Connect): `403`, and it keeps waiting.
+    OtherBrowser(String),
+}
 
 /// The host's transcriber, if any (clones share it; two are equal when they are the same one).
 #[derive(Clone, Default)]
@@ -229,6 +318,7 @@ impl Default for ServerConfig {
             max_audio_bytes: 10 * 1024 * 1024,
             max_concurrent_transcriptions: Some(4),
             mcp_oauth: McpOAuthCallback::default(),
+            mcp_oauth_connect: McpOAuthConnect::default(),
             mcp_principal_authorizations: McpPrincipalAuthorizations::default(),
         }
     }
@@ -259,11 +349,18 @@ impl ServerConfig {
         self.client_may_auto_approve.unwrap_or(self.tokens.is_empty())
     }
 
-    /// Sets the receiver of MCP OAuth redirects (`GET /mcp/oauth/callback`).
-    pub fn with_mcp_oauth_callback(
+    /// Sets the host's MCP OAuth for the browser: Connect (`POST /mcp/servers/{name}/connect`,
+    /// `connect(principal, server)`) and the receiver of the redirects
+    /// (`GET /mcp/oauth/callback`, `complete(redirect, secret)`).
+    pub fn with_mcp_oauth(
         mut self,
-        complete: impl Fn(&str) -> Result<String, String> + Send + Sync + 'static,
+        connect: impl Fn(&str, &str) -> Result<McpOAuthStart, String> + Send + Sync + 'static,
+        complete: impl Fn(&str, Option<&str>) -> Result<McpOAuthConnected, McpOAuthRefusal>
+        + Send
+        + Sync
+        + 'static,
     ) -> Self {
+        self.mcp_oauth_connect = HostHook(Some(Arc::new(connect)));
         self.mcp_oauth = HostHook(Some(Arc::new(complete)));
         self
     }

@@ -48,14 +48,15 @@ pub use crate::{
         ClientToolClaimed, ClientToolInput, ClientToolResultInput, ClientToolSet,
         ClientToolSetInput, CreateSession, DeletedSession, ElicitationActionInput,
         ElicitationAnswerInput, ElicitationAnswered, ElicitationList, ErrorBody, ErrorDetail,
-        Interrupted, JsonObject, McpServer, McpServerList, ModelEntry, ModelList, ModelState,
-        ModelStatus, PendingCheckpoint, RevokedApprovalRule, RunResponse, SendMessage, Session,
-        SessionEvent, SessionList, SessionSettings, SessionSummary, Task, TaskList,
+        Interrupted, JsonObject, McpAuthorization, McpServer, McpServerList, ModelEntry, ModelList,
+        ModelState, ModelStatus, PendingCheckpoint, RevokedApprovalRule, RunResponse, SendMessage,
+        Session, SessionEvent, SessionList, SessionSettings, SessionSummary, Task, TaskList,
         ToolResultEntry, TranscriptionResult, TurnUnfinished, ViewContext, ViewContextInput,
     },
     config::{
-        DEFAULT_MAX_SESSIONS_PER_PRINCIPAL, HostHook, McpOAuthCallback, McpPrincipalAuthorizations,
-        ModelCheck, ServerConfig, Transcription,
+        DEFAULT_MAX_SESSIONS_PER_PRINCIPAL, HostHook, McpOAuthCallback, McpOAuthConnect,
+        McpOAuthConnected, McpOAuthRefusal, McpOAuthStart, McpPrincipalAuthorizations, ModelCheck,
+        ServerConfig, Transcription,
     },
     error::ApiError,
 };
@@ -94,6 +95,16 @@ pub enum ServeError {
         /// The address.
         addr: SocketAddr,
     },
+    /// A token names the principal of local mode (`local`), which would see the sessions made
+    /// in local mode on the same store.
+    #[error(
+        "refusing to serve: principal `{principal}` is reserved for local mode (no tokens), whose \
+         sessions it would see; give its token another principal name"
+    )]
+    ReservedPrincipal {
+        /// The reserved name.
+        principal: String,
+    },
     /// The listener failed while serving.
     #[error("server failed: {0}")]
     Io(#[from] std::io::Error),
@@ -124,6 +135,9 @@ pub async fn serve_until(
 ) -> Result<(), ServeError> {
     if config.tokens.is_empty() && !config.addr.ip().is_loopback() && !config.insecure_no_auth {
         return Err(ServeError::Unauthenticated { addr: config.addr });
+    }
+    if let Some(principal) = config.tokens.values().find(|name| auth::is_reserved(name)) {
+        return Err(ServeError::ReservedPrincipal { principal: principal.clone() });
     }
     let listener =
         listen(config.addr).map_err(|source| ServeError::Bind { addr: config.addr, source })?;

@@ -15,9 +15,9 @@ use crate::api::{
     AgentList, Approval, ApprovalDecision, ApprovalList, ApprovalRuleList, AuditLog,
     ClientToolAnswered, ClientToolClaimed, ClientToolResultInput, ClientToolSet,
     ClientToolSetInput, CreateSession, DeletedSession, ElicitationAnswerInput, ElicitationAnswered,
-    ElicitationList, ErrorBody, Interrupted, McpServerList, ModelList, RevokedApprovalRule,
-    RunResponse, SendMessage, Session, SessionList, SessionSettings, Task, TaskList,
-    TranscriptionResult, ViewContext, ViewContextInput,
+    ElicitationList, ErrorBody, Interrupted, McpAuthorization, McpServerList, ModelList,
+    RevokedApprovalRule, RunResponse, SendMessage, Session, SessionList, SessionSettings, Task,
+    TaskList, TranscriptionResult, ViewContext, ViewContextInput,
 };
 
 /// Where the document keeps its schemas; every generated `$ref` points here.
@@ -166,9 +166,14 @@ fn build() -> Value {
         "/agent/api/runtime/mcp/servers": { "get": operation(&doc, "listMcpServers",
             "The host's MCP servers: each one's state (`connecting`, `connected`, `failed`, `disabled`, `needs_auth` with its `authorizationUrl`), the names its tools are offered under, and its last error.",
             None, None, ("200", doc.ok::<McpServerList>("The servers, in config order.")), &[]) },
+        "/agent/api/runtime/mcp/servers/{name}/connect": { "post": operation(&doc, "connectMcpServer",
+            "Connect: the caller's waiting authorization of an MCP server (else the server's shared one), to open in this browser. The answer sets an `HttpOnly; SameSite=Lax` cookie for the callback's path: the callback takes the authorization server's redirect only from a browser with it.",
+            Some(json!([{ "name": "name", "in": "path", "required": true, "description": "The server's name.", "schema": { "type": "string", "minLength": 1 } }])),
+            None, ("200", doc.ok::<McpAuthorization>("The authorization URL, and how long it waits.")),
+            &[("404", "No authorization of that server waits for the caller, or the host does not authorize MCP servers through its own address (`mcp_authorization_not_found`).")]) },
         "/agent/api/runtime/mcp/oauth/callback": { "get": {
             "operationId": "mcpOAuthCallback",
-            "summary": "Where the authorization server sends the browser back after a person authorized rein for an MCP server (no token needed: the `state` parameter names the waiting authorization). Answers a small HTML page.",
+            "summary": "Where the authorization server sends the browser back after a person authorized rein for an MCP server (no token needed: the `state` parameter names the waiting authorization, and the browser must bring the cookie `POST /mcp/servers/{name}/connect` set for it). Answers a small HTML page with the chat page's security headers.",
             "security": [],
             "parameters": [
                 { "name": "state", "in": "query", "required": true, "description": "The `state` of the authorization URL.", "schema": { "type": "string" } },
@@ -177,8 +182,9 @@ fn build() -> Value {
                 { "name": "error", "in": "query", "required": false, "description": "The authorization server's error, when the person refused.", "schema": { "type": "string" } }
             ],
             "responses": {
-                "200": { "description": "The authorization was handed to the waiting server connection.", "content": { "text/html": { "schema": { "type": "string" } } } },
+                "200": { "description": "The authorization was handed to the waiting server connection; the page names the server and the principal it was for.", "content": { "text/html": { "schema": { "type": "string" } } } },
                 "400": { "description": "No authorization waits for this `state` (expired, or already used), or the authorization server sent an error.", "content": { "text/html": { "schema": { "type": "string" } } } },
+                "403": { "description": "One waits, but this browser has no cookie from Connect for it (another person's browser, or the URL opened without Connect); it keeps waiting.", "content": { "text/html": { "schema": { "type": "string" } } } },
                 "404": { "description": "This host does not authorize MCP servers through its own address.", "content": { "text/html": { "schema": { "type": "string" } } } },
                 "422": doc.error(NUL_IN_URL)
             }

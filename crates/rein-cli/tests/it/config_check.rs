@@ -95,3 +95,71 @@ fn a_wrong_or_unreachable_database_is_a_clear_error_without_its_password() {
     assert!(said.contains("could not reach the session database"), "{said}");
     assert!(!said.contains("hunter2"), "{said}");
 }
+
+/// `rein serve` with the config file `config` in `dir`: its exit status and stderr (it must
+/// refuse before it binds).
+fn serve_with(dir: &Path, config: &serde_json::Value) -> (Option<i32>, String) {
+    let path = dir.join("rein.json");
+    std::fs::write(&path, config.to_string()).unwrap();
+    let output = Command::new(env!("CARGO_BIN_EXE_rein"))
+        .args(["serve", "--addr", "127.0.0.1:0", "--config"])
+        .arg(&path)
+        .arg("--data-dir")
+        .arg(dir.join("data"))
+        .env_remove("REIN_DATABASE_URL")
+        .output()
+        .unwrap();
+    (output.status.code(), String::from_utf8_lossy(&output.stderr).into_owned())
+}
+
+#[test]
+fn serve_refuses_a_principal_named_local() {
+    // Local mode's sessions are stored under the principal `local`: a token naming it would
+    // read and write them.
+    let dir = tempfile::tempdir().unwrap();
+    let config = serde_json::json!({"server": {"tokens": {"a-long-enough-token-0123": "local"}}});
+    let (code, stderr) = serve_with(dir.path(), &config);
+    assert_ne!(code, Some(0), "{stderr}");
+    assert!(stderr.contains("principal `local` is reserved"), "{stderr}");
+    assert!(!stderr.contains("a-long-enough-token-0123"), "the token is not printed: {stderr}");
+}
+
+#[test]
+fn serve_refuses_cross_app_access_with_server_tokens_and_allows_it_without() {
+    let dir = tempfile::tempdir().unwrap();
+    let server = |endpoint: &str| {
+        serde_json::json!({"url": "https://crm.example/mcp", "disabled": true, "oauth": {
+            "grant": "cross_app_access", "client_id": "rein", "client_secret_env": "CRM_SECRET",
+            "idp": {"issuer": "https://idp.example", "token_endpoint": endpoint,
+                    "client_id": "rein-at-idp", "id_token_env": "REIN_ID_TOKEN"}}})
+    };
+    let with_tokens = serde_json::json!({
+        "server": {"tokens": {"a-long-enough-token-0123": "alice"}},
+        "mcpServers": {"crm": server("https://idp.example/token")},
+    });
+    let (code, stderr) = serve_with(dir.path(), &with_tokens);
+    assert_ne!(code, Some(0), "{stderr}");
+    assert!(
+        stderr.contains("mcpServers.crm.oauth.grant")
+            && stderr.contains("would give every principal the identity"),
+        "{stderr}"
+    );
+    // Without tokens (one person) it passes the check; an identity provider over plain HTTP
+    // beyond loopback does not.
+    let check = |config: &serde_json::Value| {
+        let path = dir.path().join("check.json");
+        std::fs::write(&path, config.to_string()).unwrap();
+        let output = Command::new(env!("CARGO_BIN_EXE_rein"))
+            .args(["config", "check", "--config"])
+            .arg(&path)
+            .output()
+            .unwrap();
+        (output.status.success(), String::from_utf8_lossy(&output.stdout).into_owned())
+    };
+    let (ok, report) =
+        check(&serde_json::json!({"mcpServers": {"crm": server("https://idp.example/token")}}));
+    assert!(ok, "{report}");
+    let (ok, report) =
+        check(&serde_json::json!({"mcpServers": {"crm": server("http://idp.example/token")}}));
+    assert!(!ok && report.contains("mcpServers.crm.oauth.idp.token_endpoint"), "{report}");
+}

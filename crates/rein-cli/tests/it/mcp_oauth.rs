@@ -247,6 +247,68 @@ fn server_status_as(host: &str, name: &str, token: Option<&str>) -> Value {
     servers.into_iter().find(|s| s["name"] == name).unwrap_or_else(|| panic!("{name}: {body}"))
 }
 
+/// One request as a browser sends it (with `cookie`, the `Cookie` header) or as the chat does
+/// (with `token`): the status, the `Set-Cookie` values, the body.
+fn exchange(
+    host: &str,
+    method: &str,
+    path: &str,
+    token: Option<&str>,
+    cookie: Option<&str>,
+) -> (u16, Vec<String>, String) {
+    use std::io::Read as _;
+    let mut stream = TcpStream::connect(host).expect("connect");
+    stream.set_read_timeout(Some(Duration::from_secs(60))).expect("timeout");
+    let mut head = format!("{method} {path} HTTP/1.1\r\nHost: {host}\r\nConnection: close\r\n");
+    if let Some(token) = token {
+        head.push_str(&format!("Authorization: Bearer {token}\r\n"));
+    }
+    if let Some(cookie) = cookie {
+        head.push_str(&format!("Cookie: {cookie}\r\n"));
+    }
+    head.push_str("Content-Length: 0\r\n\r\n");
+    stream.write_all(head.as_bytes()).expect("write");
+    let mut response = String::new();
+    let _ = stream.read_to_string(&mut response);
+    let (head, body) = response.split_once("\r\n\r\n").unwrap_or((&response, ""));
+    let status = head.split_whitespace().nth(1).and_then(|s| s.parse().ok()).unwrap_or(0);
+    let cookies = head
+        .lines()
+        .filter_map(|line| line.split_once(':'))
+        .filter(|(name, _)| name.eq_ignore_ascii_case("set-cookie"))
+        .map(|(_, value)| value.trim().to_owned())
+        .collect();
+    (status, cookies, body.to_owned())
+}
+
+/// Connect to `server` as the principal of `token` (`None`: local mode): the authorization URL,
+/// and the cookie (`name=value`) the browser keeps for the callback.
+fn connect(host: &str, server: &str, token: Option<&str>) -> (String, String) {
+    let path = format!("{RT}/mcp/servers/{server}/connect");
+    let (status, cookies, body) = exchange(host, "POST", &path, token, None);
+    assert_eq!(status, 200, "{body}");
+    let answer: Value = serde_json::from_str(&body).expect("JSON");
+    let url = answer["authorizationUrl"].as_str().expect("a URL").to_owned();
+    assert_eq!(cookies.len(), 1, "{cookies:?}");
+    let cookie = &cookies[0];
+    assert!(
+        cookie.contains("; HttpOnly") && cookie.contains("; SameSite=Lax"),
+        "a cookie scripts cannot read, sent back on the top-level redirect: {cookie}"
+    );
+    assert!(cookie.contains(&format!("; Path={RT}/mcp/oauth/callback;")), "{cookie}");
+    let pair = cookie.split(';').next().unwrap_or_default().to_owned();
+    (url, pair)
+}
+
+/// The browser back from the authorization server with `code` and the `state` of `url`,
+/// bringing `cookie`: the status and the page.
+fn come_back(host: &str, url: &str, code: &str, cookie: Option<&str>) -> (u16, String) {
+    let state = query(url, "state").expect("a state");
+    let back = format!("{RT}/mcp/oauth/callback?code={code}&state={state}");
+    let (status, _, page) = exchange(host, "GET", &back, None, cookie);
+    (status, page)
+}
+
 fn wait_for(host: &str, name: &str, within: Duration, done: impl Fn(&Value) -> bool) -> Value {
     wait_for_as(host, name, None, within, done)
 }
@@ -301,11 +363,19 @@ fn a_server_behind_oauth_needs_auth_until_the_callback_then_connects_with_its_to
     let state = query(&url, "state").expect("a state");
     assert!(query(&url, "code_challenge").is_some(), "PKCE: {url}");
 
-    // The browser comes back from the authorization server with a code.
+    // Opened without Connect, the browser's redirect is refused (and the server still waits).
     let back = format!("{RT}/mcp/oauth/callback?code=the-code&state={state}");
     let (status, page) = http(&host, "GET", &back, None, None);
+    assert_eq!(status, 403, "{page}");
+    assert_eq!(server_status(&host, "secure")["status"], "needs_auth");
+    // Connect gives this browser the URL and its cookie; the browser comes back from the
+    // authorization server with a code and the cookie.
+    let (connect_url, cookie) = connect(&host, "secure", None);
+    assert_eq!(connect_url, url);
+    let (status, page) = come_back(&host, &url, "the-code", Some(&cookie));
     assert_eq!(status, 200, "{page}");
     assert!(page.contains("Connected") && page.contains("secure"), "{page}");
+    assert!(page.contains("\u{201c}local\u{201d}"), "the page names the principal: {page}");
     let connected =
         wait_for(&host, "secure", Duration::from_secs(20), |s| s["status"] == "connected");
     assert_eq!(connected["tools"], json!(["private_notes"]));
@@ -316,7 +386,7 @@ fn a_server_behind_oauth_needs_auth_until_the_callback_then_connects_with_its_to
     assert!(listed, "the MCP requests carry the token: {:?}", fake.log());
 
     // The same redirect again is refused: it was used.
-    let (status, page) = http(&host, "GET", &back, None, None);
+    let (status, page) = come_back(&host, &url, "the-code", Some(&cookie));
     assert_eq!(status, 400, "{page}");
 
     // The tokens are in a private file of a private directory, never in the log.
@@ -512,17 +582,19 @@ fn with_server_tokens_each_principal_authorizes_and_calls_with_its_own_token() {
     let (served, host) = serve(&["--config", &config], &data);
     let status_for = |token: &str| server_status_as(&host, "secure", Some(token));
     let within = Duration::from_secs(20);
-    let complete = |url: &str, code: &str| {
-        let state = query(url, "state").expect("a state");
-        let back = format!("{RT}/mcp/oauth/callback?code={code}&state={state}");
-        let (status, page) = http(&host, "GET", &back, None, None);
+    // Connect as `token`'s principal, then the browser comes back with `code`: the URL
+    // Connect gave, and the page.
+    let complete = |token: &str, code: &str| {
+        let (url, cookie) = connect(&host, "secure", Some(token));
+        let (status, page) = come_back(&host, &url, code, Some(&cookie));
         assert_eq!(status, 200, "{page}");
+        (url, page)
     };
 
     // The server's own connection (its tool list) is authorized once, by anyone.
-    let waiting =
-        wait_for_as(&host, "secure", Some(ALICE), within, |s| s["status"] == "needs_auth");
-    complete(waiting["authorizationUrl"].as_str().expect("a URL"), "the-code");
+    wait_for_as(&host, "secure", Some(ALICE), within, |s| s["status"] == "needs_auth");
+    let (_, page) = complete(ALICE, "the-code");
+    assert!(page.contains("shared by every principal") && page.contains("alice"), "{page}");
     wait_for_as(&host, "secure", Some(ALICE), within, |s| s["status"] == "connected");
 
     // Alice's first call waits for Alice's own authorization, which only Alice is shown.
@@ -536,7 +608,9 @@ fn with_server_tokens_each_principal_authorizes_and_calls_with_its_own_token() {
         "Bob is not shown Alice's authorization: {bob_sees}"
     );
     assert!(bob_sees.get("authorizationUrl").is_none(), "{bob_sees}");
-    complete(&url, "alice-code");
+    let (connected, page) = complete(ALICE, "alice-code");
+    assert_eq!(connected, url, "Connect gives Alice her own authorization");
+    assert!(page.contains("for the principal \u{201c}alice\u{201d}"), "{page}");
     let (status, run) = turn.join().expect("the turn");
     assert_eq!(status, 200, "{run}");
     let run: Value = serde_json::from_str(&run).expect("JSON");
@@ -555,4 +629,90 @@ fn with_server_tokens_each_principal_authorizes_and_calls_with_its_own_token() {
     assert_eq!(files.len(), 2, "{files:?}");
     assert!(files.iter().all(|name| !name.contains("alice")), "{files:?}");
     stop(served);
+}
+
+/// Issue 50, finding 1: Bob sends Alice the authorization URL of his own waiting call; Alice,
+/// signed in at the authorization server, approves, and her browser comes back to rein with
+/// Bob's `state`. rein refuses it (her browser has no cookie Connect gave for Bob's
+/// authorization), files nothing under Bob, and Bob's call keeps waiting for his own.
+#[test]
+fn another_principals_browser_cannot_complete_an_authorization() {
+    const ALICE: &str = "alice-token-0123456789";
+    const BOB: &str = "bob-token-0123456789ab";
+    let fake = OAuthServer::start();
+    let endpoint = notes_model();
+    let dir = tempfile::tempdir().expect("temp dir");
+    let config = json!({
+        "llm_models": [{"value": "scripted", "endpoint": endpoint, "stream": false}],
+        "llm_model": "scripted",
+        "auto_approve": true,
+        "server": {"tokens": {ALICE: "alice", BOB: "bob"}},
+        "mcpServers": {"secure": {"url": fake.url()}},
+    });
+    let config = write_json(dir.path(), "config.json", &config);
+    let data = dir.path().join("data");
+    let (served, host) = serve(&["--config", &config], &data);
+    let within = Duration::from_secs(20);
+    let token_files = || std::fs::read_dir(data.join("mcp-tokens")).expect("dir").count();
+
+    // The shared connection, connected from Alice's chat: her browser keeps that cookie.
+    wait_for_as(&host, "secure", Some(ALICE), within, |s| s["status"] == "needs_auth");
+    let (shared_url, alices_cookie) = connect(&host, "secure", Some(ALICE));
+    let (status, page) = come_back(&host, &shared_url, "the-code", Some(&alices_cookie));
+    assert_eq!(status, 200, "{page}");
+    wait_for_as(&host, "secure", Some(ALICE), within, |s| s["status"] == "connected");
+    assert_eq!(token_files(), 1);
+
+    // Bob's call waits for Bob's authorization; he sees its URL.
+    create_session(&host, "b1", Some(BOB));
+    let turn = send_in_background(&host, "b1", "my notes", Some(BOB));
+    let bobs = wait_for_as(&host, "secure", Some(BOB), within, |s| s["status"] == "needs_auth");
+    let bobs_url = bobs["authorizationUrl"].as_str().expect("Bob's URL").to_owned();
+
+    // Alice's browser comes back with Bob's state: without a cookie, with her cookie of the
+    // shared connection, and with a forged cookie named for Bob's authorization. All refused.
+    let forged = format!(
+        "{}=guessed",
+        connect_cookie_name(&host, &bobs_url, Some(BOB)).expect("Bob's cookie name")
+    );
+    for cookie in [None, Some(alices_cookie.as_str()), Some(forged.as_str())] {
+        let (status, page) = come_back(&host, &bobs_url, "alice-code", cookie);
+        assert_eq!(status, 403, "{cookie:?}: {page}");
+        assert!(page.contains("Not connected") && !page.contains("alice-code"), "{page}");
+    }
+    // Alice cannot get a cookie for Bob's authorization: Connect gives her nothing to open.
+    let (status, _, body) =
+        exchange(&host, "POST", &format!("{RT}/mcp/servers/secure/connect"), Some(ALICE), None);
+    assert_eq!(status, 404, "{body}");
+    assert!(body.contains("mcp_authorization_not_found"), "{body}");
+
+    // Nothing was filed under Bob: no token file of his, no token exchanged for Alice's code,
+    // and his call still waits for him.
+    std::thread::sleep(Duration::from_millis(500));
+    assert_eq!(token_files(), 1);
+    let exchanged = fake.log().into_iter().filter(|(line, _)| line == "POST /token").count();
+    assert_eq!(exchanged, 1, "only the shared connection's code: {:?}", fake.log());
+    let still = server_status_as(&host, "secure", Some(BOB));
+    assert_eq!(still["status"], "needs_auth", "{still}");
+    assert_eq!(still["authorizationUrl"], bobs_url.as_str());
+
+    // Bob's own browser, through his Connect, completes it; the page names him.
+    let (url, cookie) = connect(&host, "secure", Some(BOB));
+    assert_eq!(url, bobs_url);
+    let (status, page) = come_back(&host, &url, "bob-code", Some(&cookie));
+    assert_eq!(status, 200, "{page}");
+    assert!(page.contains("for the principal \u{201c}bob\u{201d}"), "{page}");
+    let (status, run) = turn.join().expect("the turn");
+    assert_eq!(status, 200, "{run}");
+    let run: Value = serde_json::from_str(&run).expect("JSON");
+    assert_eq!(run["finalMessage"], format!("Read: notes read with {ACCESS_TOKEN}-bob-code"));
+    assert_eq!(token_files(), 2);
+    stop(served);
+}
+
+/// The name of the cookie Connect sets for the authorization of `url`, as `token`'s principal
+/// sees it (read from a Connect of that principal's own: the name depends on the `state` only).
+fn connect_cookie_name(host: &str, url: &str, token: Option<&str>) -> Option<String> {
+    let (connected, cookie) = connect(host, "secure", token);
+    (connected == url).then(|| cookie.split('=').next().unwrap_or_default().to_owned())
 }

@@ -53,3 +53,46 @@ test('once connected the notice goes', () => {
   assert.equal($$('.mcp-needs-auth').length, 0);
   assert.equal(document.body.dataset.mcpNeedsAuth, '');
 });
+
+test('Connect asks rein for the authorization, then sends a new tab cut from the chat to its URL', async () => {
+  const shown = 'https://auth.example/authorize?client_id=c&state=s3';
+  const calls = [];
+  const saved = globalThis.fetch;
+  globalThis.fetch = async (url, init) => {
+    calls.push([init.method, url]);
+    const body = { server: 'gh', authorizationUrl: shown, expiresInSeconds: 200 };
+    return new Response(JSON.stringify(body), { status: 200, headers: { 'content-type': 'application/json' } });
+  };
+  const tab = { opener: 'the chat', location: { href: '' }, close() {} };
+  dom.window.open = () => tab;
+  try {
+    showMcpServers([{ name: 'gh', status: 'needs_auth', tools: [], lastError: null, authorizationUrl: shown }]);
+    $('a.mcp-connect').click();
+    for (let i = 0; i < 50 && !tab.location.href; i++) await new Promise((done) => setTimeout(done, 10));
+    assert.deepEqual(calls, [['POST', '/agent/api/runtime/mcp/servers/gh/connect']]);
+    assert.equal(tab.opener, null, 'the authorization server cannot reach back into the chat');
+    assert.equal(tab.location.href, shown);
+  } finally {
+    globalThis.fetch = saved;
+  }
+});
+
+test('a Connect that fails closes its tab and says why', async () => {
+  const saved = globalThis.fetch;
+  globalThis.fetch = async () =>
+    new Response(JSON.stringify({ error: { code: 'mcp_authorization_not_found', message: 'nothing waits' } }), {
+      status: 404,
+      headers: { 'content-type': 'application/json' },
+    });
+  let closed = false;
+  dom.window.open = () => ({ opener: null, location: { href: '' }, close() { closed = true; } });
+  try {
+    showMcpServers([{ name: 'gh', status: 'needs_auth', tools: [], lastError: null, authorizationUrl: 'https://auth.example/a?state=s' }]);
+    $('a.mcp-connect').click();
+    for (let i = 0; i < 50 && !closed; i++) await new Promise((done) => setTimeout(done, 10));
+    assert.ok(closed);
+    assert.equal($('.mcp-connect-failed').textContent, ' Could not connect: nothing waits');
+  } finally {
+    globalThis.fetch = saved;
+  }
+});

@@ -25,6 +25,8 @@ await check('the chat says the server needs authorization, with a Connect link',
   await page.screenshot({ path: join(shots, 'oauth-needs-auth.png') });
 });
 
+// Connect asks rein for the authorization (its answer sets the cookie that binds this browser
+// to it: the callback refuses a browser without it), then sends the new tab to the URL.
 await check('Connect opens the authorization server, which sends the browser back to rein', async () => {
   const [tab] = await Promise.all([context.waitForEvent('page'), notice.locator('a.mcp-connect').click()]);
   await tab.waitForLoadState();
@@ -32,6 +34,7 @@ await check('Connect opens the authorization server, which sends the browser bac
   assert(tab.url().startsWith(new URL('/agent/api/runtime/mcp/oauth/callback', url).href), `back on rein (${tab.url()})`);
   const text = await tab.textContent('body');
   assert(text.includes('secure'), `the page names the server (${text})`);
+  assert(text.includes('\u201clocal\u201d'), `the page names the principal (${text})`);
   await tab.screenshot({ path: join(shots, 'oauth-connected.png') });
   await tab.close();
 });

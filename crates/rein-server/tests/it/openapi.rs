@@ -21,6 +21,7 @@ const ROUTES: &[(&str, &str)] = &[
     ("get", "/agent/api/runtime/agents"),
     ("get", "/agent/api/runtime/models"),
     ("get", "/agent/api/runtime/mcp/servers"),
+    ("post", "/agent/api/runtime/mcp/servers/{name}/connect"),
     ("get", "/agent/api/runtime/mcp/oauth/callback"),
     ("post", "/agent/api/runtime/sessions"),
     ("get", "/agent/api/runtime/sessions"),
@@ -140,6 +141,7 @@ fn component_schemas_are_what_the_types_generate() {
     responses.subschema_for::<AgentList>();
     responses.subschema_for::<ModelList>();
     responses.subschema_for::<McpServerList>();
+    responses.subschema_for::<rein_server::McpAuthorization>();
     responses.subschema_for::<Session>();
     responses.subschema_for::<SessionList>();
     responses.subschema_for::<DeletedSession>();

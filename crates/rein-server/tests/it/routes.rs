@@ -732,9 +732,10 @@ async fn mcp_servers_report_the_hosts_live_set() {
 }
 
 /// A server waiting for a person to authorize it is `needs_auth` with its authorization URL;
-/// the authorization server's redirect to `GET /mcp/oauth/callback` (no token: the `state` is
-/// what names the authorization) is handed to the host, and the page says connected, or why
-/// not.
+/// Connect hands the browser that URL with a cookie binding it to the authorization, and the
+/// authorization server's redirect to `GET /mcp/oauth/callback` (no token: the `state` names
+/// the authorization, the cookie's secret proves the browser) is handed to the host; the page,
+/// with the chat's security headers, says connected and for whom, or why not.
 #[tokio::test]
 async fn a_server_that_needs_auth_shows_its_url_and_the_callback_completes_it() {
     use std::sync::{Arc, Mutex};
@@ -744,6 +745,7 @@ async fn a_server_that_needs_auth_shows_its_url_and_the_callback_completes_it() 
     use rein_runtime::{
         LiveCapabilities, Runtime, RuntimeParts, StaticModels, ToolServerState, ToolServerStatus,
     };
+    use rein_server::{McpOAuthConnected, McpOAuthRefusal, McpOAuthStart};
     use rein_store::{JsonlTranscriptStore, SqliteConfig, SqliteSessionStore, TranscriptConfig};
     use tower::ServiceExt as _;
 
@@ -766,23 +768,34 @@ async fn a_server_that_needs_auth_shows_its_url_and_the_callback_completes_it() 
             authorization_url: Some(url.into()),
         }],
     );
-    // The host's side: one authorization waits for `state=s1` (as `rein_mcp`'s
-    // `CallbackAuthorizer::complete` matches it).
-    let received: Arc<Mutex<Vec<String>>> = Arc::default();
-    let config = ServerConfig::default().with_mcp_oauth_callback({
-        let received = received.clone();
-        move |redirect: &str| {
-            if !redirect.contains("state=s1") {
-                return Err("no authorization waits for this `state`".to_owned());
+    // The host's side: one authorization waits for `state=s1`, and takes a redirect only with
+    // the secret Connect gave (as `rein_mcp`'s `CallbackAuthorizer` does).
+    // Each redirect the host took, with the secret it came with.
+    type Taken = Vec<(String, Option<String>)>;
+    let received: Arc<Mutex<Taken>> = Arc::default();
+    let config = ServerConfig::default().with_mcp_oauth(
+        move |principal: &str, server: &str| {
+            if server != "gh" {
+                return Err(format!("no authorization of MCP server `{server}` waits for you"));
             }
-            let mut received = received.lock().unwrap();
-            if !received.is_empty() {
-                return Err("no authorization waits for this `state`".to_owned());
+            assert_eq!(principal, "local");
+            Ok(McpOAuthStart::new(url, "s1", "the-secret", std::time::Duration::from_secs(200)))
+        },
+        {
+            let received = received.clone();
+            move |redirect: &str, secret: Option<&str>| {
+                let mut received = received.lock().unwrap();
+                if !redirect.contains("state=s1") || !received.is_empty() {
+                    return Err(McpOAuthRefusal::NotWaiting("no authorization waits".into()));
+                }
+                if secret != Some("the-secret") {
+                    return Err(McpOAuthRefusal::OtherBrowser("another browser".into()));
+                }
+                received.push((redirect.to_owned(), secret.map(str::to_owned)));
+                Ok(McpOAuthConnected::new("gh", None, "local"))
             }
-            received.push(redirect.to_owned());
-            Ok("gh".to_owned())
-        }
-    });
+        },
+    );
     let app = rein_server::router(&config, Runtime::new(parts).unwrap());
 
     let (status, body) = call(&app, "GET", &format!("{RT}/mcp/servers"), None).await;
@@ -793,33 +806,82 @@ async fn a_server_that_needs_auth_shows_its_url_and_the_callback_completes_it() 
             "authorizationUrl": url}]})
     );
 
-    let page = |app: &axum::Router, target: String| {
+    // A page request with the `Cookie` header `cookie`: status, headers, text.
+    let page = |app: &axum::Router, target: String, cookie: Option<String>| {
         let app = app.clone();
         async move {
-            let request = axum::http::Request::get(&target).body(Body::empty()).unwrap();
-            let response = app.oneshot(request).await.unwrap();
+            let mut request = axum::http::Request::get(&target);
+            if let Some(cookie) = cookie {
+                request = request.header(axum::http::header::COOKIE, cookie);
+            }
+            let response = app.oneshot(request.body(Body::empty()).unwrap()).await.unwrap();
             let status = response.status();
-            let kind = response.headers()[axum::http::header::CONTENT_TYPE].clone();
+            let headers = response.headers().clone();
             let bytes = response.into_body().collect().await.unwrap().to_bytes();
-            assert!(kind.to_str().unwrap().starts_with("text/html"), "{kind:?}");
-            (status, String::from_utf8(bytes.to_vec()).unwrap())
+            let kind = headers[axum::http::header::CONTENT_TYPE].to_str().unwrap();
+            assert!(kind.starts_with("text/html"), "{kind:?}");
+            (status, headers, String::from_utf8(bytes.to_vec()).unwrap())
         }
     };
     let callback =
         format!("{RT}/mcp/oauth/callback?code=abc&state=s1&iss=https%3A%2F%2Fas.example");
-    let (status, text) = page(&app, callback.clone()).await;
+    // Opened without Connect (or in another person's browser): refused, and it keeps waiting.
+    let (status, _, text) = page(&app, callback.clone(), None).await;
+    assert_eq!(status, StatusCode::FORBIDDEN, "{text}");
+    assert!(text.contains("Not connected") && text.contains("Connect"), "{text}");
+    assert!(received.lock().unwrap().is_empty());
+
+    // Connect: the URL, and a cookie for the callback's path only, out of reach of scripts.
+    let request = axum::http::Request::post(format!("{RT}/mcp/servers/gh/connect"))
+        .body(Body::empty())
+        .unwrap();
+    let response = app.clone().oneshot(request).await.unwrap();
+    assert_eq!(response.status(), StatusCode::OK);
+    let set_cookie =
+        response.headers()[axum::http::header::SET_COOKIE].to_str().unwrap().to_owned();
+    let bytes = response.into_body().collect().await.unwrap().to_bytes();
+    let body: Value = serde_json::from_slice(&bytes).unwrap();
+    assert_eq!(body, json!({"server": "gh", "authorizationUrl": url, "expiresInSeconds": 200}));
+    let (cookie, attributes) = set_cookie.split_once("; ").unwrap();
+    assert!(cookie.starts_with("rein-mcp-oauth-") && cookie.ends_with("=the-secret"), "{cookie}");
+    assert_eq!(
+        attributes,
+        "Path=/agent/api/runtime/mcp/oauth/callback; Max-Age=200; HttpOnly; SameSite=Lax"
+    );
+    let (status, missing) =
+        call(&app, "POST", &format!("{RT}/mcp/servers/other/connect"), None).await;
+    assert_error(status, &missing, StatusCode::NOT_FOUND, "mcp_authorization_not_found");
+
+    // The browser comes back with its cookie: connected, the cookie cleared.
+    let with_cookie = Some(format!("theme=dark; {cookie}"));
+    let (status, headers, text) = page(&app, callback.clone(), with_cookie.clone()).await;
     assert_eq!(status, StatusCode::OK, "{text}");
-    assert!(text.contains("Connected") && text.contains("gh"), "{text}");
-    assert_eq!(*received.lock().unwrap(), std::slice::from_ref(&callback));
+    assert!(text.contains("Connected") && text.contains("gh") && text.contains("local"), "{text}");
+    assert_eq!(*received.lock().unwrap(), vec![(callback.clone(), Some("the-secret".to_owned()))]);
+    let cleared = headers[axum::http::header::SET_COOKIE].to_str().unwrap();
+    assert!(cleared.contains("Max-Age=0"), "{cleared}");
+    // The chat page's security headers.
+    let (_, chat_headers, _) = {
+        let request = axum::http::Request::get("/").body(Body::empty()).unwrap();
+        let response = app.clone().oneshot(request).await.unwrap();
+        (response.status(), response.headers().clone(), ())
+    };
+    for name in ["content-security-policy", "x-content-type-options", "referrer-policy"] {
+        assert_eq!(headers.get(name), chat_headers.get(name), "{name}");
+        assert!(headers.get(name).is_some(), "{name}");
+    }
     // Used once: the same redirect again, or one for no waiting authorization, is an error page.
     for target in [callback, format!("{RT}/mcp/oauth/callback?code=abc&state=%3Cb%3Eother")] {
-        let (status, text) = page(&app, target).await;
+        let (status, _, text) = page(&app, target, with_cookie.clone()).await;
         assert_eq!(status, StatusCode::BAD_REQUEST, "{text}");
         assert!(text.contains("Not connected") && !text.contains("<b>other"), "{text}");
     }
 
-    // A host without an OAuth callback has no such page.
+    // A host without MCP OAuth has no such page, and no Connect.
     let (app, _runtime, _dir) = crate::scripted::app(&ServerConfig::default(), ByPrompt::new([]));
-    let (status, text) = page(&app, format!("{RT}/mcp/oauth/callback?code=a&state=b")).await;
+    let (status, _, text) =
+        page(&app, format!("{RT}/mcp/oauth/callback?code=a&state=b"), None).await;
     assert_eq!(status, StatusCode::NOT_FOUND, "{text}");
+    let (status, missing) = call(&app, "POST", &format!("{RT}/mcp/servers/gh/connect"), None).await;
+    assert_error(status, &missing, StatusCode::NOT_FOUND, "mcp_authorization_not_found");
 }

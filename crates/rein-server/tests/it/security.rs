@@ -475,3 +475,34 @@ async fn finding_4_a_non_loopback_address_without_tokens_is_not_served() {
     assert!(matches!(error, rein_server::ServeError::Unauthenticated { .. }), "{error}");
     assert!(error.to_string().contains("--insecure-no-auth"), "{error}");
 }
+
+#[tokio::test]
+async fn issue_50_finding_9_a_token_naming_local_never_sees_local_modes_sessions() {
+    // A session made in local mode, then the same runtime (the same data) served with a token
+    // whose principal is `local`, local mode's own principal.
+    let (local, runtime, _dir) = real_app(&ServerConfig::default(), ByPrompt::new([]));
+    let body = json!({ "agentName": "assistant", "sessionId": "made-locally" });
+    let (status, _) =
+        send(&local, request("POST", &format!("{RT}/sessions"), Some(body), None)).await;
+    assert_eq!(status, StatusCode::CREATED);
+    const LOCAL_TOKEN: &str = "local-token-0123456789";
+    let config = two_principals().with_token(LOCAL_TOKEN, "local");
+    let app = rein_server::router(&config, runtime.clone());
+    let (status, body) =
+        send(&app, request("GET", &format!("{RT}/sessions"), None, Some(LOCAL_TOKEN))).await;
+    assert_eq!((status, code(&body)), (StatusCode::UNAUTHORIZED, "unauthorized"), "{body}");
+    let (status, _) =
+        send(&app, request("GET", &format!("{RT}/sessions/made-locally"), None, Some(LOCAL_TOKEN)))
+            .await;
+    assert_eq!(status, StatusCode::UNAUTHORIZED);
+    // The other principals are served as before.
+    let (status, _) =
+        send(&app, request("GET", &format!("{RT}/sessions"), None, Some(ALICE))).await;
+    assert_eq!(status, StatusCode::OK);
+    // And `serve` refuses the config before it binds.
+    let served = rein_server::serve(config, runtime, |_| panic!("it must not bind")).await;
+    let error = served.expect_err("refused");
+    assert!(matches!(error, rein_server::ServeError::ReservedPrincipal { .. }), "{error}");
+    assert!(error.to_string().contains("`local` is reserved"), "{error}");
+    assert!(!error.to_string().contains(LOCAL_TOKEN), "{error}");
+}
