@@ -41,6 +41,11 @@ impl Replayed {
     pub(crate) fn messages(&self) -> Vec<Message> {
         self.replay.visible()
     }
+
+    /// When each of [`Replayed::messages`] was stored, index for index.
+    pub(crate) fn message_times(&self) -> Vec<String> {
+        self.replay.visible_times()
+    }
 }
 
 /// Replays by session id.

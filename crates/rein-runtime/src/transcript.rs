@@ -62,6 +62,8 @@ pub(crate) fn rebuild(lines: &[TranscriptEvent]) -> Rebuilt {
 pub(crate) struct Replay {
     history: Vec<Message>,
     internal: Vec<bool>,
+    /// When each message of `history` was stored (its line's `createdAt`).
+    created_at: Vec<String>,
     paused: Option<PausedTurn>,
     /// A turn started and has not ended.
     open: bool,
@@ -93,6 +95,15 @@ impl Replay {
                 .unwrap_or_default();
             self.internal =
                 (0..messages.len()).map(|i| internal.get(i).copied().unwrap_or(false)).collect();
+            // A message kept from the old history keeps the time it was first stored.
+            self.created_at = messages
+                .iter()
+                .enumerate()
+                .map(|(i, message)| match (self.history.get(i), self.created_at.get(i)) {
+                    (Some(old), Some(at)) if old == message => at.clone(),
+                    _ => line.created_at.clone(),
+                })
+                .collect();
             self.history = messages;
             self.paused = None;
             return;
@@ -117,6 +128,7 @@ impl Replay {
                     line.payload.get("internal").and_then(Value::as_bool).unwrap_or(false);
                 self.history.push(message);
                 self.internal.push(internal);
+                self.created_at.push(line.created_at.clone());
             }
             _ => {}
         }
@@ -148,6 +160,16 @@ impl Replay {
             .zip(&self.internal)
             .filter(|(_, internal)| !**internal)
             .map(|(m, _)| m.clone())
+            .collect()
+    }
+
+    /// When each of [`Replay::visible`]'s messages was stored (RFC 3339), index for index.
+    pub(crate) fn visible_times(&self) -> Vec<String> {
+        self.created_at
+            .iter()
+            .zip(&self.internal)
+            .filter(|(_, internal)| !**internal)
+            .map(|(at, _)| at.clone())
             .collect()
     }
 

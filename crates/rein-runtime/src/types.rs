@@ -139,6 +139,9 @@ pub struct SessionView {
     pub tools: Vec<ToolSpec>,
     /// The conversation without internal messages (task notes, retry prompts).
     pub messages: Vec<Message>,
+    /// When each of `messages` was stored (its transcript line's time, RFC 3339 UTC), index
+    /// for index.
+    pub message_times: Vec<String>,
 }
 
 /// One row of a session list (light: no transcript is read).

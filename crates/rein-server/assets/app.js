@@ -168,7 +168,7 @@ function selectedAgent() {
 function showAgentModel() {
   if (state.sessionId) return;
   const agent = selectedAgent();
-  const model = state.modelPick || (agent && agent.runtimeModel) || state.defaultModel;
+  const model = state.modelPick || (agent && agent.runtimeModel && agent.runtimeModel.modelRef) || state.defaultModel;
   if (model && state.models.some((m) => m.name === model)) $('model-select').value = model;
 }
 
@@ -450,7 +450,8 @@ async function openSession(sessionId) {
   for (const id of ['export-md', 'export-json', 'delete-session']) $(id).disabled = false;
   let session;
   try {
-    session = await api('GET', `/sessions/${encodeURIComponent(sessionId)}`);
+    // `view=full`: every message, the tool-call ones too (TerraFin's list leaves them out).
+    session = await api('GET', `/sessions/${encodeURIComponent(sessionId)}?view=full`);
   } catch (error) {
     if (error.status === 404) {
       store.set('rein.activeSession', null);
@@ -469,7 +470,7 @@ async function openSession(sessionId) {
 function applySession(session) {
   const summary = state.sessions.find((s) => s.sessionId === session.sessionId);
   $('session-title').textContent = (summary && summary.title) || 'New chat';
-  if (session.runtimeModel) $('model-select').value = session.runtimeModel;
+  if (session.runtimeModel) $('model-select').value = session.runtimeModel.modelRef;
   // A session keeps its agent: the picker shows it, and picks again for the next new chat.
   const agentSelect = $('agent-select');
   if (state.agents.some((a) => a.name === session.agentName)) agentSelect.value = session.agentName;
@@ -907,7 +908,7 @@ async function send(text) {
     }
     if (!rendered()) {
       if (!state.turn || state.turn.userText !== text) startTurn(text);
-      endTurn({ ending: run.turnEnding, text: run.finalMessage });
+      endTurn({ ending: run.turnEnding, text: run.finalMessage ? run.finalMessage.content : '' });
     }
     state.session = run.session;
     showCheckpoint(run.session && run.session.checkpoint);

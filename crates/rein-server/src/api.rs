@@ -4,13 +4,13 @@
 //! RFC 3339 strings in UTC. Each type derives its JSON Schema, from which the OpenAPI
 //! document's `components.schemas` are generated (`openapi.rs`); `#[schemars(...)]` attributes
 //! say what serde cannot (lengths, patterns, the closed sets of status strings), and the types of
-//! `rein-protocol`, which has no schemars, are described here by hand (`MessageSchema`,
-//! `UsageSchema`, `TurnEndingSchema`). The route tests validate every JSON answer against
+//! `rein-protocol`, which has no schemars, are described here by hand (`UsageSchema`,
+//! `TurnEndingSchema`). The route tests validate every JSON answer against
 //! the document, so a description that drifts from what serde writes fails them.
 
 use std::borrow::Cow;
 
-use rein_protocol::{AgentEvent, Message, TurnEnding, Usage};
+use rein_protocol::{AgentEvent, ToolCall, TurnEnding, Usage};
 use schemars::{JsonSchema, Schema, SchemaGenerator, json_schema};
 use serde::{Deserialize, Serialize};
 
@@ -23,14 +23,32 @@ pub type JsonObject = serde_json::Map<String, serde_json::Value>;
 pub struct AgentTool {
     /// The name the model calls it by.
     pub name: String,
+    /// The capability it runs (`report` for `start_report_task`; else its name).
+    pub capability_name: String,
     /// What it does.
     pub description: String,
+    /// `task` for a `start_<capability>_task` tool (it starts a background task), else `invoke`.
+    pub execution_mode: ExecutionMode,
+    /// Free-form metadata (empty).
+    pub metadata: JsonObject,
     /// Whether the tool changes something outside the conversation (may need approval).
     pub side_effecting: bool,
     /// Whether the tool only reads.
     pub read_only: bool,
     /// The JSON Schema of its arguments.
     pub input_schema: JsonObject,
+}
+
+/// How a tool runs its capability.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "snake_case")]
+#[non_exhaustive]
+pub enum ExecutionMode {
+    /// Called in the turn.
+    #[default]
+    Invoke,
+    /// Started as a background task.
+    Task,
 }
 
 /// An agent a session can be created for.
@@ -41,10 +59,20 @@ pub struct Agent {
     pub name: String,
     /// What it is for.
     pub description: String,
+    /// The capabilities its tools run (TerraFin's allow-list).
+    pub allowed_capabilities: Vec<String>,
+    /// TerraFin's chart data depth: always `auto` (rein has no charts of its own).
+    #[schemars(extend("enum" = ["auto", "recent", "full"]))]
+    pub default_depth: String,
+    /// TerraFin's chart view: always `daily`.
+    #[schemars(extend("enum" = ["daily", "weekly", "monthly", "yearly"]))]
+    pub default_view: String,
+    /// TerraFin's chart access: always `false`.
+    pub chart_access: bool,
     /// Whether it may start background tasks.
     pub allow_background_tasks: bool,
     /// The model new sessions use.
-    pub runtime_model: Option<String>,
+    pub runtime_model: Option<RuntimeModel>,
     /// Whether a model is configured so that turns can run.
     pub runtime_configured: bool,
     /// What to do when no model is configured.
@@ -53,6 +81,104 @@ pub struct Agent {
     pub metadata: JsonObject,
     /// The tools it offers.
     pub tools: Vec<AgentTool>,
+}
+
+/// A model as sessions and agents name it: TerraFin's `HostedRuntimeModelResponse`.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct RuntimeModel {
+    /// The name sessions select it by (one of `GET /models`; what requests send).
+    pub model_ref: String,
+    /// The wire it is reached by (`openai`, `anthropic`, `gemini`; `rein` when unknown).
+    pub provider_id: String,
+    /// That wire, for people.
+    pub provider_label: String,
+    /// The model, as the config names it.
+    pub model_id: String,
+    /// `label` and `contextWindow` when the config gives them.
+    pub metadata: JsonObject,
+}
+
+/// A model named in a request: its name (`"fast"`), or a `RuntimeModel` object, of which
+/// `modelRef` is read and the rest ignored (what a TerraFin client sends back).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(untagged)]
+pub enum ModelChoice {
+    /// The model's name.
+    Name(String),
+    /// A `RuntimeModel` as the server answered it.
+    Object(ModelRefInput),
+}
+
+/// The object form of a [`ModelChoice`].
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct ModelRefInput {
+    /// The model's name.
+    pub model_ref: String,
+    /// `providerId`, `providerLabel`, `modelId`, `metadata`: accepted, not read.
+    #[serde(flatten)]
+    pub rest: JsonObject,
+}
+
+impl ModelChoice {
+    /// The model's name.
+    pub fn into_name(self) -> String {
+        match self {
+            ModelChoice::Name(name) => name,
+            ModelChoice::Object(object) => object.model_ref,
+        }
+    }
+}
+
+/// Which messages a session lists (`GET /sessions/{id}?view=`).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum MessageView {
+    /// TerraFin's rule (the default): a system message first, assistant messages that only
+    /// call tools left out, tool messages in with `name` and `toolCallId`.
+    #[default]
+    Public,
+    /// `view=full`: every message of the conversation, assistant tool-call messages too, no
+    /// system message (rein's own web chat).
+    Full,
+}
+
+/// A message as sessions and turns list it: TerraFin's `HostedConversationMessageResponse`,
+/// plus rein's OpenAI-shaped parts where there are any (under their OpenAI names, as the event
+/// stream writes them: `tool_calls`, `reasoning_content`, `is_error`).
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct ChatMessage {
+    /// `system`, `user`, `assistant` or `tool`.
+    #[schemars(extend("enum" = ["system", "user", "assistant", "tool"]))]
+    pub role: String,
+    /// Its text (the text parts joined; a tool message's result as the model read it).
+    pub content: String,
+    /// When it was stored (its transcript line's time; the session's creation for the system
+    /// message).
+    pub created_at: String,
+    /// On a tool message, the tool's name.
+    pub name: Option<String>,
+    /// On a tool message, the call it answers.
+    pub tool_call_id: Option<String>,
+    /// On the listed system message, `promptWithheld: true` (the operator's prompt is not
+    /// shown to clients).
+    pub metadata: JsonObject,
+    /// rein's: an assistant message's tool calls, in the OpenAI shape (`view=full` lists the
+    /// messages that carry only these).
+    #[serde(rename = "tool_calls", default, skip_serializing_if = "Vec::is_empty")]
+    #[schemars(with = "Vec<serde_json::Value>")]
+    pub tool_calls: Vec<ToolCall>,
+    /// rein's: reasoning the model reported beside its text.
+    #[serde(rename = "reasoning_content", default, skip_serializing_if = "Option::is_none")]
+    pub reasoning_content: Option<String>,
+    /// rein's: the tool reported a failure.
+    #[serde(rename = "is_error", default, skip_serializing_if = "std::ops::Not::not")]
+    pub is_error: bool,
+    /// rein's: the content's typed parts, when it has more than text (images).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub parts: Option<Vec<serde_json::Value>>,
 }
 
 /// `GET /agents`.
@@ -190,9 +316,10 @@ pub struct CreateSession {
     /// unless the operator allows it: `allow_client_system_prompt`).
     #[serde(default)]
     pub system_prompt: Option<String>,
-    /// The model to pin the session to (one of `GET /models`).
+    /// The model to pin the session to (one of `GET /models`): its name, or a `RuntimeModel`
+    /// (its `modelRef` is read).
     #[serde(default)]
-    pub runtime_model: Option<String>,
+    pub runtime_model: Option<ModelChoice>,
     /// Free-form metadata; `viewContextId` links a view context,
     /// `requireHumanApprovalForSideEffects` and `requireHumanApprovalForBackgroundTasks`
     /// override the approval policy (lowering it is refused with
@@ -206,9 +333,9 @@ pub struct CreateSession {
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct SessionSettings {
-    /// Pin the session to this model.
+    /// Pin the session to this model: its name, or a `RuntimeModel` (its `modelRef` is read).
     #[serde(default)]
-    pub runtime_model: Option<String>,
+    pub runtime_model: Option<ModelChoice>,
     /// Run side-effecting tools without asking (`true`) or ask for each (`false`); decides
     /// over the agent's policy. `true` where the policy asks is refused with
     /// `403 hosted_agent_policy_denied` unless the operator allows it (`client_may_auto_approve`).
@@ -414,8 +541,12 @@ pub struct Session {
     #[schemars(schema_with = "session_metadata")]
     pub metadata: JsonObject,
     /// The model the session is pinned to.
-    pub runtime_model: Option<String>,
-    /// The session's policy (`requireHumanApprovalForSideEffects`, `autoApprove`, `reasoning`, ...).
+    pub runtime_model: Option<RuntimeModel>,
+    /// The session's policy: TerraFin's `{defaultDepth, defaultView, chartAccess,
+    /// allowBackgroundTasks, requireHumanApprovalForSideEffects,
+    /// requireHumanApprovalForBackgroundTasks}`, plus rein's `autoApprove`, `reasoning`,
+    /// `requireApprovalForSideEffects`, `requireApprovalForBackgroundTasks`.
+    #[schemars(schema_with = "session_policy")]
     pub policy: JsonObject,
     /// A paused turn, when there is one.
     pub checkpoint: Option<PendingCheckpoint>,
@@ -425,9 +556,9 @@ pub struct Session {
     pub approvals: Vec<Approval>,
     /// The tools its agent offers.
     pub tools: Vec<AgentTool>,
-    /// The conversation (internal messages left out), in the OpenAI message shape.
-    #[schemars(with = "Vec<MessageSchema>")]
-    pub messages: Vec<Message>,
+    /// The conversation (internal messages left out): TerraFin's list by default, every
+    /// message with `?view=full` (see [`MessageView`]).
+    pub messages: Vec<ChatMessage>,
 }
 
 /// One row of `GET /sessions`.
@@ -445,7 +576,7 @@ pub struct SessionSummary {
     /// When it was last read or written.
     pub last_accessed_at: String,
     /// Its model.
-    pub runtime_model: Option<String>,
+    pub runtime_model: Option<RuntimeModel>,
     /// Its title (the first user message, cut).
     pub title: Option<String>,
     /// The newest user or assistant text, cut.
@@ -497,12 +628,32 @@ pub struct SendMessage {
 pub struct ToolResultEntry {
     /// The tool.
     pub tool_name: String,
+    /// The capability it ran (`report` for `start_report_task`).
+    pub capability_name: String,
+    /// `task` for a call that started a background task, else `invoke`.
+    pub execution_mode: ExecutionMode,
     /// The call it answers.
     pub call_id: String,
-    /// The result: the structured value when the tool gave one, else its text.
-    pub payload: serde_json::Value,
+    /// The result, always an object: the structured value when the tool gave an object,
+    /// else `{output}` holding its text (or its structured value that is not an object).
+    pub payload: JsonObject,
+    /// The task a `start_<capability>_task` call started, else absent.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub task: Option<TaskSummary>,
     /// Whether the tool reported a failure.
     pub is_error: bool,
+}
+
+/// The task a tool call started: TerraFin's `HostedTaskSummaryResponse`.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct TaskSummary {
+    /// Its id (poll `GET /tasks/{id}`).
+    pub task_id: String,
+    /// Its status when the call returned (`pending`).
+    pub status: String,
+    /// A human description.
+    pub description: String,
 }
 
 /// The answer to a message: TerraFin's `RunResponse` plus `turnEnding` and `usage`.
@@ -515,14 +666,14 @@ pub struct RunResponse {
     pub agent_name: String,
     /// Model requests made in the turn.
     pub steps: u32,
-    /// The text shown to the user.
-    pub final_message: String,
+    /// The answer shown to the user: the turn's last assistant message with text, else `null`.
+    pub final_message: Option<ChatMessage>,
     /// How the turn ended.
     #[schemars(with = "TurnEndingSchema")]
     pub turn_ending: TurnEnding,
-    /// Messages the turn added (internal ones left out).
-    #[schemars(with = "Vec<MessageSchema>")]
-    pub messages_added: Vec<Message>,
+    /// Messages the turn added, by TerraFin's rule (internal ones and assistant messages
+    /// that only call tools left out).
+    pub messages_added: Vec<ChatMessage>,
     /// Every tool result of the turn, in order.
     pub tool_results: Vec<ToolResultEntry>,
     /// Tokens used.
@@ -793,22 +944,23 @@ fn session_metadata(generator: &mut SchemaGenerator) -> Schema {
     })
 }
 
-/// The schema of [`rein_protocol::Message`] (which has no `JsonSchema` of its own).
-pub(crate) struct MessageSchema;
-
-impl JsonSchema for MessageSchema {
-    fn schema_name() -> Cow<'static, str> {
-        "Message".into()
-    }
-
-    fn json_schema(_: &mut SchemaGenerator) -> Schema {
-        json_schema!({
-            "description": "A message in the OpenAI Chat Completions shape (`role`, `content`, `tool_calls`, `tool_call_id`, `reasoning_content`).",
-            "type": "object",
-            "properties": { "role": { "enum": ["system", "user", "assistant", "tool"] } },
-            "required": ["role"],
-        })
-    }
+/// `Session.policy`: free-form, and always holding TerraFin's fields.
+fn session_policy(_: &mut SchemaGenerator) -> Schema {
+    json_schema!({
+        "type": "object",
+        "properties": {
+            "defaultDepth": { "enum": ["auto", "recent", "full"] },
+            "defaultView": { "enum": ["daily", "weekly", "monthly", "yearly"] },
+            "chartAccess": { "type": "boolean" },
+            "allowBackgroundTasks": { "type": "boolean" },
+            "requireHumanApprovalForSideEffects": { "type": "boolean" },
+            "requireHumanApprovalForBackgroundTasks": { "type": "boolean" },
+        },
+        "required": [
+            "defaultDepth", "defaultView", "chartAccess", "allowBackgroundTasks",
+            "requireHumanApprovalForSideEffects", "requireHumanApprovalForBackgroundTasks",
+        ],
+    })
 }
 
 /// The schema of [`rein_protocol::Usage`] (which has no `JsonSchema` of its own).

@@ -44,13 +44,14 @@ use rein_runtime::Runtime;
 pub use crate::{
     api::{
         Agent, AgentList, AgentTool, Approval, ApprovalDecision, ApprovalList, ApprovalRule,
-        ApprovalRuleList, ApprovalScope, AuditEntry, AuditLog, ClientTool, ClientToolAnswered,
-        ClientToolClaimed, ClientToolInput, ClientToolResultInput, ClientToolSet,
-        ClientToolSetInput, CreateSession, DeletedSession, ElicitationActionInput,
+        ApprovalRuleList, ApprovalScope, AuditEntry, AuditLog, ChatMessage, ClientTool,
+        ClientToolAnswered, ClientToolClaimed, ClientToolInput, ClientToolResultInput,
+        ClientToolSet, ClientToolSetInput, CreateSession, DeletedSession, ElicitationActionInput,
         ElicitationAnswerInput, ElicitationAnswered, ElicitationList, ErrorBody, ErrorDetail,
-        Interrupted, JsonObject, McpAuthorization, McpServer, McpServerList, ModelEntry, ModelList,
-        ModelState, ModelStatus, PendingCheckpoint, RevokedApprovalRule, RunResponse, SendMessage,
-        Session, SessionEvent, SessionList, SessionSettings, SessionSummary, Task, TaskList,
+        ExecutionMode, Interrupted, JsonObject, McpAuthorization, McpServer, McpServerList,
+        MessageView, ModelChoice, ModelEntry, ModelList, ModelRefInput, ModelState, ModelStatus,
+        PendingCheckpoint, RevokedApprovalRule, RunResponse, RuntimeModel, SendMessage, Session,
+        SessionEvent, SessionList, SessionSettings, SessionSummary, Task, TaskList, TaskSummary,
         ToolResultEntry, TranscriptionResult, TurnUnfinished, ViewContext, ViewContextInput,
     },
     config::{

@@ -205,8 +205,15 @@ fn build() -> Value {
                 &[("422", "`limit` out of range or a `cursor` this server did not give (`validation_error`).")]),
         },
         "/agent/api/runtime/sessions/{id}": {
-            "get": operation(&doc, "getSession", "A session with its conversation.", session_id(), None,
-                ("200", doc.ok::<Session>("The session.")), &[NOT_FOUND_SESSION]),
+            "get": operation(&doc, "getSession", "A session with its conversation.", Some(json!([
+                    { "name": "id", "in": "path", "required": true, "description": "The session id.",
+                      "schema": { "type": "string", "minLength": 1 } },
+                    { "name": "view", "in": "query", "required": false,
+                      "description": "Which messages: `public` (the default; TerraFin's rule: a system message first, assistant messages that only call tools left out) or `full` (every message, tool-call ones too; no system message).",
+                      "schema": { "type": "string", "enum": ["public", "full"] } }
+                ])), None,
+                ("200", doc.ok::<Session>("The session.")),
+                &[NOT_FOUND_SESSION, ("422", "`view` is neither `public` nor `full` (`validation_error`).")]),
             "patch": operation(&doc, "updateSession", "Changes a session's model, auto-approve and reasoning settings.",
                 session_id(), Some((doc.request::<SessionSettings>(), false)), ("200", doc.ok::<Session>("The session.")),
                 &[NOT_FOUND_SESSION, ("422", "The body does not fit the schema, or no model has that name (`hosted_model_not_found`)."),

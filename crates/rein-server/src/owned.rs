@@ -24,8 +24,8 @@ use crate::{
         Approval, ApprovalRule, ApprovalScope, AuditEntry, ClientToolAnswered, ClientToolClaimed,
         ClientToolResultInput, ClientToolSet, ClientToolSetInput, CreateSession, DeletedSession,
         ElicitationActionInput, ElicitationAnswerInput, ElicitationAnswered, ElicitationList,
-        Interrupted, RevokedApprovalRule, RunResponse, SendMessage, Session, SessionEvent,
-        SessionList, SessionSettings, Task, ViewContext, ViewContextInput,
+        Interrupted, MessageView, ModelChoice, RevokedApprovalRule, RunResponse, SendMessage,
+        Session, SessionEvent, SessionList, SessionSettings, Task, ViewContext, ViewContextInput,
     },
     auth::Principal,
     wire,
@@ -94,11 +94,21 @@ impl<'a> Owned<'a> {
         Ok(self.runtime.session(session_id).await?.agent_name)
     }
 
-    /// A session view with its tasks and approvals filled in.
+    /// A session view with its tasks and approvals filled in, its messages by TerraFin's rule.
     async fn full_session(&self, view: rein_runtime::SessionView) -> Result<Session> {
+        self.listed_session(view, MessageView::Public).await
+    }
+
+    /// A session view with its tasks and approvals filled in, its messages listed as `listing`
+    /// says.
+    async fn listed_session(
+        &self,
+        view: rein_runtime::SessionView,
+        listing: MessageView,
+    ) -> Result<Session> {
         let tasks = self.runtime.tasks_of(&view).await?;
         let approvals = self.runtime.approvals_of(&view).await?;
-        Ok(self.session_with(view, &tasks, &approvals))
+        Ok(self.session_with(view, &tasks, &approvals, listing))
     }
 
     /// A session view with the tasks and approvals given.
@@ -107,8 +117,9 @@ impl<'a> Owned<'a> {
         view: rein_runtime::SessionView,
         tasks: &[rein_runtime::Task],
         approvals: &[rein_runtime::Approval],
+        listing: MessageView,
     ) -> Session {
-        let mut wire = wire::session(self.owner, view);
+        let mut wire = wire::session(self.runtime, self.owner, view, listing);
         wire.tasks = tasks.iter().map(|t| wire::task(self.owner, t)).collect();
         let agent = wire.agent_name.clone();
         wire.approvals =
@@ -119,14 +130,34 @@ impl<'a> Owned<'a> {
     /// A turn's report in wire terms, its session with the tasks and approvals read with it.
     fn run_response(&self, report: rein_runtime::TurnReport) -> RunResponse {
         let tool_results = wire::tool_results(&report);
-        let session = self.session_with(report.session, &report.tasks, &report.approvals);
+        // The turn's messages end the session it left: their times are those of the session's
+        // last messages (the turn's own clock when another writer's line came between).
+        let added = wire::shown(report.messages_added);
+        let view = &report.session;
+        let tail = view.messages.len().saturating_sub(added.len());
+        let times = match (view.messages.get(tail..), view.message_times.get(tail..)) {
+            (Some(last), Some(times)) if wire::shown(last.to_vec()) == added => times.to_vec(),
+            _ => vec![wire::now(); added.len()],
+        };
+        let messages_added = wire::added_messages(added, &times);
+        let final_message = messages_added
+            .iter()
+            .rev()
+            .find(|m| m.role == "assistant" && !m.content.trim().is_empty())
+            .cloned();
+        let session = self.session_with(
+            report.session,
+            &report.tasks,
+            &report.approvals,
+            MessageView::Public,
+        );
         RunResponse {
             session_id: self.owner.unscope(&report.session_id).to_owned(),
             agent_name: report.agent_name,
             steps: report.steps,
-            final_message: report.final_message,
+            final_message,
             turn_ending: report.ending,
-            messages_added: crate::wire::shown(report.messages_added),
+            messages_added,
             tool_results,
             usage: report.usage,
             session,
@@ -160,7 +191,7 @@ impl<'a> Owned<'a> {
         let mut create =
             rein_runtime::CreateSession::agent(request.agent_name).owner(owner.as_str());
         create.session_id = stored;
-        create.model = request.runtime_model;
+        create.model = request.runtime_model.map(ModelChoice::into_name);
         create.system_prompt = request.system_prompt;
         create.view_context_id = view_context;
         create.metadata = metadata;
@@ -184,7 +215,10 @@ impl<'a> Owned<'a> {
         let (summaries, next) =
             self.runtime.list_sessions_page(Some(self.owner.as_str()), limit, before).await?;
         Ok(SessionList {
-            sessions: summaries.into_iter().map(|s| wire::session_summary(self.owner, s)).collect(),
+            sessions: summaries
+                .into_iter()
+                .map(|s| wire::session_summary(self.runtime, self.owner, s))
+                .collect(),
             next_cursor: next.as_ref().map(wire::encode_cursor),
         })
     }
@@ -194,11 +228,11 @@ impl<'a> Owned<'a> {
         self.runtime.count_sessions(Some(self.owner.as_str()))
     }
 
-    /// One session with its conversation.
-    pub(crate) async fn session(&self, id: &str) -> Result<Session> {
+    /// One session with its conversation, listed as `listing` says.
+    pub(crate) async fn session(&self, id: &str, listing: MessageView) -> Result<Session> {
         let id = &self.resolve(id)?;
         let view = self.runtime.session(id).await?;
-        self.full_session(view).await
+        self.listed_session(view, listing).await
     }
 
     /// The caller's session `id` exported (`json`: the messages as JSON, else Markdown),
@@ -227,7 +261,7 @@ impl<'a> Owned<'a> {
     ) -> Result<Session> {
         let id = &self.resolve(id)?;
         let mut change = rein_runtime::SessionSettings::default();
-        change.model = settings.runtime_model;
+        change.model = settings.runtime_model.map(ModelChoice::into_name);
         change.auto_approve = settings.auto_approve;
         change.reasoning = settings.reasoning;
         let view = self.runtime.update_session(id, change).await.map_err(self.wire())?;

@@ -550,12 +550,24 @@ async fn list_sessions(
     Ok(Json(s.owned(&owner).list_sessions(limit, cursor.as_deref()).await?))
 }
 
+/// `GET /sessions/{id}?view=full|public`: `public` (TerraFin's list) unless told.
 async fn get_session(
     State(s): State<AppState>,
     Caller(owner): Caller,
     Id(id): Id,
+    RawQuery(query): RawQuery,
 ) -> ApiResult<crate::api::Session> {
-    Ok(Json(s.owned(&owner).session(&id).await?))
+    let listing = match query_value(query.as_deref().unwrap_or_default(), "view").as_deref() {
+        None | Some("public") => crate::api::MessageView::Public,
+        Some("full") => crate::api::MessageView::Full,
+        Some(other) => {
+            return Err(ApiError::validation(format!(
+                "`view` is `public` or `full`, not '{other}'."
+            ))
+            .with_details(field("view")));
+        }
+    };
+    Ok(Json(s.owned(&owner).session(&id, listing).await?))
 }
 
 async fn update_session(

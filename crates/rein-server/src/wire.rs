@@ -1,14 +1,17 @@
 //! The runtime's views as wire types: each conversion, with every stored id given back as the
 //! calling principal knows it.
 
-use rein_protocol::{Message, ToolSpec};
+use std::collections::HashMap;
+
+use rein_protocol::{Content, Message, ToolSpec};
 use rein_runtime::{Runtime, SessionCursor, SessionView, Timestamp};
 use serde_json::Value;
 
 use crate::{
     api::{
-        Agent, AgentTool, Approval, ApprovalRule, AuditEntry, McpServer, McpServerList, ModelEntry,
-        ModelList, PendingCheckpoint, Session, SessionSummary, Task, ToolResultEntry, ViewContext,
+        Agent, AgentTool, Approval, ApprovalRule, AuditEntry, ChatMessage, ExecutionMode,
+        McpServer, McpServerList, MessageView, ModelEntry, ModelList, PendingCheckpoint,
+        RuntimeModel, Session, SessionSummary, Task, TaskSummary, ToolResultEntry, ViewContext,
     },
     auth::Principal,
     config::ModelCheck,
@@ -18,6 +21,31 @@ use crate::{
 const SETUP_MESSAGE: &str =
     "No model is configured: start `rein serve` with `--model`, or add a model to the config file.";
 
+/// TerraFin's chart settings, which rein answers with TerraFin's defaults (it has no charts).
+const DEFAULT_DEPTH: &str = "auto";
+const DEFAULT_VIEW: &str = "daily";
+
+/// The capability a tool runs and how: `start_<capability>_task` starts `<capability>` as a
+/// background task; every other tool is its own capability, invoked.
+fn capability_of(tool: &str) -> (String, ExecutionMode) {
+    match tool.strip_prefix("start_").and_then(|rest| rest.strip_suffix("_task")) {
+        Some(capability) if !capability.is_empty() => (capability.to_owned(), ExecutionMode::Task),
+        _ => (tool.to_owned(), ExecutionMode::Invoke),
+    }
+}
+
+/// The capabilities `tools` run, each once, in order.
+fn capabilities(tools: &[ToolSpec]) -> Vec<String> {
+    let mut names: Vec<String> = Vec::new();
+    for tool in tools {
+        let (name, _) = capability_of(&tool.name);
+        if !names.contains(&name) {
+            names.push(name);
+        }
+    }
+    names
+}
+
 /// The public agents, each with the model its sessions start with (its own, else the default).
 pub(crate) fn agents(runtime: &Runtime) -> Vec<Agent> {
     let models = runtime.models();
@@ -26,11 +54,18 @@ pub(crate) fn agents(runtime: &Runtime) -> Vec<Agent> {
         .agents()
         .into_iter()
         .map(|agent| Agent {
-            runtime_model: runtime
-                .agent_model(&agent.name)
-                .ok()
-                .flatten()
-                .or_else(|| models.default_model.clone()),
+            runtime_model: runtime_model(
+                runtime,
+                runtime
+                    .agent_model(&agent.name)
+                    .ok()
+                    .flatten()
+                    .or_else(|| models.default_model.clone()),
+            ),
+            allowed_capabilities: capabilities(&agent.tools),
+            default_depth: DEFAULT_DEPTH.to_owned(),
+            default_view: DEFAULT_VIEW.to_owned(),
+            chart_access: false,
             name: agent.name,
             description: agent.description,
             allow_background_tasks: agent.allow_background_tasks,
@@ -91,8 +126,12 @@ pub(crate) fn models(
 }
 
 pub(crate) fn tool(spec: &ToolSpec) -> AgentTool {
+    let (capability_name, execution_mode) = capability_of(&spec.name);
     AgentTool {
         name: spec.name.clone(),
+        capability_name,
+        execution_mode,
+        metadata: serde_json::Map::new(),
         description: spec.description.clone(),
         side_effecting: spec.side_effects,
         read_only: spec.read_only,
@@ -100,33 +139,187 @@ pub(crate) fn tool(spec: &ToolSpec) -> AgentTool {
     }
 }
 
-/// A session view, without its tasks and approvals (the caller adds them).
-pub(crate) fn session(owner: &Principal, view: SessionView) -> Session {
+/// The model named `name` as TerraFin describes one, from what the config says of it.
+pub(crate) fn runtime_model(runtime: &Runtime, name: Option<String>) -> Option<RuntimeModel> {
+    let name = name?;
+    let info = runtime.models().models.into_iter().find(|info| info.name == name);
+    let provider = info.as_ref().and_then(|info| info.provider.clone());
+    let provider_label = match provider.as_deref() {
+        Some("openai") => "OpenAI-compatible".to_owned(),
+        Some("anthropic") => "Anthropic".to_owned(),
+        Some("gemini") => "Google Gemini".to_owned(),
+        Some(other) => other.to_owned(),
+        None => "rein".to_owned(),
+    };
+    let mut metadata = serde_json::Map::new();
+    if let Some(label) = info.as_ref().and_then(|info| info.label.clone()) {
+        metadata.insert("label".into(), Value::String(label));
+    }
+    if let Some(window) = info.as_ref().and_then(|info| info.context_window) {
+        metadata.insert("contextWindow".into(), Value::from(window));
+    }
+    Some(RuntimeModel {
+        provider_id: provider.unwrap_or_else(|| "rein".to_owned()),
+        provider_label,
+        model_id: name.clone(),
+        model_ref: name,
+        metadata,
+    })
+}
+
+/// A session view, without its tasks and approvals (the caller adds them), its messages
+/// listed as `listing` says.
+pub(crate) fn session(
+    runtime: &Runtime,
+    owner: &Principal,
+    view: SessionView,
+    listing: MessageView,
+) -> Session {
+    let created_at = view.created_at.to_rfc3339();
+    let messages = chat_messages(view.messages, &view.message_times, listing, &created_at);
     let mut metadata = view.metadata;
     if let Some(id) = &view.view_context_id {
         metadata.insert("viewContextId".into(), Value::String(owner.unscope(id).to_owned()));
     }
-    let policy = match serde_json::to_value(view.settings) {
+    let mut policy = match serde_json::to_value(view.settings) {
         Ok(Value::Object(policy)) => policy,
         _ => serde_json::Map::new(),
     };
+    // TerraFin's names beside rein's.
+    let flag = |policy: &serde_json::Map<String, Value>, key: &str| {
+        Value::Bool(policy.get(key).and_then(Value::as_bool).unwrap_or(false))
+    };
+    // What is in force: `autoApprove` runs side-effecting tools without asking.
+    let side_effects = Value::Bool(
+        flag(&policy, "requireApprovalForSideEffects") == Value::Bool(true)
+            && flag(&policy, "autoApprove") == Value::Bool(false),
+    );
+    let tasks = flag(&policy, "requireApprovalForBackgroundTasks");
+    let background = flag(&policy, "allowBackgroundTasks");
+    policy.insert("defaultDepth".into(), Value::String(DEFAULT_DEPTH.to_owned()));
+    policy.insert("defaultView".into(), Value::String(DEFAULT_VIEW.to_owned()));
+    policy.insert("chartAccess".into(), Value::Bool(false));
+    policy.insert("allowBackgroundTasks".into(), background);
+    policy.insert("requireHumanApprovalForSideEffects".into(), side_effects);
+    policy.insert("requireHumanApprovalForBackgroundTasks".into(), tasks);
     Session {
         session_id: owner.unscope(&view.id).to_owned(),
         agent_name: view.agent_name,
-        created_at: view.created_at.to_rfc3339(),
+        created_at,
         updated_at: view.updated_at.to_rfc3339(),
         metadata,
-        runtime_model: view.model,
+        runtime_model: runtime_model(runtime, view.model),
         policy,
         checkpoint: view.checkpoint.map(|summary| PendingCheckpoint { summary }),
         tasks: Vec::new(),
         approvals: Vec::new(),
         tools: view.tools.iter().map(tool).collect(),
-        messages: shown(view.messages),
+        messages,
     }
 }
 
+/// Whether TerraFin keeps `message` out of its lists: an assistant message that only calls
+/// tools (internal to the turn).
+fn tool_use_only(message: &Message) -> bool {
+    !message.tool_calls().is_empty() && message.text().trim().is_empty()
+}
+
+/// `messages` (stored at `times`, index for index) as listed: by TerraFin's rule, a system
+/// message first (made `session_created`, the operator's prompt withheld) and tool-use-only
+/// assistant messages left out; with `view=full`, each of them.
+pub(crate) fn chat_messages(
+    messages: Vec<Message>,
+    times: &[String],
+    listing: MessageView,
+    session_created: &str,
+) -> Vec<ChatMessage> {
+    let names: HashMap<String, String> = messages
+        .iter()
+        .flat_map(|m| m.tool_calls().iter().map(|call| (call.id.clone(), call.name.clone())))
+        .collect();
+    let mut listed = Vec::with_capacity(messages.len() + 1);
+    let public = listing == MessageView::Public;
+    if public && !messages.iter().any(|m| matches!(m, Message::System { .. })) {
+        let mut metadata = serde_json::Map::new();
+        metadata.insert("promptWithheld".into(), Value::Bool(true));
+        listed.push(ChatMessage {
+            role: "system".into(),
+            created_at: session_created.to_owned(),
+            metadata,
+            ..ChatMessage::default()
+        });
+    }
+    for (i, message) in messages.into_iter().enumerate() {
+        if public && tool_use_only(&message) {
+            continue;
+        }
+        let at = times.get(i).cloned().unwrap_or_else(|| session_created.to_owned());
+        listed.push(chat_message(message, at, &names));
+    }
+    listed
+}
+
+/// The messages a turn added (stored at `times`), by TerraFin's rule but without a system
+/// message.
+pub(crate) fn added_messages(messages: Vec<Message>, times: &[String]) -> Vec<ChatMessage> {
+    let names: HashMap<String, String> = messages
+        .iter()
+        .flat_map(|m| m.tool_calls().iter().map(|call| (call.id.clone(), call.name.clone())))
+        .collect();
+    messages
+        .into_iter()
+        .zip(times)
+        .filter(|(message, _)| !tool_use_only(message))
+        .map(|(message, at)| chat_message(message, at.clone(), &names))
+        .collect()
+}
+
+/// One message on the wire; `names`: each tool call's tool, by call id.
+fn chat_message(
+    message: Message,
+    created_at: String,
+    names: &HashMap<String, String>,
+) -> ChatMessage {
+    let parts = |content: &Content| match content {
+        Content::Parts(parts) => parts
+            .iter()
+            .map(|part| serde_json::to_value(part).unwrap_or(Value::Null))
+            .collect::<Vec<_>>()
+            .into(),
+        Content::Text(_) => None,
+    };
+    let text = message.text();
+    let mut wire = ChatMessage { content: text, created_at, ..ChatMessage::default() };
+    match message {
+        Message::System { content } => {
+            wire.role = "system".into();
+            wire.parts = parts(&content);
+        }
+        Message::User { content } => {
+            wire.role = "user".into();
+            wire.parts = parts(&content);
+        }
+        Message::Assistant { content, reasoning_content, tool_calls, .. } => {
+            wire.role = "assistant".into();
+            wire.parts = content.as_ref().and_then(parts);
+            wire.reasoning_content = reasoning_content;
+            wire.tool_calls = tool_calls;
+        }
+        Message::Tool { tool_call_id, content, is_error } => {
+            wire.role = "tool".into();
+            wire.parts = parts(&content);
+            wire.name = names.get(&tool_call_id).cloned();
+            wire.tool_call_id = Some(tool_call_id);
+            wire.is_error = is_error;
+        }
+        // A role rein does not know yet: its text, as a user would read it.
+        _ => wire.role = "user".into(),
+    }
+    wire
+}
+
 pub(crate) fn session_summary(
+    runtime: &Runtime,
     owner: &Principal,
     summary: rein_runtime::SessionSummary,
 ) -> SessionSummary {
@@ -136,7 +329,7 @@ pub(crate) fn session_summary(
         created_at: summary.created_at.to_rfc3339(),
         updated_at: summary.updated_at.to_rfc3339(),
         last_accessed_at: summary.updated_at.to_rfc3339(),
-        runtime_model: summary.model,
+        runtime_model: runtime_model(runtime, summary.model),
         title: summary.title,
         last_message_preview: summary.last_message_preview,
         last_message_at: summary.last_message_at,
@@ -254,19 +447,43 @@ pub(crate) fn view_context(owner: &Principal, stored: rein_runtime::ViewContext)
     }
 }
 
-/// Every tool result of a turn: the structured value when the tool gave one, else its text.
+/// Every tool result of a turn: the structured object when the tool gave one, else
+/// `{output}`; a call that started a task names it.
 pub(crate) fn tool_results(report: &rein_runtime::TurnReport) -> Vec<ToolResultEntry> {
     report
         .tool_results
         .iter()
-        .map(|(call, output)| ToolResultEntry {
-            tool_name: call.name.clone(),
-            call_id: call.id.clone(),
-            payload: output
-                .structured
-                .clone()
-                .unwrap_or_else(|| Value::String(output.text.clone())),
-            is_error: output.is_error,
+        .map(|(call, output)| {
+            let (capability_name, execution_mode) = capability_of(&call.name);
+            let payload = match output.structured.clone() {
+                Some(Value::Object(object)) => object,
+                other => {
+                    let mut wrapped = serde_json::Map::new();
+                    let value = other.unwrap_or_else(|| Value::String(output.text.clone()));
+                    wrapped.insert("output".into(), value);
+                    wrapped
+                }
+            };
+            let task = match (execution_mode, payload.get("taskId").and_then(Value::as_str)) {
+                (ExecutionMode::Task, Some(id)) => Some(TaskSummary {
+                    task_id: id.to_owned(),
+                    status: match payload.get("status").and_then(Value::as_str) {
+                        Some("queued") | None => "pending".to_owned(),
+                        Some(other) => other.to_owned(),
+                    },
+                    description: format!("Background `{capability_name}`"),
+                }),
+                _ => None,
+            };
+            ToolResultEntry {
+                tool_name: call.name.clone(),
+                capability_name,
+                execution_mode,
+                call_id: call.id.clone(),
+                payload,
+                task,
+                is_error: output.is_error,
+            }
         })
         .collect()
 }

@@ -60,19 +60,19 @@ fn serve_starts_an_agents_sessions_on_its_model_unless_one_is_picked() {
     assert_eq!(status, 200, "{agents}");
     let agents = parse(&agents)["agents"].clone();
     assert_eq!(agents[0]["name"], "first", "{agents}");
-    assert_eq!(agents[0]["runtimeModel"], "a", "an agent without a model: the default");
+    assert_eq!(agents[0]["runtimeModel"]["modelRef"], "a", "an agent without a model: the default");
     assert_eq!(agents[1]["name"], "on-b", "{agents}");
-    assert_eq!(agents[1]["runtimeModel"], "b", "an agent with a model: its own");
+    assert_eq!(agents[1]["runtimeModel"]["modelRef"], "b", "an agent with a model: its own");
 
     // No `runtimeModel`: the agent's model.
     let body = json!({"agentName": "on-b", "sessionId": "agent-model"}).to_string();
     let (status, created) = http(&host, "POST", &format!("{RT}/sessions"), Some(&body), None);
     assert_eq!(status, 201, "{created}");
-    assert_eq!(parse(&created)["runtimeModel"], "b", "{created}");
+    assert_eq!(parse(&created)["runtimeModel"]["modelRef"], "b", "{created}");
     let turn = format!("{RT}/sessions/agent-model/messages");
     let (status, run) = http(&host, "POST", &turn, Some(r#"{"content":"hello"}"#), None);
     assert_eq!(status, 200, "{run}");
-    let answer = parse(&run)["finalMessage"].as_str().unwrap_or_default().to_owned();
+    let answer = parse(&run)["finalMessage"]["content"].as_str().unwrap_or_default().to_owned();
     assert!(answer.starts_with(ANSWER), "{run}");
     assert_eq!(served(&a, &b), (0, TURN), "the turn went to b's endpoint");
 
@@ -80,7 +80,7 @@ fn serve_starts_an_agents_sessions_on_its_model_unless_one_is_picked() {
     let body = json!({"agentName": "on-b", "sessionId": "picked", "runtimeModel": "a"}).to_string();
     let (status, created) = http(&host, "POST", &format!("{RT}/sessions"), Some(&body), None);
     assert_eq!(status, 201, "{created}");
-    assert_eq!(parse(&created)["runtimeModel"], "a", "{created}");
+    assert_eq!(parse(&created)["runtimeModel"]["modelRef"], "a", "{created}");
     let turn = format!("{RT}/sessions/picked/messages");
     let (status, run) = http(&host, "POST", &turn, Some(r#"{"content":"hello"}"#), None);
     assert_eq!(status, 200, "{run}");
@@ -90,7 +90,7 @@ fn serve_starts_an_agents_sessions_on_its_model_unless_one_is_picked() {
     let body = json!({"agentName": "first", "sessionId": "default"}).to_string();
     let (status, created) = http(&host, "POST", &format!("{RT}/sessions"), Some(&body), None);
     assert_eq!(status, 201, "{created}");
-    assert_eq!(parse(&created)["runtimeModel"], "a", "{created}");
+    assert_eq!(parse(&created)["runtimeModel"]["modelRef"], "a", "{created}");
     stop(child);
 }
 

@@ -105,7 +105,7 @@ fn finding_11_a_client_tool_call_on_another_replica_says_so() {
     assert_eq!(status, 200, "{body}");
     let (status, run) = turn.join().expect("the turn's thread");
     assert_eq!(status, 200, "{run}");
-    assert_eq!(parse(&run)["finalMessage"], "Done.", "{run}");
+    assert_eq!(parse(&run)["finalMessage"]["content"], "Done.", "{run}");
 
     // The turn is over: nothing waits on any replica.
     let (status, gone) = http(&b, "POST", &result, Some(&painted), None);

@@ -164,7 +164,7 @@ fn a_turn_killed_mid_request_is_closed_at_restart_and_the_session_takes_a_messag
     let turn = format!("{RT}/sessions/c1/messages");
     let (status, run) = http(&host, "POST", &turn, Some(r#"{"content":"hello again"}"#), None);
     assert_eq!(status, 200, "a new message at once, not 409: {run}");
-    assert_eq!(parse(&run)["finalMessage"], "Fresh answer.", "{run}");
+    assert_eq!(parse(&run)["finalMessage"]["content"], "Fresh answer.", "{run}");
     stop(child);
 }
 
@@ -220,7 +220,7 @@ fn a_turn_paused_at_a_checkpoint_survives_a_kill_and_continue_resumes_it() {
     assert_eq!(status, 200, "continue after the restart: {body}");
     let run = parse(&body);
     assert_eq!(run["turnEnding"], "answered", "{run}");
-    let answer = run["finalMessage"].as_str().unwrap_or_default();
+    let answer = run["finalMessage"]["content"].as_str().unwrap_or_default();
     assert!(answer.contains(&format!("round {LOOP_ROUNDS}")), "the same turn went on: {answer}");
     stop(child);
 }

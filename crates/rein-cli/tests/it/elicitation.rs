@@ -149,7 +149,7 @@ fn rein_serve_streams_a_question_and_takes_the_answer_over_http() {
     let (status, run) = turn.join().unwrap();
     assert_eq!(status, 200, "{run}");
     let run: Value = serde_json::from_str(&run).unwrap();
-    assert_eq!(run["finalMessage"], "The tool said: Hello, Ada (red)!", "{run}");
+    assert_eq!(run["finalMessage"]["content"], "The tool said: Hello, Ada (red)!", "{run}");
     crate::support::stop(served);
 }
 

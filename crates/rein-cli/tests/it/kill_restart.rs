@@ -322,7 +322,7 @@ fn kill_9_at_random_moments_of_a_turn_and_restart() {
         assert_eq!(view["metadata"]["turnInFlight"], false, "round {round} ({phase:?}): {view}");
         if let Some((200, run)) = acknowledged {
             let run = parse(&run);
-            let answer = run["finalMessage"].as_str().unwrap_or_default();
+            let answer = run["finalMessage"]["content"].as_str().unwrap_or_default();
             let shown = view["messages"].to_string();
             assert!(
                 answer.is_empty() || shown.contains(answer),

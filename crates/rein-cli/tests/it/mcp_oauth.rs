@@ -615,7 +615,7 @@ fn with_server_tokens_each_principal_authorizes_and_calls_with_its_own_token() {
     assert_eq!(status, 200, "{run}");
     let run: Value = serde_json::from_str(&run).expect("JSON");
     assert_eq!(
-        run["finalMessage"],
+        run["finalMessage"]["content"],
         format!("Read: notes read with {ACCESS_TOKEN}-alice-code"),
         "{run}"
     );
@@ -705,7 +705,10 @@ fn another_principals_browser_cannot_complete_an_authorization() {
     let (status, run) = turn.join().expect("the turn");
     assert_eq!(status, 200, "{run}");
     let run: Value = serde_json::from_str(&run).expect("JSON");
-    assert_eq!(run["finalMessage"], format!("Read: notes read with {ACCESS_TOKEN}-bob-code"));
+    assert_eq!(
+        run["finalMessage"]["content"],
+        format!("Read: notes read with {ACCESS_TOKEN}-bob-code")
+    );
     assert_eq!(token_files(), 2);
     stop(served);
 }

@@ -204,7 +204,7 @@ fn turn(host: &str, session: &str, content: &str) -> String {
     let (status, run) = http(host, "POST", &path, Some(&body), None);
     assert_eq!(status, 200, "{run}");
     let run = parse(&run);
-    run["finalMessage"].as_str().map_or_else(|| run.to_string(), str::to_owned)
+    run["finalMessage"]["content"].as_str().map_or_else(|| run.to_string(), str::to_owned)
 }
 
 /// How many requests the model has had.

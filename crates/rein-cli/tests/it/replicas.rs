@@ -251,7 +251,7 @@ fn three_replicas_on_one_postgres_share_sessions_locks_events_approvals_and_task
         create(&hosts[n % 3], &id, "assistant");
         let (status, run) = send(&hosts[(n + 1) % 3], &id, &format!("hello {n}"));
         assert_eq!(status, 200, "{run}");
-        let answer = run["finalMessage"].as_str().expect("an answer").to_owned();
+        let answer = run["finalMessage"]["content"].as_str().expect("an answer").to_owned();
         assert_eq!(answer, format!("Answer to: hello {n}"));
         let (status, view) =
             http(&hosts[(n + 2) % 3], "GET", &format!("{RT}/sessions/{id}"), None, None);
@@ -340,7 +340,7 @@ fn three_replicas_on_one_postgres_share_sessions_locks_events_approvals_and_task
     replicas[0].kill();
     let (status, run) = send(&hosts[1], "killed", "hello after the kill");
     assert_eq!(status, 200, "a dead replica's turn lease is taken over at once: {run}");
-    assert_eq!(run["finalMessage"], "Answer to: hello after the kill");
+    assert_eq!(run["finalMessage"]["content"], "Answer to: hello after the kill");
     acknowledged.push(("killed".into(), "Answer to: hello after the kill".into()));
 
     // SIGKILL mid-task of the replica (B or C) running a read-only task: it is claimed again

@@ -151,10 +151,14 @@ fn message(host: &str, session: &str, text: &str) -> Value {
     parse(&run)
 }
 
-/// The payloads of a run's tool results.
+/// The payloads of a run's tool results (a text result's text: its `payload.output`).
 fn payloads(run: &Value) -> Vec<Value> {
     let results = run["toolResults"].as_array().cloned().unwrap_or_default();
-    results.iter().map(|result| result["payload"].clone()).collect()
+    let payload = |result: &Value| match result["payload"].get("output") {
+        Some(output) => output.clone(),
+        None => result["payload"].clone(),
+    };
+    results.iter().map(payload).collect()
 }
 
 /// Two turns of two `current_time` calls each in one session, under `extra`; the four results.
@@ -219,7 +223,7 @@ fn max_calls_per_turn_is_off_unless_set() {
     let run = many_calls(&echo_config(&endpoint, json!({})), "assistant");
     assert_eq!(run["turnEnding"], "answered", "{run}");
     assert_eq!(ran_and_capped(&run), (MANY_CALLS, 0), "no cap of 24: {run}");
-    assert_eq!(run["finalMessage"], "Done.", "{run}");
+    assert_eq!(run["finalMessage"]["content"], "Done.", "{run}");
 }
 
 #[test]
@@ -228,7 +232,10 @@ fn max_calls_per_turn_caps_a_turn_and_ends_it_with_tools_off() {
     let run = many_calls(&echo_config(&endpoint, json!({"max_calls_per_turn": 4})), "assistant");
     assert_eq!(ran_and_capped(&run), (4, MANY_CALLS - 4), "{run}");
     assert_eq!(run["turnEnding"], "step_limit", "{run}");
-    assert_eq!(run["finalMessage"], "Stopped here.", "the last request ran with tools off: {run}");
+    assert_eq!(
+        run["finalMessage"]["content"], "Stopped here.",
+        "the last request ran with tools off: {run}"
+    );
 }
 
 #[test]

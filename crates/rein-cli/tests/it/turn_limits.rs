@@ -40,7 +40,7 @@ fn fifteen_mcp_rounds_pause_at_a_checkpoint_and_continue_resumes() {
     let run = message(&host, "s1", "loop over echo");
     assert_eq!(run["turnEnding"], "checkpoint", "{run}");
     assert_eq!(run["toolResults"].as_array().map(Vec::len), Some(15), "{run}");
-    let summary = run["finalMessage"].as_str().unwrap_or_default();
+    let summary = run["finalMessage"]["content"].as_str().unwrap_or_default();
     assert!(summary.contains("after 15 tool rounds"), "the summary names 15 rounds: {summary}");
     // 15 rounds and the summary request: no 8-step stop without `max_steps`.
     assert_eq!(run["steps"], 16, "{run}");
@@ -50,7 +50,7 @@ fn fifteen_mcp_rounds_pause_at_a_checkpoint_and_continue_resumes() {
     let run = parse(&body);
     assert_eq!(run["turnEnding"], "answered", "{run}");
     assert_eq!(run["toolResults"].as_array().map(Vec::len), Some(LOOP_ROUNDS - 15), "{run}");
-    let answer = run["finalMessage"].as_str().unwrap_or_default();
+    let answer = run["finalMessage"]["content"].as_str().unwrap_or_default();
     assert!(answer.contains(&format!("round {LOOP_ROUNDS}")), "{answer}");
     stop(child);
 }

@@ -167,6 +167,7 @@ impl super::Runtime {
             settings: core.settings(&session),
             tools: Offer::new(core, &definition, is_child).specs(),
             messages: replayed.messages(),
+            message_times: replayed.message_times(),
             metadata: SessionMeta::view_metadata(&session.metadata, in_flight, unfinished),
             id: session.id,
             owner: session.owner,

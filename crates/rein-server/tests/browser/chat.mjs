@@ -171,7 +171,7 @@ await check('agent picker: a new chat starts with the picked agent on its own mo
   await page.waitForSelector('#send:not([hidden])');
   const session = await openSession();
   assert(session.agentName === 'second', `created for the picked agent (${session.agentName})`);
-  assert(session.runtimeModel === 'other', `on the agent's model (${session.runtimeModel})`);
+  assert(session.runtimeModel.modelRef === 'other', `on the agent's model (${session.runtimeModel.modelRef})`);
   assert(await page.locator('#agent-select').isDisabled(), 'an open chat keeps its agent');
   await page.screenshot({ path: join(shots, 'agent-picked.png') });
 });
@@ -189,7 +189,7 @@ await check("agent picker: a model picked for a new chat wins over the agent's",
   await page.waitForSelector('#send:not([hidden])');
   const session = await openSession();
   assert(session.agentName === 'second', `still the picked agent (${session.agentName})`);
-  assert(session.runtimeModel === 'scripted', `on the picked model (${session.runtimeModel})`);
+  assert(session.runtimeModel.modelRef === 'scripted', `on the picked model (${session.runtimeModel.modelRef})`);
 });
 
 await check('model banner: says what to do when the default model does not answer', async () => {

@@ -57,7 +57,7 @@ async fn mail(app: &Router, token: Option<&str>, session: &str) -> Result<(), St
     let (status, run) = as_(app, token, "POST", &path, Some(json!({ "content": "mail" }))).await;
     assert_eq!(status, StatusCode::OK, "{run}");
     let payload = &run["toolResults"][0]["payload"];
-    if payload == "sent" {
+    if payload["output"] == "sent" {
         return Ok(());
     }
     assert_eq!(payload["approvalRequired"], true, "{run}");

@@ -111,7 +111,7 @@ async fn a_client_tool_is_called_answered_and_its_result_reaches_the_model() {
     let (status, run) = turn.await.unwrap();
     assert_eq!(status, StatusCode::OK, "{run}");
     assert_eq!(run["turnEnding"], "answered");
-    assert_eq!(run["finalMessage"], "The map is red now.");
+    assert_eq!(run["finalMessage"]["content"], "The map is red now.");
     assert_eq!(run["toolResults"][0]["toolName"], "set_color");
     assert_eq!(run["toolResults"][0]["isError"], false);
     // What the model read in its next request: the tool message after the call.
@@ -357,7 +357,7 @@ async fn finding_4_a_session_dropped_from_memory_drops_its_client_tools() {
     assert_eq!(status, StatusCode::OK);
     let (status, run) = turn.await.unwrap();
     assert_eq!(
-        (status, run["finalMessage"].as_str()),
+        (status, run["finalMessage"]["content"].as_str()),
         (StatusCode::OK, Some("The map is red now."))
     );
 }

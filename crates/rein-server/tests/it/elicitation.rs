@@ -190,8 +190,8 @@ async fn a_question_is_streamed_answered_through_the_router_and_its_content_reac
     assert_eq!(answered, json!({ "sessionId": "s1", "elicitationId": id, "action": "accept" }));
     let (status, run) = turn.await.unwrap();
     assert_eq!(status, StatusCode::OK, "{run}");
-    assert_eq!(run["finalMessage"], "Greeted.");
-    assert_eq!(run["toolResults"][0]["payload"], "Hello, Ada Lovelace!", "{run}");
+    assert_eq!(run["finalMessage"]["content"], "Greeted.");
+    assert_eq!(run["toolResults"][0]["payload"]["output"], "Hello, Ada Lovelace!", "{run}");
 
     // Answered once; the stream says how it ended, and the content is in no event.
     let (status, again) =
@@ -222,7 +222,7 @@ async fn a_declined_question_and_one_nobody_answers_in_time() {
     );
     let (status, run) = turn.await.unwrap();
     assert_eq!(status, StatusCode::OK, "{run}");
-    assert_eq!(run["toolResults"][0]["payload"], "cancelled", "{run}");
+    assert_eq!(run["toolResults"][0]["payload"]["output"], "cancelled", "{run}");
 
     let (app, _runtime, _dir) = greeter_app(Duration::from_secs(60));
     let turn = start_turn(&app).await;
@@ -232,7 +232,7 @@ async fn a_declined_question_and_one_nobody_answers_in_time() {
     let (status, _) = call(&app, "POST", &path, Some(json!({ "action": "decline" }))).await;
     assert_eq!(status, StatusCode::OK);
     let (_, run) = turn.await.unwrap();
-    assert_eq!(run["toolResults"][0]["payload"], "declined", "{run}");
+    assert_eq!(run["toolResults"][0]["payload"]["output"], "declined", "{run}");
     // Another session's question is not found from here.
     let (status, _) = call(
         &app,
@@ -352,7 +352,7 @@ async fn an_answer_is_checked_against_every_rule_and_a_misfit_names_its_field_an
     assert_eq!(status, StatusCode::OK, "{answered}");
     let (status, run) = turn.await.unwrap();
     assert_eq!(status, StatusCode::OK, "{run}");
-    assert_eq!(run["toolResults"][0]["payload"], "Hello, Ada!", "{run}");
+    assert_eq!(run["toolResults"][0]["payload"]["output"], "Hello, Ada!", "{run}");
 }
 
 #[tokio::test]
@@ -368,7 +368,7 @@ async fn a_link_that_is_not_http_s_never_reaches_the_stream_and_an_https_one_doe
         let turn = start_turn(&app).await;
         let (status, run) = turn.await.unwrap();
         assert_eq!(status, StatusCode::OK, "{run}");
-        assert_eq!(run["toolResults"][0]["payload"], "declined", "{url}: {run}");
+        assert_eq!(run["toolResults"][0]["payload"]["output"], "declined", "{url}: {run}");
         let stream = stream_until(&app, "s1", "turn_end").await;
         assert!(!stream.contains("elicitation_requested"), "{url} was shown: {stream}");
         assert!(!stream.contains(url) && !stream.contains("javascript:"), "{stream}");
@@ -385,5 +385,5 @@ async fn a_link_that_is_not_http_s_never_reaches_the_stream_and_an_https_one_doe
     let (status, answered) = call(&app, "POST", &path, Some(body)).await;
     assert_eq!(status, StatusCode::OK, "{answered}");
     let (_, run) = turn.await.unwrap();
-    assert_eq!(run["toolResults"][0]["payload"], "accepted {}", "{run}");
+    assert_eq!(run["toolResults"][0]["payload"]["output"], "accepted {}", "{run}");
 }

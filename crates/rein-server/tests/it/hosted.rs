@@ -60,18 +60,25 @@ async fn a_turn_with_a_tool_call() {
     )
     .await;
     assert_eq!(status, StatusCode::OK, "{run}");
-    assert_eq!(run["finalMessage"], "**Hello**. It is sunny in Lisbon.");
+    assert_eq!(run["finalMessage"]["content"], "**Hello**. It is sunny in Lisbon.");
     assert_eq!(run["turnEnding"], "answered");
     assert_eq!(run["steps"], 2);
     assert_eq!(run["toolResults"][0]["toolName"], "weather");
-    assert_eq!(run["toolResults"][0]["payload"], "sunny, 24 °C");
+    assert_eq!(run["toolResults"][0]["payload"]["output"], "sunny, 24 °C");
     assert_eq!(run["session"]["metadata"]["turnInFlight"], false);
     assert!(run["session"]["metadata"]["turnUnfinished"].is_null());
 
+    let roles = |session: &serde_json::Value| -> Vec<String> {
+        let messages = session["messages"].as_array().cloned().unwrap_or_default();
+        messages.iter().filter_map(|m| m["role"].as_str().map(str::to_owned)).collect()
+    };
+    // TerraFin's list: the system message first, the call-only assistant message left out.
     let (_, session) = call(&app, "GET", &format!("{RT}/sessions/s1"), None).await;
-    let roles: Vec<&str> =
-        session["messages"].as_array().unwrap().iter().filter_map(|m| m["role"].as_str()).collect();
-    assert_eq!(roles, ["user", "assistant", "tool", "assistant"]);
+    assert_eq!(roles(&session), ["system", "user", "tool", "assistant"], "{session}");
+    assert_eq!(session["messages"][2]["name"], "weather", "{session}");
+    // `view=full`: every message, the call too.
+    let (_, session) = call(&app, "GET", &format!("{RT}/sessions/s1?view=full"), None).await;
+    assert_eq!(roles(&session), ["user", "assistant", "tool", "assistant"]);
     assert_eq!(session["messages"][1]["tool_calls"][0]["function"]["name"], "weather");
 
     let (_, list) = call(&app, "GET", &format!("{RT}/sessions"), None).await;

@@ -18,6 +18,7 @@ mod routes;
 mod scripted;
 mod security;
 mod stream;
+mod terrafin;
 mod transcription;
 
 use axum::{

@@ -236,7 +236,7 @@ async fn send_message_answers_with_the_turn() {
     )
     .await;
     assert_eq!(status, StatusCode::OK, "{run}");
-    assert_eq!(run["finalMessage"], "You said: hi there");
+    assert_eq!(run["finalMessage"]["content"], "You said: hi there");
     assert_eq!(run["turnEnding"], "answered");
     assert_eq!(run["sessionId"], id.as_str());
     assert_eq!(run["toolResults"][0]["toolName"], "weather");

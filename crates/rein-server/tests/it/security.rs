@@ -219,7 +219,7 @@ async fn finding_2_the_pages_own_requests_keep_working() {
     );
     let (status, run) = send(&app, message).await;
     assert_eq!(status, StatusCode::OK, "{run}");
-    assert_eq!(run["finalMessage"], "echo hi");
+    assert_eq!(run["finalMessage"]["content"], "echo hi");
 }
 
 #[tokio::test]
