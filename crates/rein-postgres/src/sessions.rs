@@ -950,13 +950,16 @@ impl SessionStore for PgSessionStore {
                         finish(&tx, &id, TaskStatus::Cancelled, None, Some("Task cancelled before execution."), now)
                             .await?
                     }
-                    TaskStatus::Running if !task.cancel_requested => {
+                    TaskStatus::Running => {
+                        // Ended now; its worker learns it at its next heartbeat (its lease is gone).
                         execute(
                             &tx,
                             "UPDATE tasks SET cancel_requested = true, updated_at = $2 WHERE id = $1",
                             &[&id, &now],
                         )
                         .await?;
+                        finish(&tx, &id, TaskStatus::Cancelled, None, Some("Cancellation requested."), now)
+                            .await?;
                     }
                     _ => return Ok(task),
                 }

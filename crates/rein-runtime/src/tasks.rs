@@ -234,7 +234,11 @@ async fn run_task(tasks: Arc<Tasks>, worker: String, task: Task) {
     };
     tasks.running.remove(&task.id);
     if lost {
-        tracing::warn!(task = %task.id, "lost the task's lease; its outcome is left to the worker that holds it");
+        if cancelled_meanwhile(&core, &task.id) {
+            tracing::debug!(task = %task.id, "the task was cancelled while it ran");
+        } else {
+            tracing::warn!(task = %task.id, "lost the task's lease; its outcome is left to the worker that holds it");
+        }
         return;
     }
     let outcome = if cancel.is_cancelled() {
@@ -253,11 +257,20 @@ async fn run_task(tasks: Arc<Tasks>, worker: String, task: Task) {
             };
             tasks.publish_update(&done.session_id, &done.id, done.status.as_str(), detail);
         }
+        Err(StoreError::LeaseLost { .. }) if cancelled_meanwhile(&core, &task.id) => {
+            tracing::debug!(task = %task.id, "the task was cancelled while it ran; its outcome is dropped");
+        }
         Err(StoreError::LeaseLost { .. }) => {
             tracing::warn!(task = %task.id, "the task's lease was taken over; this outcome is dropped");
         }
         Err(error) => tracing::error!(task = %task.id, %error, "could not record a task's outcome"),
     }
+}
+
+/// Whether task `id` was cancelled while its worker ran it (a cancel ends a running task at
+/// once: the worker's lease goes with it).
+fn cancelled_meanwhile(core: &Core, id: &str) -> bool {
+    matches!(core.store().get_task(id), Ok(Some(task)) if task.status == TaskStatus::Cancelled)
 }
 
 /// Runs a task's handler, or its capability's tool when it has none.

@@ -237,9 +237,10 @@ pub trait SessionStore: Send + Sync {
     /// Gives a running task back to the queue without counting the attempt (graceful shutdown).
     fn release_task(&self, id: &str, worker: &str) -> Result<Task>;
 
-    /// Cancels a task: a queued one at once; a running one is marked `cancel_requested` for its
-    /// worker to honour (and is cancelled instead of re-claimed if its lease runs out); a
-    /// terminal one is returned unchanged.
+    /// Cancels a task at once, as TerraFin answers a cancel: a queued or running one ends
+    /// `cancelled` (a running one's `cancel_requested` is set too); its worker learns it at its
+    /// next heartbeat, which fails ([`StoreError::LeaseLost`]: the task is no longer running),
+    /// and its outcome is never recorded. A terminal task is returned unchanged.
     fn cancel_task(&self, id: &str) -> Result<Task>;
 
     /// Terminal tasks of a session whose outcome has not been delivered to the model, oldest

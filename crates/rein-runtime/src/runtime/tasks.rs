@@ -51,7 +51,9 @@ impl super::Runtime {
             .map_err(|refusal| RuntimeError::PolicyDenied(refusal.into_output().text))
     }
 
-    /// Cancels a task: a queued one at once, a running one is told to stop; an ended one is
+    /// Cancels a task at once, as TerraFin answers a cancel: a queued or running one is
+    /// returned `cancelled` (a running one's handler learns it through its context: its
+    /// cancellation token here, its next heartbeat on another replica); an ended one is
     /// returned unchanged. Audited.
     pub async fn cancel_task(&self, id: &str) -> Result<Task> {
         let task = self.task(id).await?;

@@ -228,3 +228,37 @@ async fn the_widgets_calls_show_every_message_once() {
     assert_eq!(status, StatusCode::OK, "{deleted}");
     check("Deleted", &deleted);
 }
+
+/// TerraFin answers a cancel with the task already `cancelled`; so does rein, for a task its
+/// worker is running (whose handler learns it through its context), and the session can go.
+#[tokio::test]
+async fn a_running_task_is_answered_cancelled_at_once() {
+    let (app, runtime, _dir) = app(&ServerConfig::default(), ByPrompt::new(scripts()));
+    let dispatcher = runtime.start_dispatcher();
+    let body = json!({ "agentName": "assistant", "sessionId": "s1" });
+    let (status, _) = call(&app, "POST", &format!("{RT}/sessions"), Some(body)).await;
+    assert_eq!(status, StatusCode::CREATED);
+    let run = send(&app, "s1", "do it").await;
+    let started =
+        run["toolResults"].as_array().and_then(|r| r.iter().find(|r| r["task"].is_object()));
+    let task_id = started.and_then(|r| r["task"]["taskId"].as_str()).unwrap_or_default().to_owned();
+    let task_path = format!("{RT}/tasks/{task_id}");
+    let mut running = false;
+    for _ in 0..2000 {
+        let (_, task) = call(&app, "GET", &task_path, None).await;
+        if task["progress"]["stage"] == "writing the outline" {
+            running = true;
+            break;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(5)).await;
+    }
+    assert!(running, "the task never ran");
+    let (status, task) = call(&app, "POST", &format!("{task_path}/cancel"), None).await;
+    assert_eq!((status, task["status"].as_str()), (StatusCode::OK, Some("cancelled")), "{task}");
+    check("Task", &task);
+    let (_, task) = call(&app, "GET", &task_path, None).await;
+    assert_eq!(task["status"], "cancelled", "{task}");
+    let (status, deleted) = call(&app, "DELETE", &format!("{RT}/sessions/s1"), None).await;
+    assert_eq!(status, StatusCode::OK, "{deleted}");
+    dispatcher.shutdown().await;
+}

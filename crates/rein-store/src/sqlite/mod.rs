@@ -870,12 +870,21 @@ impl SessionStore for SqliteSessionStore {
                     Some("Task cancelled before execution."),
                     now,
                 )?,
-                TaskStatus::Running if !task.cancel_requested => {
+                TaskStatus::Running => {
+                    // Ended now; its worker learns it at its next heartbeat (its lease is gone).
                     tx.run(
                         "UPDATE tasks SET cancel_requested = 1, updated_at = ?2 WHERE id = ?1",
                         params![id, now],
                     )
                     .db()?;
+                    finish(
+                        tx,
+                        id,
+                        TaskStatus::Cancelled,
+                        None,
+                        Some("Cancellation requested."),
+                        now,
+                    )?;
                 }
                 _ => return Ok(task),
             }

@@ -153,14 +153,17 @@ fn cancel_queued_running_and_terminal() {
 
     let running = store.create_task(NewTask::new("s", "b", json!({}))).unwrap();
     store.claim_task("w1", LEASE).unwrap().unwrap();
+    // A running task is cancelled at once; its worker learns it at its next heartbeat, and its
+    // outcome is not recorded.
     let marked = store.cancel_task(&running.id).unwrap();
-    assert_eq!((marked.status, marked.cancel_requested), (TaskStatus::Running, true));
-    let seen = store.renew_task_lease(&running.id, "w1", LEASE, Some("stopping")).unwrap();
-    assert!(seen.cancel_requested, "the worker sees the request on its heartbeat");
-    let done = store.finish_task(&running.id, "w1", TaskOutcome::Cancelled(None)).unwrap();
-    assert_eq!(done.status, TaskStatus::Cancelled);
+    assert_eq!((marked.status, marked.cancel_requested), (TaskStatus::Cancelled, true));
+    let heartbeat = store.renew_task_lease(&running.id, "w1", LEASE, Some("stopping"));
+    assert!(matches!(heartbeat, Err(StoreError::LeaseLost { .. })), "{heartbeat:?}");
+    let outcome = store.finish_task(&running.id, "w1", TaskOutcome::Completed(json!({})));
+    assert!(matches!(outcome, Err(StoreError::LeaseLost { .. })), "{outcome:?}");
+    assert_eq!(store.get_task(&running.id).unwrap().unwrap(), marked);
 
-    // A running task whose worker is lost after a cancel request is cancelled, not re-run.
+    // A cancelled task is never claimed again, even once its worker's lease has run out.
     let orphan = store.create_task(NewTask::new("s", "c", json!({}))).unwrap();
     store.claim_task("w2", LEASE).unwrap().unwrap();
     store.cancel_task(&orphan.id).unwrap();
