@@ -554,11 +554,72 @@ pub struct Session {
     pub tasks: Vec<Task>,
     /// Its approvals.
     pub approvals: Vec<Approval>,
+    /// Every tool call of the conversation, oldest first, listed when the model made it (before
+    /// it runs), so a poller sees the running tool.
+    pub capability_calls: Vec<CapabilityCall>,
+    /// The session's audit log in TerraFin's shape (its `invoke`, `task`, `cancel_task`,
+    /// `approve` and `deny` entries; `GET /sessions/{id}/audit` has every entry).
+    pub audit_trail: Vec<AuditEvent>,
+    /// TerraFin's focus items: always empty (rein keeps none).
+    pub focus_items: Vec<String>,
+    /// TerraFin's artifacts: always empty (rein makes none).
+    pub artifacts: Vec<JsonObject>,
     /// The tools its agent offers.
     pub tools: Vec<AgentTool>,
     /// The conversation (internal messages left out): TerraFin's list by default, every
     /// message with `?view=full` (see [`MessageView`]).
     pub messages: Vec<ChatMessage>,
+}
+
+/// A tool call of a session: TerraFin's `HostedCapabilityCallResponse`, plus rein's
+/// `toolName` and `callId`.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct CapabilityCall {
+    /// The capability the call runs (`report` for `start_report_task`).
+    pub capability_name: String,
+    /// When the model made the call (its message's `createdAt`).
+    pub called_at: String,
+    /// The call's arguments.
+    pub inputs: JsonObject,
+    /// The keys of its result, when the result is a JSON object (empty while it runs).
+    pub output_keys: Vec<String>,
+    /// TerraFin's focus items: always empty.
+    pub focus_items: Vec<String>,
+    /// TerraFin's artifact ids: always empty.
+    pub artifact_ids: Vec<String>,
+    /// The tool the model called.
+    pub tool_name: String,
+    /// The call's id (`toolCallId` of its result's message).
+    pub call_id: String,
+    /// Whether its result has come back.
+    pub finished: bool,
+}
+
+/// An entry of a session's audit log in TerraFin's shape (`HostedPermissionAuditResponse`).
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct AuditEvent {
+    /// Its id (`audit:<hex>`).
+    pub event_id: String,
+    /// When.
+    pub created_at: String,
+    /// `invoke`, `task`, `cancel_task`, `approve` or `deny`.
+    #[schemars(extend("enum" = ["invoke", "task", "cancel_task", "approve", "deny"]))]
+    pub action: String,
+    /// The capability, if any.
+    pub capability_name: Option<String>,
+    /// The tool, if any.
+    pub tool_name: Option<String>,
+    /// Whether the tool has side effects.
+    pub side_effecting: bool,
+    /// `allowed`, `denied` or `pending`.
+    #[schemars(extend("enum" = ["allowed", "denied", "pending"]))]
+    pub outcome: String,
+    /// Why (empty when the log says nothing).
+    pub reason: String,
+    /// More about it (`approvalId`, `ruleId`, `scope`, ...).
+    pub metadata: JsonObject,
 }
 
 /// One row of `GET /sessions`.

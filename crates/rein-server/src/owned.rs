@@ -108,15 +108,17 @@ impl<'a> Owned<'a> {
     ) -> Result<Session> {
         let tasks = self.runtime.tasks_of(&view).await?;
         let approvals = self.runtime.approvals_of(&view).await?;
-        Ok(self.session_with(view, &tasks, &approvals, listing))
+        let audit = self.runtime.audit(&view.id).await?;
+        Ok(self.session_with(view, &tasks, &approvals, &audit, listing))
     }
 
-    /// A session view with the tasks and approvals given.
+    /// A session view with the tasks, approvals and audit log given.
     fn session_with(
         &self,
         view: rein_runtime::SessionView,
         tasks: &[rein_runtime::Task],
         approvals: &[rein_runtime::Approval],
+        audit: &[rein_runtime::AuditEntry],
         listing: MessageView,
     ) -> Session {
         let mut wire = wire::session(self.runtime, self.owner, view, listing);
@@ -124,11 +126,15 @@ impl<'a> Owned<'a> {
         let agent = wire.agent_name.clone();
         wire.approvals =
             approvals.iter().map(|a| wire::approval(self.runtime, self.owner, &agent, a)).collect();
+        wire.audit_trail = wire::audit_trail(audit, &wire.tools);
         wire
     }
 
     /// A turn's report in wire terms, its session with the tasks and approvals read with it.
-    fn run_response(&self, report: rein_runtime::TurnReport) -> RunResponse {
+    async fn run_response(&self, report: rein_runtime::TurnReport) -> Result<RunResponse> {
+        // The turn has run: a log that cannot be read now leaves the trail empty, never the
+        // answer unsent.
+        let audit = self.runtime.audit(&report.session.id).await.unwrap_or_default();
         let tool_results = wire::tool_results(&report);
         // The turn's messages end the session it left: their times are those of the session's
         // last messages (the turn's own clock when another writer's line came between).
@@ -149,9 +155,10 @@ impl<'a> Owned<'a> {
             report.session,
             &report.tasks,
             &report.approvals,
+            &audit,
             MessageView::Public,
         );
-        RunResponse {
+        Ok(RunResponse {
             session_id: self.owner.unscope(&report.session_id).to_owned(),
             agent_name: report.agent_name,
             steps: report.steps,
@@ -161,7 +168,7 @@ impl<'a> Owned<'a> {
             tool_results,
             usage: report.usage,
             session,
-        }
+        })
     }
 
     /// Creates a session owned by the caller.
@@ -295,7 +302,7 @@ impl<'a> Owned<'a> {
                 self.runtime.send_message_as(owner, &stored, &message.content, view.as_deref());
             match turn.await {
                 Err(RuntimeError::SessionNotFound(_)) => continue,
-                ran => return Ok(self.run_response(ran.map_err(self.wire())?)),
+                ran => return self.run_response(ran.map_err(self.wire())?).await,
             }
         }
         Err(RuntimeError::SessionNotFound(id.to_owned()))
@@ -306,7 +313,7 @@ impl<'a> Owned<'a> {
         for stored in self.stored_ids(id)? {
             match self.runtime.continue_turn_as(self.owner.as_str(), &stored).await {
                 Err(RuntimeError::SessionNotFound(_)) => continue,
-                ran => return Ok(self.run_response(ran.map_err(self.wire())?)),
+                ran => return self.run_response(ran.map_err(self.wire())?).await,
             }
         }
         Err(RuntimeError::SessionNotFound(id.to_owned()))

@@ -9,9 +9,10 @@ use serde_json::Value;
 
 use crate::{
     api::{
-        Agent, AgentTool, Approval, ApprovalRule, AuditEntry, ChatMessage, ExecutionMode,
-        McpServer, McpServerList, MessageView, ModelEntry, ModelList, PendingCheckpoint,
-        RuntimeModel, Session, SessionSummary, Task, TaskSummary, ToolResultEntry, ViewContext,
+        Agent, AgentTool, Approval, ApprovalRule, AuditEntry, AuditEvent, CapabilityCall,
+        ChatMessage, ExecutionMode, McpServer, McpServerList, MessageView, ModelEntry, ModelList,
+        PendingCheckpoint, RuntimeModel, Session, SessionSummary, Task, TaskSummary,
+        ToolResultEntry, ViewContext,
     },
     auth::Principal,
     config::ModelCheck,
@@ -176,6 +177,7 @@ pub(crate) fn session(
     listing: MessageView,
 ) -> Session {
     let created_at = view.created_at.to_rfc3339();
+    let capability_calls = capability_calls(&view.messages, &view.message_times);
     let messages = chat_messages(view.messages, &view.message_times, listing, &created_at);
     let mut metadata = view.metadata;
     if let Some(id) = &view.view_context_id {
@@ -213,9 +215,82 @@ pub(crate) fn session(
         checkpoint: view.checkpoint.map(|summary| PendingCheckpoint { summary }),
         tasks: Vec::new(),
         approvals: Vec::new(),
+        capability_calls,
+        audit_trail: Vec::new(),
+        focus_items: Vec::new(),
+        artifacts: Vec::new(),
         tools: view.tools.iter().map(tool).collect(),
         messages,
     }
+}
+
+/// Every tool call of `messages` (stored at `times`), oldest first, each with the keys of its
+/// result once the result has come.
+fn capability_calls(messages: &[Message], times: &[String]) -> Vec<CapabilityCall> {
+    let results: HashMap<&str, &Message> = messages
+        .iter()
+        .filter_map(|m| match m {
+            Message::Tool { tool_call_id, .. } => Some((tool_call_id.as_str(), m)),
+            _ => None,
+        })
+        .collect();
+    let mut calls = Vec::new();
+    for (i, message) in messages.iter().enumerate() {
+        for call in message.tool_calls() {
+            let (capability_name, _) = capability_of(&call.name);
+            let result = results.get(call.id.as_str());
+            let output_keys = result
+                .and_then(|m| {
+                    serde_json::from_str::<serde_json::Map<String, Value>>(&m.text()).ok()
+                })
+                .map(|object| object.keys().cloned().collect())
+                .unwrap_or_default();
+            calls.push(CapabilityCall {
+                capability_name,
+                called_at: times.get(i).cloned().unwrap_or_default(),
+                inputs: call.arguments.map().clone(),
+                output_keys,
+                focus_items: Vec::new(),
+                artifact_ids: Vec::new(),
+                tool_name: call.name.clone(),
+                call_id: call.id.clone(),
+                finished: result.is_some(),
+            });
+        }
+    }
+    calls
+}
+
+/// A session's audit log in TerraFin's shape: its entries of TerraFin's actions, each with
+/// whether its tool has side effects (by the agent's `tools`).
+pub(crate) fn audit_trail(
+    entries: &[rein_runtime::AuditEntry],
+    tools: &[AgentTool],
+) -> Vec<AuditEvent> {
+    const ACTIONS: [&str; 5] = ["invoke", "task", "cancel_task", "approve", "deny"];
+    entries
+        .iter()
+        .filter(|entry| ACTIONS.contains(&entry.action.as_str()))
+        .filter(|entry| matches!(entry.outcome.as_str(), "allowed" | "denied" | "pending"))
+        .map(|entry| {
+            let side_effecting = entry
+                .tool
+                .as_deref()
+                .and_then(|name| tools.iter().find(|t| t.name == name))
+                .is_some_and(|t| t.side_effecting);
+            AuditEvent {
+                event_id: entry.id.clone(),
+                created_at: entry.at.to_rfc3339(),
+                action: entry.action.clone(),
+                capability_name: entry.tool.as_deref().map(|tool| capability_of(tool).0),
+                tool_name: entry.tool.clone(),
+                side_effecting,
+                outcome: entry.outcome.clone(),
+                reason: entry.reason.clone().unwrap_or_default(),
+                metadata: entry.metadata.clone(),
+            }
+        })
+        .collect()
 }
 
 /// Whether TerraFin keeps `message` out of its lists: an assistant message that only calls

@@ -54,6 +54,7 @@ fn scripts() -> Vec<(&'static str, Vec<Step>)> {
     let call = || reply::call("call_w", "weather", json!({ "city": "Lisbon" })).into();
     vec![
         (QUESTION, vec![call(), reply::text(ANSWER).into(), call(), reply::text(ANSWER).into()]),
+        ("write the report", vec![reply::call("call_r", "report", json!({})).into()]),
         (
             "do it",
             vec![
@@ -137,7 +138,45 @@ async fn every_answer_fits_terrafins_models() {
     check("Task", &cancelled);
     let (_, session) = call(&app, "GET", &format!("{RT}/sessions/s1"), None).await;
     check("Session", &session);
+    let actions: Vec<&str> = session["auditTrail"]
+        .as_array()
+        .map(|trail| trail.iter().filter_map(|e| e["action"].as_str()).collect())
+        .unwrap_or_default();
+    assert!(actions.contains(&"deny") && actions.contains(&"cancel_task"), "{session}");
     dispatcher.shutdown().await;
+}
+
+/// The widget's progress line names the running tool from `capabilityCalls`: a call is listed
+/// from the moment the model makes it, while it runs.
+#[tokio::test]
+async fn a_poller_sees_the_running_tool() {
+    let (app, _runtime, _dir) = app(&ServerConfig::default(), ByPrompt::new(scripts()));
+    let body = json!({ "agentName": "assistant", "sessionId": "s1" });
+    let (status, _) = call(&app, "POST", &format!("{RT}/sessions"), Some(body)).await;
+    assert_eq!(status, StatusCode::CREATED);
+    let sending = {
+        let app = app.clone();
+        tokio::spawn(async move { send(&app, "s1", "write the report").await })
+    };
+    let mut running = None;
+    for _ in 0..2000 {
+        let (_, session) = call(&app, "GET", &format!("{RT}/sessions/s1"), None).await;
+        check("Session", &session);
+        if let Some(calls) = session["capabilityCalls"].as_array().filter(|c| !c.is_empty()) {
+            running = Some(calls[0].clone());
+            break;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(5)).await;
+    }
+    let running = running.expect("the running call was never listed");
+    assert_eq!(running["capabilityName"], "report", "{running}");
+    assert_eq!(running["finished"], false, "{running}");
+    assert!(running["calledAt"].as_str().is_some_and(|at| at.contains('T')), "{running}");
+    let (status, _) = call(&app, "POST", &format!("{RT}/sessions/s1/interrupt"), None).await;
+    assert_eq!(status, StatusCode::OK);
+    let run = sending.await.expect("the send's task");
+    assert_eq!(run["turnEnding"], "interrupted", "{run}");
+    assert_eq!(run["session"]["capabilityCalls"][0]["finished"], true, "{run}");
 }
 
 #[tokio::test]
