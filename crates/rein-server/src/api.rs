@@ -392,7 +392,9 @@ pub struct Task {
     pub input_payload: serde_json::Value,
     /// Progress (`{state, stage?}`).
     pub progress: serde_json::Value,
-    /// Its result, once completed.
+    /// Its result, once completed: an object (the task's own object, else `{output}` holding
+    /// its text or other value).
+    #[schemars(with = "Option<JsonObject>")]
     pub result: Option<serde_json::Value>,
     /// Its error, once failed or cancelled.
     pub error: Option<String>,

@@ -434,7 +434,15 @@ pub(crate) fn task(owner: &Principal, task: &rein_runtime::Task) -> Task {
         completed_at: task.finished_at.map(|t| t.to_rfc3339()),
         input_payload: task.args.clone(),
         progress: Value::Object(progress),
-        result: task.result.clone(),
+        // TerraFin's result is an object: a text (or other) result is `{output}`.
+        result: task.result.clone().map(|result| match result {
+            Value::Object(object) => Value::Object(object),
+            other => {
+                let mut wrapped = serde_json::Map::new();
+                wrapped.insert("output".into(), other);
+                Value::Object(wrapped)
+            }
+        }),
         error: task.error.clone(),
     }
 }

@@ -118,7 +118,7 @@ fn background_tools_offers_start_echo_task_and_the_task_completes() {
     let task = &tasks["tasks"][0];
     assert_eq!(task["status"], "completed", "{tasks}");
     assert_eq!(task["capabilityName"], "echo", "{tasks}");
-    assert_eq!(task["result"], "Echo: hello task", "{tasks}");
+    assert_eq!(task["result"]["output"], "Echo: hello task", "{tasks}");
 
     // The next turn carries the finished task's result to the model, as a note before the text.
     let (status, run) = http(&host, "POST", &turn, Some(r#"{"content":"what came of it?"}"#), None);
