@@ -259,10 +259,24 @@ async fn the_widgets_calls_show_every_message_once() {
     );
     assert_eq!(messages[0]["role"], "system", "the system message first: {session}");
 
+    // A turn that asks for an approval and starts a task; the widget polls the task from the
+    // answer, decides with `{note: null}` and cancels with a bodiless POST.
+    let third = send(&app, &id, "do it").await;
+    let started =
+        third["toolResults"].as_array().and_then(|r| r.iter().find(|r| r["task"].is_object()));
+    let task_id = started.and_then(|r| r["task"]["taskId"].as_str()).unwrap_or_default().to_owned();
     let (_, tasks) = call(&app, "GET", &format!("{session_path}/tasks"), None).await;
     check("TaskList", &tasks);
+    assert_eq!(tasks["tasks"][0]["taskId"], task_id.as_str(), "{tasks}");
     let (_, approvals) = call(&app, "GET", &format!("{session_path}/approvals"), None).await;
     check("ApprovalList", &approvals);
+    let approval_id = approvals["approvals"][0]["approvalId"].as_str().unwrap_or_default();
+    let path = format!("{RT}/approvals/{approval_id}/approve");
+    let (status, approved) = call(&app, "POST", &path, Some(json!({ "note": null }))).await;
+    assert_eq!((status, approved["status"].as_str()), (StatusCode::OK, Some("approved")));
+    check("Approval", &approved);
+    let (status, task) = call(&app, "POST", &format!("{RT}/tasks/{task_id}/cancel"), None).await;
+    assert_eq!((status, task["status"].as_str()), (StatusCode::OK, Some("cancelled")), "{task}");
     let (status, deleted) = call(&app, "DELETE", &session_path, None).await;
     assert_eq!(status, StatusCode::OK, "{deleted}");
     check("Deleted", &deleted);
