@@ -10,7 +10,8 @@ use serde_json::{Value, json};
 use crate::{
     rein,
     support::{
-        ScriptedModel, config_with_everything, events, http, of_type, serve, stop, write_json,
+        ScriptedModel, config_with_everything, events, http, of_type, serve, sse_until, stop,
+        transcripts_under, write_json,
     },
 };
 
@@ -325,37 +326,6 @@ const COMMAND_SECRET: &str = "sk-live-HOOKCOMMAND0123456789";
 const STDERR_SECRET: &str = "sk-live-HOOKSTDERR0123456789";
 const STDERR_WORDS: &str = "the-hook-complains-loudly";
 
-/// The SSE stream of `path` until `until` has come (the stream itself never ends).
-fn stream_until(host: &str, path: &str, until: &str) -> String {
-    use std::io::{Read as _, Write as _};
-    let mut stream = std::net::TcpStream::connect(host).expect("connect");
-    stream.set_read_timeout(Some(std::time::Duration::from_secs(30))).expect("timeout");
-    write!(stream, "GET {path} HTTP/1.1\r\nHost: {host}\r\n\r\n").expect("write");
-    let mut text = String::new();
-    let mut buffer = [0u8; 4096];
-    while !text.contains(until) {
-        match stream.read(&mut buffer) {
-            Ok(0) | Err(_) => break,
-            Ok(n) => text.push_str(&String::from_utf8_lossy(&buffer[..n])),
-        }
-    }
-    text
-}
-
-/// The text of every transcript file under `dir`.
-fn transcripts_under(dir: &Path) -> String {
-    let mut text = String::new();
-    for entry in std::fs::read_dir(dir).expect("read dir").flatten() {
-        let path = entry.path();
-        if path.is_dir() {
-            text.push_str(&transcripts_under(&path));
-        } else if path.extension().is_some_and(|e| e == "jsonl") {
-            text.push_str(&std::fs::read_to_string(&path).unwrap_or_default());
-        }
-    }
-    text
-}
-
 #[test]
 fn over_rein_serve_a_failing_hook_shows_clients_only_which_hook_failed_and_logs_it_redacted() {
     let model = ScriptedModel::start();
@@ -386,7 +356,7 @@ fn over_rein_serve_a_failing_hook_shows_clients_only_which_hook_failed_and_logs_
         http(&host, "POST", &format!("{RT}/sessions/h1/messages"), Some(&message), None);
     assert_eq!(status, 200, "{answer}");
     // The `Stop` hook runs after the turn; its notice is the last to come.
-    let stream = stream_until(&host, &format!("{RT}/sessions/h1/events"), "hooks.Stop[0]");
+    let stream = sse_until(&host, &format!("{RT}/sessions/h1/events"), "hooks.Stop[0]");
     let (_, session) = http(&host, "GET", &format!("{RT}/sessions/h1"), None, None);
     let (_, markdown) = http(&host, "GET", &format!("{RT}/sessions/h1/export"), None, None);
     let (_, exported) =

@@ -2,15 +2,13 @@
 //! binding beyond loopback without tokens, and the access log.
 
 use std::{
-    io::{BufReader, Read as _, Write as _},
+    io::{BufReader, Write as _},
     net::{TcpListener, TcpStream},
-    path::Path,
-    time::Duration,
 };
 
 use crate::{
     rein,
-    support::{http, read_request, serve, stop},
+    support::{http, read_request, serve, sse_until, stop, transcripts_under},
 };
 
 const KEY: &str = "sk-live-0123456789abcdefSECRET";
@@ -48,35 +46,6 @@ fn answer_with_echo(stream: TcpStream) {
     let _ = writer.write_all(echoed.as_bytes());
 }
 
-/// The event stream until it has sent `until` (the stream itself never ends).
-fn events_until(host: &str, path: &str, until: &str) -> String {
-    let mut stream = TcpStream::connect(host).expect("connect");
-    stream.set_read_timeout(Some(Duration::from_secs(30))).expect("timeout");
-    write!(stream, "GET {path} HTTP/1.1\r\nHost: {host}\r\n\r\n").expect("write");
-    let mut text = String::new();
-    let mut buffer = [0u8; 4096];
-    while !text.contains(until) {
-        match stream.read(&mut buffer) {
-            Ok(0) | Err(_) => break,
-            Ok(n) => text.push_str(&String::from_utf8_lossy(&buffer[..n])),
-        }
-    }
-    text
-}
-
-fn every_file_under(dir: &Path) -> String {
-    let mut text = String::new();
-    for entry in std::fs::read_dir(dir).expect("read dir").flatten() {
-        let path = entry.path();
-        if path.is_dir() {
-            text.push_str(&every_file_under(&path));
-        } else if path.extension().is_some_and(|e| e == "jsonl") {
-            text.push_str(&std::fs::read_to_string(&path).unwrap_or_default());
-        }
-    }
-    text
-}
-
 #[test]
 fn finding_3_a_provider_error_that_echoes_the_key_is_redacted_everywhere() {
     let port = echoing_upstream();
@@ -112,9 +81,9 @@ fn finding_3_a_provider_error_that_echoes_the_key_is_redacted_everywhere() {
         "the reason stays: {answer}"
     );
     let (_, session) = http(&host, "GET", "/agent/api/runtime/sessions/s1", None, None);
-    let stream = events_until(&host, "/agent/api/runtime/sessions/s1/events", "turn_end");
+    let stream = sse_until(&host, "/agent/api/runtime/sessions/s1/events", "turn_end");
     let stderr = stop(child);
-    let transcripts = every_file_under(&data);
+    let transcripts = transcripts_under(&data);
     assert!(!transcripts.is_empty(), "a transcript was written");
     for (place, text) in [
         ("502 body", &answer),

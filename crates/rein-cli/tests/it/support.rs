@@ -669,3 +669,34 @@ pub(crate) fn model_server(
     });
     format!("http://127.0.0.1:{port}/v1")
 }
+
+/// The Server-Sent Events of `path` until `until` has come (the stream itself never ends).
+pub(crate) fn sse_until(host: &str, path: &str, until: &str) -> String {
+    use std::io::{Read as _, Write as _};
+    let mut stream = TcpStream::connect(host).expect("connect");
+    stream.set_read_timeout(Some(Duration::from_secs(30))).expect("timeout");
+    write!(stream, "GET {path} HTTP/1.1\r\nHost: {host}\r\n\r\n").expect("write");
+    let mut text = String::new();
+    let mut buffer = [0u8; 4096];
+    while !text.contains(until) {
+        match stream.read(&mut buffer) {
+            Ok(0) | Err(_) => break,
+            Ok(n) => text.push_str(&String::from_utf8_lossy(&buffer[..n])),
+        }
+    }
+    text
+}
+
+/// The text of every transcript (`*.jsonl`) under `dir`, however deep.
+pub(crate) fn transcripts_under(dir: &Path) -> String {
+    let mut text = String::new();
+    for entry in std::fs::read_dir(dir).expect("read dir").flatten() {
+        let path = entry.path();
+        if path.is_dir() {
+            text.push_str(&transcripts_under(&path));
+        } else if path.extension().is_some_and(|e| e == "jsonl") {
+            text.push_str(&std::fs::read_to_string(&path).unwrap_or_default());
+        }
+    }
+    text
+}
