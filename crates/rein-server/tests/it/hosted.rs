@@ -80,6 +80,11 @@ async fn a_turn_with_a_tool_call() {
     let (_, session) = call(&app, "GET", &format!("{RT}/sessions/s1?view=full"), None).await;
     assert_eq!(roles(&session), ["user", "assistant", "tool", "assistant"]);
     assert_eq!(session["messages"][1]["tool_calls"][0]["function"]["name"], "weather");
+    let (status, body) = call(&app, "GET", &format!("{RT}/sessions/s1?view=all"), None).await;
+    assert_eq!(
+        (status, body["error"]["code"].as_str()),
+        (StatusCode::UNPROCESSABLE_ENTITY, Some("validation_error"))
+    );
 
     let (_, list) = call(&app, "GET", &format!("{RT}/sessions"), None).await;
     assert_eq!(list["sessions"][0]["title"], "hello");
