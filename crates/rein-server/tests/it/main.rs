@@ -14,6 +14,7 @@ mod fuzz_api;
 mod hosted;
 mod nul;
 mod openapi;
+mod proxied;
 mod routes;
 mod scripted;
 mod security;

@@ -29,7 +29,7 @@ fn misfits(name: &str, answer: &Value) -> Vec<String> {
 }
 
 /// Fails unless `answer` fits TerraFin's model `name`.
-fn check(name: &str, answer: &Value) {
+pub(crate) fn check(name: &str, answer: &Value) {
     let errors = misfits(name, answer);
     assert!(errors.is_empty(), "{name} does not fit TerraFin's model: {errors:#?}\n{answer}");
 }
