@@ -11,7 +11,7 @@ use rein_testkit::{Step, reply};
 use serde_json::{Value, json};
 
 use crate::{
-    call,
+    call, request,
     scripted::{ByPrompt, app},
 };
 
@@ -314,4 +314,40 @@ async fn a_running_task_is_answered_cancelled_at_once() {
     let (status, deleted) = call(&app, "DELETE", &format!("{RT}/sessions/s1"), None).await;
     assert_eq!(status, StatusCode::OK, "{deleted}");
     dispatcher.shutdown().await;
+}
+
+/// TerraFin's Python client in HTTP mode, as its server forwards it in token mode: its create
+/// call sends every key, unset ones as `null`, which is a create even where clients may not set
+/// the system prompt; a refusal carries `error.message`, the text the client raises with; and
+/// the run's `finalMessage["content"]` is the answer.
+#[tokio::test]
+async fn the_python_clients_calls_in_token_mode() {
+    const TOKEN: &str = "terrafin-server-token";
+    let config = ServerConfig {
+        tokens: [(TOKEN.to_owned(), "terrafin".to_owned())].into(),
+        ..ServerConfig::default()
+    };
+    let (app, _runtime, _dir) = app(&config, ByPrompt::new(scripts()));
+    let post = |path: String, body: Value| request("POST", &path, Some(body), Some(TOKEN));
+    let create = |prompt: Value| json!({ "agentName": "assistant", "sessionId": null, "systemPrompt": prompt, "metadata": {} });
+
+    let (status, created) =
+        crate::send(&app, post(format!("{RT}/sessions"), create(Value::Null))).await;
+    assert_eq!(status, StatusCode::CREATED, "{created}");
+    check("Session", &created);
+    let (status, refused) =
+        crate::send(&app, post(format!("{RT}/sessions"), create(json!("Be brief.")))).await;
+    assert_eq!(status, StatusCode::FORBIDDEN, "{refused}");
+    assert!(refused["error"]["message"].as_str().is_some_and(|m| !m.is_empty()), "{refused}");
+
+    let id = created["sessionId"].as_str().unwrap_or_default();
+    let path = format!("{RT}/sessions/{id}/messages");
+    let (status, run) = crate::send(&app, post(path, json!({ "content": QUESTION }))).await;
+    assert_eq!(status, StatusCode::OK, "{run}");
+    check("Run", &run);
+    assert_eq!(run["finalMessage"]["content"], ANSWER, "{run}");
+    let delete = request("DELETE", &format!("{RT}/sessions/{id}"), None, Some(TOKEN));
+    let (status, deleted) = crate::send(&app, delete).await;
+    assert_eq!(status, StatusCode::OK, "{deleted}");
+    check("Deleted", &deleted);
 }
