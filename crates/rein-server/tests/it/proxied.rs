@@ -254,6 +254,16 @@ async fn token_mode_behind_a_proxy_that_adds_the_token_and_rewrites_host() {
     assert_eq!(status, 401);
 }
 
+/// Token mode behind a proxy that keeps `Host`: the page's origin is then rein's own, and no
+/// `cors_origins` is needed.
+#[tokio::test]
+async fn token_mode_behind_a_proxy_that_keeps_host() {
+    let dir = tempfile::tempdir().expect("a temp dir");
+    let tokens = [(TOKEN.to_owned(), "terrafin".to_owned())].into();
+    let rein = serve(ServerConfig { tokens, ..ServerConfig::default() }, dir.path()).await;
+    widget_calls(proxy(rein, Some(TOKEN), HostRule::Keep).await).await;
+}
+
 /// Local mode behind a proxy that keeps `Host`: the host's name in `allowed_hosts` is all it
 /// takes (the page's origin is then rein's own); without it the `Host` check refuses.
 #[tokio::test]
