@@ -137,6 +137,9 @@ pub struct SessionView {
     pub metadata: JsonObject,
     /// The tools its agent offers.
     pub tools: Vec<ToolSpec>,
+    /// The system prompt the session was made with (`CreateSession::system_prompt`), which its
+    /// owner gave; `None` when it runs on its agent's, the operator's, which no view carries.
+    pub own_system_prompt: Option<String>,
     /// The conversation without internal messages (task notes, retry prompts).
     pub messages: Vec<Message>,
     /// When each of `messages` was stored (its transcript line's time, RFC 3339 UTC), index

@@ -162,8 +162,8 @@ pub struct ChatMessage {
     pub name: Option<String>,
     /// On a tool message, the call it answers.
     pub tool_call_id: Option<String>,
-    /// On the listed system message, `promptWithheld: true` (the operator's prompt is not
-    /// shown to clients).
+    /// On the listed system message of a session on its agent's prompt, `promptWithheld: true`
+    /// (the operator's prompt is not shown to clients; a session's own prompt is).
     pub metadata: JsonObject,
     /// rein's: an assistant message's tool calls, in the OpenAI shape (`view=full` lists the
     /// messages that carry only these).

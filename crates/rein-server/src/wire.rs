@@ -178,7 +178,13 @@ pub(crate) fn session(
 ) -> Session {
     let created_at = view.created_at.to_rfc3339();
     let capability_calls = capability_calls(&view.messages, &view.message_times);
-    let messages = chat_messages(view.messages, &view.message_times, listing, &created_at);
+    let messages = chat_messages(
+        view.messages,
+        &view.message_times,
+        listing,
+        &created_at,
+        view.own_system_prompt.as_deref(),
+    );
     let mut metadata = view.metadata;
     if let Some(id) = &view.view_context_id {
         metadata.insert("viewContextId".into(), Value::String(owner.unscope(id).to_owned()));
@@ -300,13 +306,15 @@ fn tool_use_only(message: &Message) -> bool {
 }
 
 /// `messages` (stored at `times`, index for index) as listed: by TerraFin's rule, a system
-/// message first (made `session_created`, the operator's prompt withheld) and tool-use-only
-/// assistant messages left out; with `view=full`, each of them.
+/// message first (made `session_created`: the session's `own_prompt`, which its owner gave, or
+/// the operator's, withheld) and tool-use-only assistant messages left out; with `view=full`,
+/// each of them.
 pub(crate) fn chat_messages(
     messages: Vec<Message>,
     times: &[String],
     listing: MessageView,
     session_created: &str,
+    own_prompt: Option<&str>,
 ) -> Vec<ChatMessage> {
     let names: HashMap<String, String> = messages
         .iter()
@@ -316,9 +324,16 @@ pub(crate) fn chat_messages(
     let public = listing == MessageView::Public;
     if public && !messages.iter().any(|m| matches!(m, Message::System { .. })) {
         let mut metadata = serde_json::Map::new();
-        metadata.insert("promptWithheld".into(), Value::Bool(true));
+        let content = match own_prompt {
+            Some(prompt) => prompt.to_owned(),
+            None => {
+                metadata.insert("promptWithheld".into(), Value::Bool(true));
+                String::new()
+            }
+        };
         listed.push(ChatMessage {
             role: "system".into(),
+            content,
             created_at: session_created.to_owned(),
             metadata,
             ..ChatMessage::default()

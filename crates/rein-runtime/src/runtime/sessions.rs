@@ -166,6 +166,9 @@ impl super::Runtime {
         Ok(SessionView {
             settings: core.settings(&session),
             tools: Offer::new(core, &definition, is_child).specs(),
+            own_system_prompt: SessionMeta::read(&session.metadata)
+                .system_prompt()
+                .map(str::to_owned),
             messages: replayed.messages(),
             message_times: replayed.message_times(),
             metadata: SessionMeta::view_metadata(&session.metadata, in_flight, unfinished),

@@ -351,3 +351,26 @@ async fn the_python_clients_calls_in_token_mode() {
     assert_eq!(status, StatusCode::OK, "{deleted}");
     check("Deleted", &deleted);
 }
+
+/// The system message a session lists first: the prompt its client gave at creation, as
+/// TerraFin shows it; never the operator's (the agent's), which is withheld.
+#[tokio::test]
+async fn the_listed_system_message_is_the_sessions_own_prompt_never_the_operators() {
+    let (app, _runtime, _dir) = app(&ServerConfig::default(), ByPrompt::new(scripts()));
+    let create = |id: &str, prompt: Value| json!({ "agentName": "assistant", "sessionId": id, "systemPrompt": prompt });
+    for (id, prompt) in [("own", json!("Answer in French.")), ("agents", Value::Null)] {
+        let (status, session) =
+            call(&app, "POST", &format!("{RT}/sessions"), Some(create(id, prompt))).await;
+        assert_eq!(status, StatusCode::CREATED, "{session}");
+        check("Session", &session);
+    }
+    let system = |session: &Value| session["messages"][0].clone();
+    let (_, own) = call(&app, "GET", &format!("{RT}/sessions/own"), None).await;
+    assert_eq!(system(&own)["role"], "system", "{own}");
+    assert_eq!(system(&own)["content"], "Answer in French.", "{own}");
+    assert!(system(&own)["metadata"].get("promptWithheld").is_none(), "{own}");
+    let (_, agents) = call(&app, "GET", &format!("{RT}/sessions/agents"), None).await;
+    assert_eq!(system(&agents)["role"], "system", "{agents}");
+    assert_eq!(system(&agents)["content"], "", "{agents}");
+    assert_eq!(system(&agents)["metadata"]["promptWithheld"], true, "{agents}");
+}
