@@ -42,19 +42,17 @@ pub(crate) fn shared_validator(schema: &JsonObject) -> Result<Arc<ArgsValidator>
 }
 
 impl ArgsValidator {
-    /// Compiles `schema`. A schema with `properties` and no `additionalProperties` is taken as
-    /// closed: a field the tool does not declare is an error, never passed through.
+    /// Compiles `schema` as JSON Schema means it: a field the tool does not declare passes
+    /// unless the schema says `additionalProperties: false` (MCP servers, and glen, which never
+    /// validates, would run such a call). Schema keywords a model copies into its arguments are
+    /// dropped before this, by recovery (`rein_recover::ToolSchemas::drop_copied_keywords`).
     pub(crate) fn new(schema: &JsonObject) -> Result<Self, String> {
-        let mut schema = schema.clone();
-        if schema.contains_key("properties") && !schema.contains_key("additionalProperties") {
-            schema.insert("additionalProperties".into(), Value::Bool(false));
-        }
         let allowed = schema
             .get("properties")
             .and_then(Value::as_object)
             .map(|properties| properties.keys().cloned().collect())
             .unwrap_or_default();
-        let schema = Value::Object(schema);
+        let schema = Value::Object(schema.clone());
         let validator = jsonschema::validator_for(&schema).map_err(|error| error.to_string())?;
         Ok(ArgsValidator { validator, schema, allowed })
     }

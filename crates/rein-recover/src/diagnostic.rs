@@ -42,6 +42,10 @@ pub enum DiagnosticKind {
     /// String values of calls read from the text were converted to the types the tool's
     /// schema gives them (`"5"` to `5` for an `integer`).
     ArgumentsTyped,
+    /// Schema keywords the model copied from the tool definition into a call's arguments
+    /// (`required`, `type`, `properties`, `description`, where the tool declares no such
+    /// property) were dropped.
+    SchemaKeywordsDropped,
 }
 
 impl DiagnosticKind {
@@ -63,6 +67,7 @@ impl DiagnosticKind {
             DiagnosticKind::ScanBudgetExhausted => "scan_budget_exhausted",
             DiagnosticKind::TooManyCalls => "too_many_calls",
             DiagnosticKind::ArgumentsTyped => "arguments_typed",
+            DiagnosticKind::SchemaKeywordsDropped => "schema_keywords_dropped",
         }
     }
 }

@@ -205,6 +205,22 @@ pub(crate) fn recover_counting(
         ));
     }
 
+    if let Some(schemas) = schemas {
+        for call in &mut calls {
+            let dropped = schemas.drop_copied_keywords(&call.name, &mut call.arguments);
+            if !dropped.is_empty() {
+                diagnostics.push(Diagnostic::new(
+                    DiagnosticKind::SchemaKeywordsDropped,
+                    format!(
+                        "call to `{}`: dropped `{}`, copied from the tool's schema into its arguments",
+                        call.name,
+                        dropped.join("`, `")
+                    ),
+                ));
+            }
+        }
+    }
+
     let attempted_unparsed =
         purpose == Purpose::Final && calls.is_empty() && attempted::attempted(&content, tools);
     let work = scan.work + 2 * (reply.content.len() as u64) + content.len() as u64;

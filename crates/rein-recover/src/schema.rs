@@ -5,6 +5,11 @@
 //! says `integer`, `number`, `boolean`, `null`, `array` or `object` and the text is one; a value
 //! that does not fit stays the text it was (the tool then reports the mismatch), and a schema
 //! that allows `string` keeps the text. Without a schema values stay as written.
+//!
+//! Small models also copy the tool definition's own keywords into their arguments
+//! (`{"timezone": "Asia/Tokyo", "required": ["timezone"]}`): a top-level `required`, `type`,
+//! `properties` or `description` shaped like the schema keyword, in a call to a tool whose
+//! schema declares properties but none of that name, is dropped ([`ToolSchemas::drop_copied_keywords`]).
 
 use std::collections::HashMap;
 
@@ -79,6 +84,53 @@ impl ToolSchemas {
             }
             None => 0,
         }
+    }
+}
+
+/// Whether a value has the shape a schema keyword's value has.
+type KeywordShape = fn(&Value) -> bool;
+
+/// The schema keywords a model copies from a tool definition into its arguments, each with
+/// the shape its value has in a schema (so an argument that merely shares the name, such as a
+/// `type` of `3`, is not taken for one).
+const COPIED_KEYWORDS: [(&str, KeywordShape); 4] = [
+    ("required", |v| v.as_array().is_some_and(|items| items.iter().all(Value::is_string))),
+    ("type", |v| {
+        v.is_string() || v.as_array().is_some_and(|kinds| kinds.iter().all(Value::is_string))
+    }),
+    ("properties", Value::is_object),
+    ("description", Value::is_string),
+];
+
+impl ToolSchemas {
+    /// Removes from `arguments` of a call to `name` the schema keywords the model copied from
+    /// the tool's definition: a top-level `required`, `type`, `properties` or `description`
+    /// shaped like the keyword, where the tool's schema lists properties and none of that
+    /// name. Returns the keys removed, in order (none for a tool without a schema, or whose
+    /// schema lists no properties: an open schema may take any field).
+    pub fn drop_copied_keywords(&self, name: &str, arguments: &mut Arguments) -> Vec<&'static str> {
+        let Some(Value::Object(properties)) =
+            self.by_name.get(name).and_then(|schema| schema.get("properties"))
+        else {
+            return Vec::new();
+        };
+        let copied: Vec<&'static str> = COPIED_KEYWORDS
+            .iter()
+            .filter(|(key, shaped)| {
+                !properties.contains_key(*key) && arguments.map().get(*key).is_some_and(shaped)
+            })
+            .map(|(key, _)| *key)
+            .collect();
+        if !copied.is_empty() {
+            let kept: JsonObject = arguments
+                .map()
+                .iter()
+                .filter(|(key, _)| !copied.contains(&key.as_str()))
+                .map(|(key, value)| (key.clone(), value.clone()))
+                .collect();
+            *arguments = Arguments::from(kept);
+        }
+        copied
     }
 }
 
@@ -261,6 +313,48 @@ mod tests {
             "on": {"type": "boolean"}, "list": {"type": "array"}}});
         let arguments = json!({"n": "five", "x": "1e", "on": "yes", "list": "a, b"});
         assert_eq!(typed(schema, arguments.clone()), arguments);
+    }
+
+    fn dropped(schema: Value, arguments: Value) -> (Value, Vec<&'static str>) {
+        let mut schemas = ToolSchemas::new();
+        schemas.insert("t", schema);
+        let Value::Object(arguments) = arguments else { panic!("an object") };
+        let mut arguments = Arguments::from(arguments);
+        let keys = schemas.drop_copied_keywords("t", &mut arguments);
+        (Value::Object(arguments.into_map()), keys)
+    }
+
+    #[test]
+    fn drops_schema_keywords_copied_into_the_arguments() {
+        let time = json!({"type": "object", "properties": {"timezone": {"type": "string"}},
+            "required": ["timezone"]});
+        assert_eq!(
+            dropped(time.clone(), json!({"timezone": "Asia/Tokyo", "required": ["timezone"]})),
+            (json!({"timezone": "Asia/Tokyo"}), vec!["required"])
+        );
+        assert_eq!(
+            dropped(
+                time,
+                json!({"type": "object", "properties": {"timezone": {"type": "string"}},
+                    "description": "Get the time", "timezone": "UTC"})
+            ),
+            (json!({"timezone": "UTC"}), vec!["type", "properties", "description"])
+        );
+    }
+
+    #[test]
+    fn keeps_keywords_the_tool_declares_or_that_are_not_shaped_like_one() {
+        let declared = json!({"properties": {"type": {"type": "string"},
+            "description": {"type": "string"}}});
+        let arguments = json!({"type": "bug", "description": "it breaks"});
+        assert_eq!(dropped(declared, arguments.clone()), (arguments, vec![]));
+        // `required: true` is no schema keyword's shape; an open schema takes any field.
+        let other = json!({"properties": {"q": {"type": "string"}}});
+        let arguments = json!({"q": "x", "required": true, "type": 3});
+        assert_eq!(dropped(other, arguments.clone()), (arguments, vec![]));
+        let open = json!({"type": "object"});
+        let arguments = json!({"required": ["q"]});
+        assert_eq!(dropped(open, arguments.clone()), (arguments, vec![]));
     }
 
     #[test]

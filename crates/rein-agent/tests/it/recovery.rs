@@ -42,7 +42,7 @@ async fn recovery_three_batches_with_a_retryable_error_end_with_the_fallback() {
     let model = ScriptedModel::new([
         reply::call("1", "price", json!({"n": "one"})),
         reply::call("2", "price", json!({})),
-        reply::call("3", "price", json!({"n": 1, "extra": true})),
+        reply::call("3", "price", json!({"n": 1.5})),
         reply::text("never asked"),
     ]);
     let mut agent = agent(&model, registry(&[&tool]), AgentConfig::default());

@@ -7,8 +7,8 @@ use serde_json::json;
 
 use crate::support::{agent, codes, obj, registry, results, run};
 
-fn chart() -> ScriptedTool {
-    let schema = obj(json!({
+fn chart_schema() -> rein_protocol::JsonObject {
+    obj(json!({
         "type": "object",
         "properties": {
             "ticker": {"type": "string"},
@@ -16,7 +16,11 @@ fn chart() -> ScriptedTool {
             "style": {"type": "string", "enum": ["line", "candle"]}
         },
         "required": ["ticker"]
-    }));
+    }))
+}
+
+fn chart() -> ScriptedTool {
+    let schema = chart_schema();
     ScriptedTool::new(ToolSpec::new("chart", "Draws a chart.", schema), |args, _| {
         // A tool that trusts its schema: `days` must be an integer.
         let days = args.get("days").map_or(Some(30), serde_json::Value::as_i64);
@@ -65,15 +69,56 @@ async fn arguments_validated_missing_required_field() {
 }
 
 #[tokio::test]
-async fn arguments_validated_unknown_field_is_refused_not_passed_through() {
-    let (tool, results, codes) = one_call(json!({"ticker": "SPY", "api_secret": "x"})).await;
-    assert_eq!(tool.call_count(), 0);
-    assert_eq!(codes, ["tool_invalid_arguments"]);
-    let text = &results[0].1;
+async fn arguments_validated_unknown_field_passes_unless_the_schema_closes_it() {
+    // JSON Schema allows undeclared properties unless `additionalProperties: false`.
+    let (tool, _, open_codes) = one_call(json!({"ticker": "SPY", "note": "x"})).await;
+    assert_eq!(open_codes, ["ok"]);
+    assert_eq!(tool.calls()[0]["note"], json!("x"));
+
+    let mut schema = chart_schema();
+    schema.insert("additionalProperties".into(), json!(false));
+    let closed = ScriptedTool::new(ToolSpec::new("chart", "Draws a chart.", schema), |_, _| {
+        Ok(ToolOutput::text("ran"))
+    });
+    let model = ScriptedModel::new([
+        reply::calls(&[("chart", json!({"ticker": "SPY", "api_secret": "x"}))]),
+        reply::text("ok"),
+    ]);
+    let mut agent = agent(&model, registry(&[&closed]), AgentConfig::default());
+    let ran = run(&mut agent, "chart it").await;
+    assert_eq!(closed.call_count(), 0);
+    assert_eq!(codes(&ran.events), ["tool_invalid_arguments"]);
+    let text = &results(&ran.events)[0].1;
     assert!(
         text.contains("api_secret") && text.contains("Allowed fields: ticker, days, style"),
         "{text}"
     );
+}
+
+#[tokio::test]
+async fn arguments_validated_schema_keywords_copied_into_the_arguments_are_dropped() {
+    // Qwen2.5-Coder 0.5B against mcp-server-time's `get_current_time` (issue 49).
+    let schema = obj(json!({
+        "type": "object",
+        "properties": {"timezone": {"type": "string", "description": "IANA timezone name"}},
+        "required": ["timezone"]
+    }));
+    let time = ScriptedTool::new(
+        ToolSpec::new("get_current_time", "Get the current time.", schema),
+        |_, _| Ok(ToolOutput::text("{\"datetime\": \"2026-12-08T09:51:00+09:00\"}")),
+    );
+    let model = ScriptedModel::new([
+        reply::calls(&[(
+            "get_current_time",
+            json!({"timezone": "Asia/Tokyo", "required": ["timezone"]}),
+        )]),
+        reply::text("It is 09:51 in Tokyo."),
+    ]);
+    let mut agent = agent(&model, registry(&[&time]), AgentConfig::default());
+    let ran = run(&mut agent, "What time is it in Tokyo?").await;
+    assert_eq!(codes(&ran.events), ["ok"]);
+    assert_eq!(time.calls(), [obj(json!({"timezone": "Asia/Tokyo"}))]);
+    assert_eq!(ran.outcome().text, "It is 09:51 in Tokyo.");
 }
 
 #[tokio::test]
