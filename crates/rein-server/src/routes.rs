@@ -1,4 +1,6 @@
-//! The router: every `/agent/api/runtime/*` handler, its extractors, and the middleware stack.
+//! The router: every `/agent/api/runtime/*` handler and the middleware stack; the extractors
+//! and shared state in `routes/extract.rs`, MCP OAuth's Connect and callback in
+//! `routes/mcp_oauth.rs`.
 
 use std::{
     convert::Infallible,
@@ -11,9 +13,8 @@ use std::{
 
 use axum::{
     Json, Router,
-    body::Bytes,
-    extract::{DefaultBodyLimit, FromRequest, FromRequestParts, Path, RawQuery, Request, State},
-    http::{HeaderMap, HeaderName, HeaderValue, Method, StatusCode, header, request::Parts},
+    extract::{DefaultBodyLimit, RawQuery, Request, State},
+    http::{HeaderMap, HeaderName, HeaderValue, Method, StatusCode, header},
     middleware::{self, Next},
     response::{
         IntoResponse, Response,
@@ -24,8 +25,12 @@ use axum::{
 use futures::StreamExt as _;
 use rein_protocol::CancellationToken;
 use rein_runtime::{Runtime, RuntimeError};
-use serde::de::DeserializeOwned;
 use tower_http::cors::{AllowOrigin, CorsLayer};
+
+mod extract;
+mod mcp_oauth;
+
+use extract::{ApiResult, AppState, Body, CallPath, Caller, Id};
 
 use crate::{
     api::{
@@ -33,32 +38,14 @@ use crate::{
         SessionList, SessionSettings, TaskList, ViewContextInput,
     },
     assets,
-    auth::{Auth, Principal, query_value},
+    auth::{Auth, query_value},
     config::ServerConfig,
-    edge::{Authenticated, Edge, edge},
-    error::{ApiError, REQUEST_ID, payload_too_large},
+    edge::{Edge, edge},
+    error::{ApiError, REQUEST_ID},
     openapi,
     owned::Owned,
     wire,
 };
-
-/// What every handler shares.
-#[derive(Clone)]
-pub(crate) struct AppState {
-    runtime: Runtime,
-    config: Arc<ServerConfig>,
-    /// `POST /transcriptions`: the transcriber and its slots.
-    transcriptions: Arc<crate::transcribe::Transcriptions>,
-    /// Fires when the server shuts down; open event streams end then.
-    shutdown: CancellationToken,
-}
-
-impl AppState {
-    /// The runtime as `owner` may use it.
-    fn owned<'a>(&'a self, owner: &'a Principal) -> Owned<'a> {
-        Owned::new(&self.runtime, owner)
-    }
-}
 
 /// The whole HTTP surface over a runtime, as an axum router with its middleware. `bound` is
 /// the address the server listens on (its `Host` checks name it).
@@ -76,8 +63,8 @@ pub(crate) fn router(
         .route("/agents", get(agents))
         .route("/models", get(models))
         .route("/mcp/servers", get(mcp_servers))
-        .route("/mcp/servers/{name}/connect", post(mcp_oauth_connect))
-        .route("/mcp/oauth/callback", get(mcp_oauth_callback))
+        .route("/mcp/servers/{name}/connect", post(mcp_oauth::connect))
+        .route("/mcp/oauth/callback", get(mcp_oauth::callback))
         .route("/sessions", post(create_session).get(list_sessions))
         .route("/sessions/{id}", get(get_session).patch(update_session).delete(delete_session))
         .route("/sessions/{id}/messages", post(send_message))
@@ -172,92 +159,6 @@ async fn request_id(request: Request, next: Next) -> Response {
     response
 }
 
-/// The calling principal, as the edge found it (from the bearer token, or `local` without
-/// configured tokens); `401 unauthorized` without one.
-struct Caller(Principal);
-
-impl<S: Send + Sync> FromRequestParts<S> for Caller {
-    type Rejection = ApiError;
-
-    async fn from_request_parts(parts: &mut Parts, _state: &S) -> Result<Self, ApiError> {
-        match parts.extensions.get::<Authenticated>() {
-            Some(Authenticated(Ok(principal))) => Ok(Caller(principal.clone())),
-            _ => Err(ApiError::unauthorized()),
-        }
-    }
-}
-
-/// The one `{id}` path segment of a route.
-struct Id(String);
-
-impl<S: Send + Sync> FromRequestParts<S> for Id {
-    type Rejection = ApiError;
-
-    async fn from_request_parts(parts: &mut Parts, state: &S) -> Result<Self, ApiError> {
-        let Path(id) = Path::<String>::from_request_parts(parts, state).await?;
-        Ok(Id(id))
-    }
-}
-
-/// The `{id}` and `{call_id}` segments of a client tool call's route.
-struct CallPath(String, String);
-
-impl<S: Send + Sync> FromRequestParts<S> for CallPath {
-    type Rejection = ApiError;
-
-    async fn from_request_parts(parts: &mut Parts, state: &S) -> Result<Self, ApiError> {
-        let Path((id, call_id)) =
-            Path::<(String, String)>::from_request_parts(parts, state).await?;
-        Ok(CallPath(id, call_id))
-    }
-}
-
-/// A JSON body: syntax errors are 400 `invalid_json`, a body that does not fit the schema
-/// (unknown or missing fields, wrong types) is 422 `validation_error`, an oversize body is 413.
-/// An empty body reads as `{}` for routes whose fields are all optional.
-struct Body<T>(T);
-
-impl<S: Send + Sync, T: DeserializeOwned> FromRequest<S> for Body<T> {
-    type Rejection = ApiError;
-
-    async fn from_request(request: Request, state: &S) -> Result<Self, ApiError> {
-        let is_json = request
-            .headers()
-            .get(header::CONTENT_TYPE)
-            .and_then(|value| value.to_str().ok())
-            .map(|value| {
-                let media = value.split(';').next().unwrap_or_default().trim().to_ascii_lowercase();
-                media == "application/json"
-                    || (media.starts_with("application/") && media.ends_with("+json"))
-            });
-        let bytes = Bytes::from_request(request, state).await.map_err(|rejection| {
-            if rejection.status() == StatusCode::PAYLOAD_TOO_LARGE {
-                payload_too_large()
-            } else {
-                ApiError::bad_request(rejection.body_text())
-            }
-        })?;
-        let bytes: &[u8] = if bytes.iter().all(u8::is_ascii_whitespace) { b"{}" } else { &bytes };
-        if is_json == Some(false) || (is_json.is_none() && bytes != b"{}") {
-            return Err(ApiError::new(
-                StatusCode::UNSUPPORTED_MEDIA_TYPE,
-                "unsupported_media_type",
-                "Send the body as JSON with `Content-Type: application/json`.",
-            ));
-        }
-        crate::nul::refuse_in_json(bytes)?;
-        serde_json::from_slice(bytes).map(Body).map_err(|error| {
-            let message = error.to_string();
-            match error.classify() {
-                serde_json::error::Category::Data => ApiError::validation(message),
-                _ => ApiError::new(StatusCode::BAD_REQUEST, "invalid_json", message),
-            }
-        })
-    }
-}
-
-type ApiResult<T> = Result<Json<T>, ApiError>;
-
 // ---------------------------------------------------------------------------------------------
 // Handlers
 
@@ -298,171 +199,6 @@ async fn mcp_servers(
     let own = s.config.mcp_principal_authorizations.0.as_ref();
     let pending = |server: &str| own.and_then(|pending| pending(principal.as_str(), server));
     Ok(Json(wire::mcp_servers(&s.runtime, pending)))
-}
-
-/// Where the OAuth callback's cookies live: only the callback is sent them.
-const OAUTH_COOKIE_PATH: &str = "/agent/api/runtime/mcp/oauth/callback";
-
-/// The name of the cookie that binds a browser to the authorization of `state`: one per
-/// authorization, so that two servers connected at once keep theirs (FNV-1a of the `state`, a
-/// name only, not a secret).
-fn oauth_cookie_name(state: &str) -> String {
-    let hash = state.bytes().fold(0xcbf2_9ce4_8422_2325_u64, |hash, byte| {
-        (hash ^ u64::from(byte)).wrapping_mul(0x0100_0000_01b3)
-    });
-    format!("rein-mcp-oauth-{hash:016x}")
-}
-
-/// The value of cookie `name` among the request's `Cookie` headers.
-fn request_cookie(headers: &HeaderMap, name: &str) -> Option<String> {
-    headers
-        .get_all(header::COOKIE)
-        .iter()
-        .filter_map(|value| value.to_str().ok())
-        .flat_map(|value| value.split(';'))
-        .filter_map(|pair| pair.trim().split_once('='))
-        .find(|(key, _)| *key == name)
-        .map(|(_, value)| value.trim().to_owned())
-}
-
-/// `Set-Cookie` for the binding cookie of `state`: `secret` for `max_age` seconds (0 clears it).
-/// `HttpOnly` (no script reads it), `SameSite=Lax` (sent on the authorization server's top-level
-/// redirect back, not on a cross-site subrequest), and only to the callback's path.
-fn oauth_cookie(state: &str, secret: &str, max_age: u64) -> Option<HeaderValue> {
-    let cookie = format!(
-        "{}={secret}; Path={OAUTH_COOKIE_PATH}; Max-Age={max_age}; HttpOnly; SameSite=Lax",
-        oauth_cookie_name(state)
-    );
-    HeaderValue::from_str(&cookie).ok()
-}
-
-/// Connect: the caller's waiting authorization of MCP server `name` (else the server's shared
-/// one), with a cookie that binds this browser to it; the callback takes the authorization
-/// server's redirect only from a browser with that cookie, so a URL handed to someone else
-/// cannot file their authorization under the caller.
-async fn mcp_oauth_connect(
-    State(s): State<AppState>,
-    Caller(principal): Caller,
-    Path(name): Path<String>,
-) -> Result<Response, ApiError> {
-    let not_found = |message: String| {
-        ApiError::new(StatusCode::NOT_FOUND, "mcp_authorization_not_found", message)
-            .with_details(serde_json::json!({ "server": name }))
-    };
-    let Some(connect) = &s.config.mcp_oauth_connect.0 else {
-        return Err(not_found(
-            "This rein does not authorize MCP servers through its own address.".to_owned(),
-        ));
-    };
-    let start = connect(principal.as_str(), &name).map_err(|why| not_found(format!("{why}.")))?;
-    let cookie = oauth_cookie(&start.state, &start.secret, start.expires_in.as_secs().max(1))
-        .ok_or_else(|| ApiError::internal("The host gave a secret that cannot be a cookie."))?;
-    let body = crate::api::McpAuthorization {
-        server: name.clone(),
-        authorization_url: start.authorization_url,
-        expires_in_seconds: start.expires_in.as_secs(),
-    };
-    let mut response = Json(body).into_response();
-    response.headers_mut().append(header::SET_COOKIE, cookie);
-    response.headers_mut().insert(header::CACHE_CONTROL, HeaderValue::from_static("no-store"));
-    Ok(response)
-}
-
-/// The browser's redirect after a person authorized an MCP server: handed to the host's MCP
-/// client with the secret of the browser's binding cookie (see [`mcp_oauth_connect`]); no token
-/// is asked for, the browser comes from the authorization server. Answers a small page either
-/// way, with the chat page's security headers.
-async fn mcp_oauth_callback(State(s): State<AppState>, request: Request) -> Response {
-    let Some(complete) = &s.config.mcp_oauth.0 else {
-        return oauth_page(
-            StatusCode::NOT_FOUND,
-            "Not connected",
-            "This rein does not authorize MCP servers through its own address.",
-        );
-    };
-    // The whole path (this handler sees it without the `/agent/api/runtime` it is nested
-    // under): the host rebuilds the redirect URI from it.
-    let uri = request.uri();
-    let query = uri.query().unwrap_or("");
-    let target =
-        format!("/agent/api/runtime{}", uri.path_and_query().map_or("", |target| target.as_str()));
-    let error = query_value(query, "error");
-    let state = query_value(query, "state");
-    let secret = state
-        .as_deref()
-        .and_then(|state| request_cookie(request.headers(), &oauth_cookie_name(state)));
-    let outcome = complete(&target, secret.as_deref());
-    let mut response = match (outcome, error) {
-        (Ok(connected), None) => {
-            let whose = match &connected.principal {
-                Some(principal) => format!("for the principal \u{201c}{principal}\u{201d}"),
-                None => format!(
-                    "over its connection shared by every principal (authorized from the chat of \
-                     \u{201c}{}\u{201d})",
-                    connected.connected_by
-                ),
-            };
-            oauth_page(
-                StatusCode::OK,
-                "Connected",
-                &format!(
-                    "rein can now reach the MCP server \u{201c}{}\u{201d} {whose}. You can close \
-                     this tab.",
-                    connected.server
-                ),
-            )
-        }
-        (Ok(connected), Some(error)) => oauth_page(
-            StatusCode::BAD_REQUEST,
-            "Not connected",
-            &format!(
-                "The authorization server refused access to \u{201c}{}\u{201d}: {error}.",
-                connected.server
-            ),
-        ),
-        (Err(crate::config::McpOAuthRefusal::OtherBrowser(why)), _) => oauth_page(
-            StatusCode::FORBIDDEN,
-            "Not connected",
-            &format!(
-                "rein did not use this authorization: {why}. An authorization is taken only from \
-                 the browser that opened it with Connect in its principal's chat."
-            ),
-        ),
-        (Err(crate::config::McpOAuthRefusal::NotWaiting(why)), _) => oauth_page(
-            StatusCode::BAD_REQUEST,
-            "Not connected",
-            &format!(
-                "This authorization could not be used: {why}. Open the chat and use Connect again."
-            ),
-        ),
-    };
-    if let (Some(state), Some(_)) = (&state, &secret)
-        && let Some(clear) = oauth_cookie(state, "", 0)
-    {
-        response.headers_mut().append(header::SET_COOKIE, clear);
-    }
-    response
-}
-
-/// A small HTML page with a title and one sentence (escaped).
-fn oauth_page(status: StatusCode, title: &str, text: &str) -> Response {
-    let escape = |text: &str| {
-        text.replace('&', "&amp;").replace('<', "&lt;").replace('>', "&gt;").replace('"', "&quot;")
-    };
-    // No inline style: the page has the chat's Content-Security-Policy.
-    let body = format!(
-        "<!doctype html><html lang=\"en\"><head><meta charset=\"utf-8\"><title>rein: {title}</title></head>\
-         <body><h1>{title}</h1><p>{text}</p></body></html>",
-        title = escape(title),
-        text = escape(text),
-    );
-    let mut response = (status, body).into_response();
-    response
-        .headers_mut()
-        .insert(header::CONTENT_TYPE, HeaderValue::from_static("text/html; charset=utf-8"));
-    response.headers_mut().insert(header::CACHE_CONTROL, HeaderValue::from_static("no-store"));
-    assets::page_headers(response.headers_mut());
-    response
 }
 
 /// `422 validation_error` unless `id` is one a client may choose (`rein_runtime::check_client_id`).
