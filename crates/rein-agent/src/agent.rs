@@ -608,6 +608,9 @@ impl Agent {
 
             let events = turn.events;
             let degenerate = tokio::sync::Notify::new();
+            // The calls the reply wrote so far, against the per-reply limits.
+            let limits = self.config.call_limits();
+            let reply_calls = Mutex::new(crate::reply_calls::ReplyCalls::default());
             // What the recoverer released from a delta, drained as it is forwarded (one
             // vector for the whole reply).
             let released = Mutex::new(Vec::new());
@@ -627,9 +630,18 @@ impl Agent {
                     let mut recoverer = recoverer.lock().unwrap_or_else(PoisonError::into_inner);
                     let mut released = released.lock().unwrap_or_else(PoisonError::into_inner);
                     recoverer.push_into(&text, &mut released);
-                    if recoverer.degenerate() {
+                    let mut counted = reply_calls.lock().unwrap_or_else(PoisonError::into_inner);
+                    let mut over = counted.over();
+                    for event in released.iter() {
+                        if let StreamEvent::Call(call) = event {
+                            over |= counted.add(call, limits);
+                        }
+                    }
+                    drop(counted);
+                    if recoverer.degenerate() || over {
                         // A reply writing one call a third time, or its text three times over,
-                        // is repeating itself.
+                        // is repeating itself; one writing far more calls than a step needs is
+                        // degenerate too.
                         degenerate.notify_one();
                     }
                     drop(recoverer);
@@ -652,8 +664,11 @@ impl Agent {
                     () = turn.cancel.cancelled() => None,
                     () = degenerate.notified() => {
                         // The request is dropped; the text so far is the reply, its repeated
-                        // calls kept once (see `run_loop`).
-                        turn.degenerate = true;
+                        // calls kept once, its calls past the limits dropped (see `run_loop`).
+                        turn.degenerate = recoverer
+                            .lock()
+                            .unwrap_or_else(PoisonError::into_inner)
+                            .degenerate();
                         let mut reply = ModelReply::default();
                         reply.content = partial();
                         reply.stop_reason = StopReason::Stop;
@@ -798,18 +813,28 @@ impl Agent {
                 }
             };
             let (reply, mut recovered) = reply;
-            if std::mem::take(&mut turn.degenerate) {
+            let repeated = std::mem::take(&mut turn.degenerate);
+            let limits = self.config.call_limits();
+            let too_many = crate::reply_calls::too_many(&recovered.calls, limits);
+            if repeated || too_many {
                 let written = recovered.calls.len();
-                let mut seen = std::collections::HashSet::new();
-                recovered.calls.retain(|call| {
-                    seen.insert((call.name.clone(), call.arguments.as_json().into_owned()))
-                });
+                crate::reply_calls::keep_distinct(&mut recovered.calls, too_many.then_some(limits));
+                let why = if too_many {
+                    format!(
+                        "the reply wrote far more calls than a step needs (more than {} in one \
+                         reply, or one tool with more than {} different arguments)",
+                        limits.per_reply, limits.per_tool
+                    )
+                } else {
+                    "the model repeated itself (one call or its text written a third time)"
+                        .to_owned()
+                };
                 Self::notice(
                     turn,
                     code::DEGENERATE,
                     format!(
-                        "the model repeated itself (one call or its text written a third time); \
-                         stopped it there and kept {} distinct call(s) of the {written} written",
+                        "{why}; stopped it there and kept {} distinct call(s) of the {written} \
+                         written",
                         recovered.calls.len()
                     ),
                 );

@@ -15,6 +15,10 @@ pub const MAX_PARSE_RETRIES: u32 = 2;
 pub const DEFAULT_MAX_CONTINUATIONS: u32 = 2;
 /// The n-th identical call in a turn is refused (TerraFin: the 3rd).
 pub const LOOP_GUARD_REPEAT_LIMIT: u32 = 3;
+/// More calls than this in one reply make it degenerate (issue 49: a 0.5B model wrote 52).
+pub const DEFAULT_MAX_CALLS_PER_REPLY: u32 = 16;
+/// One tool called with more different arguments than this in one reply makes it degenerate.
+pub const MAX_CALLS_OF_ONE_TOOL_PER_REPLY: u32 = 4;
 /// Batches with a retryable error that end a turn (TerraFin's `max_recoverable_error_rounds`).
 pub const MAX_RECOVERABLE_ERROR_BATCHES: u32 = 3;
 /// Batches with the same retryable error that end a turn (TerraFin's `max_repeated_same_error`).
@@ -62,6 +66,13 @@ pub struct AgentConfig {
     /// Tool calls per turn across all steps; calls past it are not run and the next request
     /// answers with tools off (TerraFin uses 24). Off by default.
     pub max_calls_per_turn: Option<u32>,
+    /// Calls in one reply: a reply writing more is degenerate, stopped there like a reply
+    /// repeating one call, and its distinct calls kept up to this many (16); 0 disables.
+    pub max_calls_per_reply: u32,
+    /// Calls of one tool with different arguments in one reply: more make the reply
+    /// degenerate the same way, and no more than this many of that tool's calls are kept (4);
+    /// 0 disables.
+    pub max_calls_of_one_tool_per_reply: u32,
     /// Consecutive read-only calls that need no approval run this many at a time (1 = one
     /// after the other, the default).
     pub max_parallel_tool_calls: usize,
@@ -106,6 +117,8 @@ impl Default for AgentConfig {
             auto_approve: true,
             max_steps: None,
             max_calls_per_turn: None,
+            max_calls_per_reply: DEFAULT_MAX_CALLS_PER_REPLY,
+            max_calls_of_one_tool_per_reply: MAX_CALLS_OF_ONE_TOOL_PER_REPLY,
             max_parallel_tool_calls: 1,
             max_parse_retries: MAX_PARSE_RETRIES,
             max_continuations: DEFAULT_MAX_CONTINUATIONS,
@@ -125,6 +138,14 @@ impl Default for AgentConfig {
 }
 
 impl AgentConfig {
+    /// The per-reply call limits.
+    pub(crate) fn call_limits(&self) -> crate::reply_calls::CallLimits {
+        crate::reply_calls::CallLimits {
+            per_reply: self.max_calls_per_reply,
+            per_tool: self.max_calls_of_one_tool_per_reply,
+        }
+    }
+
     /// The checkpoint threshold in force: `max_tool_calls` with auto-approve, else
     /// `max_tool_calls_manual`; 0 means no checkpoint.
     pub fn checkpoint_threshold(&self) -> u32 {

@@ -29,6 +29,7 @@ mod hooks;
 mod memo;
 mod outcome;
 mod registry;
+mod reply_calls;
 mod texts;
 mod validate;
 
@@ -36,10 +37,10 @@ pub use crate::{
     agent::{Agent, PausedTurn, TurnInput, TurnOutcome},
     approval::{ApprovalDecision, ApprovalRequest, Approver},
     config::{
-        AgentConfig, ApprovalMode, DEFAULT_MAX_CONTINUATIONS, DEFAULT_MAX_TOOL_CALLS,
-        DEFAULT_MAX_TOOL_CALLS_MANUAL, LOOP_GUARD_REPEAT_LIMIT, MAX_PARSE_RETRIES,
-        MAX_RECOVERABLE_ERROR_BATCHES, MAX_REPEATED_SAME_ERROR, NUDGE_ERROR_CHARS,
-        STOP_LAST_STEP_TIMEOUT, StopMode,
+        AgentConfig, ApprovalMode, DEFAULT_MAX_CALLS_PER_REPLY, DEFAULT_MAX_CONTINUATIONS,
+        DEFAULT_MAX_TOOL_CALLS, DEFAULT_MAX_TOOL_CALLS_MANUAL, LOOP_GUARD_REPEAT_LIMIT,
+        MAX_CALLS_OF_ONE_TOOL_PER_REPLY, MAX_PARSE_RETRIES, MAX_RECOVERABLE_ERROR_BATCHES,
+        MAX_REPEATED_SAME_ERROR, NUDGE_ERROR_CHARS, STOP_LAST_STEP_TIMEOUT, StopMode,
     },
     error::{AgentError, RegistryError},
     events::{EventLog, EventSink, NoEvents},

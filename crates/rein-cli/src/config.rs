@@ -264,6 +264,12 @@ pub(crate) struct Limits {
     /// Tool calls per turn (off: the checkpoints govern, as in GLEN).
     #[serde(default)]
     pub(crate) max_calls_per_turn: Option<u32>,
+    /// Tool calls in one reply before it is degenerate (16).
+    #[serde(default)]
+    pub(crate) max_calls_per_reply: Option<u32>,
+    /// Calls of one tool with different arguments in one reply before it is degenerate (4).
+    #[serde(default)]
+    pub(crate) max_calls_of_one_tool_per_reply: Option<u32>,
 }
 
 /// `[server]`.
@@ -392,6 +398,8 @@ pub(crate) const KNOWN_KEYS: &[&str] = &[
     "max_steps",
     "max_parallel_tool_calls",
     "max_calls_per_turn",
+    "max_calls_per_reply",
+    "max_calls_of_one_tool_per_reply",
     "tool_memo",
     "system_prompt",
     "transcription_model",

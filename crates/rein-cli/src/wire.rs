@@ -552,7 +552,7 @@ fn hook_redactor(config: &Config) -> Redactor {
 
 /// GLEN's checkpoint thresholds (`max_tool_calls` while the session runs tools without asking,
 /// `max_tool_calls_manual` while it asks; the runtime reads which before every round) and
-/// `max_parallel_tool_calls`, when the config gives them; and the per-turn call cap: the agent's
+/// `max_parallel_tool_calls`, `max_calls_per_reply` and `max_calls_of_one_tool_per_reply`, when the config gives them; and the per-turn call cap: the agent's
 /// `max_calls_per_turn` (`agent_calls`), else the top-level one, else
 /// [`DEFAULT_MAX_CALLS_PER_TURN`].
 fn apply_loop_limits(config: &Config, agent_calls: Option<u32>, policy: &mut AgentPolicy) {
@@ -563,6 +563,12 @@ fn apply_loop_limits(config: &Config, agent_calls: Option<u32>, policy: &mut Age
     }
     if let Some(rounds) = config.limits.max_tool_calls_manual {
         policy.max_tool_rounds_manual = rounds;
+    }
+    if let Some(calls) = config.limits.max_calls_per_reply {
+        policy.max_calls_per_reply = calls;
+    }
+    if let Some(calls) = config.limits.max_calls_of_one_tool_per_reply {
+        policy.max_calls_of_one_tool_per_reply = calls;
     }
     if let Some(parallel) = config.limits.max_parallel_tool_calls {
         policy.max_parallel_tool_calls = parallel.max(1);

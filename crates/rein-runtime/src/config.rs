@@ -149,6 +149,13 @@ pub struct AgentPolicy {
     /// Tool calls per turn across all steps; calls past it get `tool_call_cap` and the turn
     /// ends with tools off; 0 sets no cap (TerraFin: 24, the default; glen has none).
     pub max_calls_per_turn: u32,
+    /// Calls in one reply: a reply writing more is degenerate, stopped there and its distinct
+    /// calls kept up to this many (`rein_agent::DEFAULT_MAX_CALLS_PER_REPLY`: 16); 0 sets no
+    /// limit.
+    pub max_calls_per_reply: u32,
+    /// Calls of one tool with different arguments in one reply: more make it degenerate the
+    /// same way (`rein_agent::MAX_CALLS_OF_ONE_TOOL_PER_REPLY`: 4); 0 sets no limit.
+    pub max_calls_of_one_tool_per_reply: u32,
     /// Remote tool rounds before the turn pauses at a checkpoint while the session runs
     /// side-effecting tools without asking (glen `max_tool_calls`: 15; 0 never pauses).
     pub max_tool_rounds: u32,
@@ -170,6 +177,8 @@ impl Default for AgentPolicy {
             consult_personas: true,
             max_steps: 0,
             max_calls_per_turn: 24,
+            max_calls_per_reply: rein_agent::DEFAULT_MAX_CALLS_PER_REPLY,
+            max_calls_of_one_tool_per_reply: rein_agent::MAX_CALLS_OF_ONE_TOOL_PER_REPLY,
             max_tool_rounds: rein_agent::DEFAULT_MAX_TOOL_CALLS,
             max_tool_rounds_manual: rein_agent::DEFAULT_MAX_TOOL_CALLS_MANUAL,
             max_parallel_tool_calls: 1,

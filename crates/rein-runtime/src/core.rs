@@ -218,6 +218,8 @@ impl Core {
             max_steps: (policy.max_steps > 0).then_some(policy.max_steps),
             max_calls_per_turn: (policy.max_calls_per_turn > 0)
                 .then_some(policy.max_calls_per_turn),
+            max_calls_per_reply: policy.max_calls_per_reply,
+            max_calls_of_one_tool_per_reply: policy.max_calls_of_one_tool_per_reply,
             max_tool_calls: policy.max_tool_rounds,
             max_tool_calls_manual: policy.max_tool_rounds_manual,
             max_parallel_tool_calls: policy.max_parallel_tool_calls.max(1),

@@ -157,3 +157,78 @@ async fn recovery_keeps_a_call_written_over_and_over_once_and_says_so() {
     assert!(notices(&ran.events).contains(&"degenerate_reply".to_owned()));
     assert_eq!(ran.outcome().text, "Prices found.");
 }
+
+fn convert_time() -> ScriptedTool {
+    let schema = obj(json!({
+        "type": "object",
+        "properties": {
+            "source_timezone": {"type": "string"},
+            "time": {"type": "string"},
+            "target_timezone": {"type": "string"}
+        },
+        "required": ["source_timezone", "time", "target_timezone"]
+    }));
+    ScriptedTool::new(ToolSpec::new("convert_time", "Converts a time.", schema), |_, _| {
+        Ok(ToolOutput::text("{\"target\": {\"datetime\": \"04:00\"}}"))
+    })
+}
+
+/// The 52 `convert_time` calls Qwen2.5-Coder 0.5B wrote in one reply (issue 49), each with
+/// other arguments.
+fn fifty_two_conversions() -> Vec<serde_json::Value> {
+    (0..52)
+        .map(|n| {
+            json!({"source_timezone": "Europe/London", "time": format!("{:02}:{:02}", 9 + n / 60, n % 60),
+                "target_timezone": "America/New_York"})
+        })
+        .collect()
+}
+
+#[tokio::test]
+async fn recovery_stops_a_streamed_reply_writing_far_more_calls_than_a_step_needs() {
+    let tool = convert_time();
+    let text: String = fifty_two_conversions()
+        .iter()
+        .map(|arguments| {
+            format!(
+                "<tool_call>{}</tool_call>\n",
+                json!({"name": "convert_time", "arguments": arguments})
+            )
+        })
+        .collect();
+    let model = ScriptedModel::new([reply::text(text), reply::text("It is 04:00 in New York.")])
+        .streaming(true);
+    let mut agent = agent(&model, registry(&[&tool]), AgentConfig::default());
+    let ran = run(&mut agent, "Convert 9:00 in London to New York time.").await;
+    let limit = AgentConfig::default().max_calls_of_one_tool_per_reply as usize;
+    assert_eq!(tool.call_count(), limit, "the first distinct calls, up to the limit");
+    assert_eq!(tool.calls()[0]["time"], json!("09:00"));
+    assert!(notices(&ran.events).contains(&"degenerate_reply".to_owned()));
+    assert_eq!(ran.outcome().text, "It is 04:00 in New York.");
+}
+
+#[tokio::test]
+async fn recovery_keeps_no_more_than_the_limits_of_a_reply_with_many_native_calls() {
+    // Native calls arrive whole: the reply is not cut, its calls past the limits are dropped.
+    let tool = convert_time();
+    let lookup = crate::support::lookup();
+    let conversions = fifty_two_conversions();
+    let calls: Vec<(&str, serde_json::Value)> =
+        conversions.iter().map(|arguments| ("convert_time", arguments.clone())).collect();
+    let many_tools: Vec<(&str, serde_json::Value)> =
+        (0..20).map(|n| ("lookup", json!({"q": format!("q{n}")}))).collect();
+    let model = ScriptedModel::new([
+        reply::calls(&calls),
+        reply::calls_from(100, &many_tools),
+        reply::text("done"),
+    ]);
+    let config = AgentConfig { max_calls_of_one_tool_per_reply: 0, ..AgentConfig::default() };
+    let mut agent = agent(&model, registry(&[&tool, &lookup]), config);
+    let ran = run(&mut agent, "convert").await;
+    // One tool, one limit of 16 calls per reply (the per-tool limit is off here).
+    assert_eq!(tool.call_count(), 16);
+    assert_eq!(lookup.call_count(), 16);
+    let degenerate = notices(&ran.events).iter().filter(|code| *code == "degenerate_reply").count();
+    assert_eq!(degenerate, 2);
+    assert_eq!(ran.outcome().text, "done");
+}

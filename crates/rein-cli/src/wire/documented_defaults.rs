@@ -231,6 +231,9 @@ fn code_defaults() -> BTreeMap<&'static str, String> {
     defaults.insert("max_tool_calls", code(policy.max_tool_rounds));
     defaults.insert("max_tool_calls_manual", code(policy.max_tool_rounds_manual));
     defaults.insert("max_calls_per_turn", off_or(policy.max_calls_per_turn));
+    defaults.insert("max_calls_per_reply", off_or(policy.max_calls_per_reply));
+    defaults
+        .insert("max_calls_of_one_tool_per_reply", off_or(policy.max_calls_of_one_tool_per_reply));
     defaults.insert("max_parallel_tool_calls", code(policy.max_parallel_tool_calls));
     defaults.insert("system_prompt", code(&agent.system_prompt));
     defaults

@@ -2,7 +2,8 @@
 //! (same arguments, same session) from the memo, across turns, runs the others each time, and
 //! still passes approvals (an approval request is never stored as a result);
 //! `max_calls_per_turn` caps a turn's calls, top level and per `[[agents]]`, and is off unless
-//! set.
+//! set; a reply of 30 calls is degenerate unless `max_calls_per_reply` and
+//! `max_calls_of_one_tool_per_reply` allow it.
 
 use std::{
     io::BufReader,
@@ -209,6 +210,13 @@ fn many_calls(config: &Value, agent: &str) -> Value {
     run
 }
 
+/// `extra` with the per-reply limits off: the 30 calls of one reply all reach the per-turn cap.
+fn wide_replies(mut extra: Value) -> Value {
+    extra["max_calls_per_reply"] = json!(0);
+    extra["max_calls_of_one_tool_per_reply"] = json!(0);
+    extra
+}
+
 /// How many of a run's results come from a run of `echo`, and how many were cut by the cap.
 fn ran_and_capped(run: &Value) -> (usize, usize) {
     let results = payloads(run);
@@ -220,16 +228,31 @@ fn ran_and_capped(run: &Value) -> (usize, usize) {
 #[test]
 fn max_calls_per_turn_is_off_unless_set() {
     let endpoint = scripted_model();
-    let run = many_calls(&echo_config(&endpoint, json!({})), "assistant");
+    let run = many_calls(&echo_config(&endpoint, wide_replies(json!({}))), "assistant");
     assert_eq!(run["turnEnding"], "answered", "{run}");
     assert_eq!(ran_and_capped(&run), (MANY_CALLS, 0), "no cap of 24: {run}");
     assert_eq!(run["finalMessage"]["content"], "Done.", "{run}");
 }
 
 #[test]
+fn a_reply_of_thirty_calls_runs_only_the_first_of_one_tool_by_default() {
+    // 30 `echo` calls with different arguments: past `max_calls_of_one_tool_per_reply` (4).
+    let endpoint = scripted_model();
+    let run = many_calls(&echo_config(&endpoint, json!({})), "assistant");
+    assert_eq!(ran_and_capped(&run), (4, 0), "{run}");
+    assert_eq!(run["finalMessage"]["content"], "Done.", "{run}");
+    let limited = json!({"max_calls_of_one_tool_per_reply": 0, "max_calls_per_reply": 20});
+    let run = many_calls(&echo_config(&endpoint, limited), "assistant");
+    assert_eq!(ran_and_capped(&run), (20, 0), "{run}");
+}
+
+#[test]
 fn max_calls_per_turn_caps_a_turn_and_ends_it_with_tools_off() {
     let endpoint = scripted_model();
-    let run = many_calls(&echo_config(&endpoint, json!({"max_calls_per_turn": 4})), "assistant");
+    let run = many_calls(
+        &echo_config(&endpoint, wide_replies(json!({"max_calls_per_turn": 4}))),
+        "assistant",
+    );
     assert_eq!(ran_and_capped(&run), (4, MANY_CALLS - 4), "{run}");
     assert_eq!(run["turnEnding"], "step_limit", "{run}");
     assert_eq!(
@@ -243,10 +266,10 @@ fn an_agents_max_calls_per_turn_wins_over_the_top_level_one() {
     let endpoint = scripted_model();
     let config = echo_config(
         &endpoint,
-        json!({
+        wide_replies(json!({
             "max_calls_per_turn": 5,
             "agents": [{"name": "capped", "max_calls_per_turn": 2}, {"name": "inherits"}],
-        }),
+        })),
     );
     assert_eq!(ran_and_capped(&many_calls(&config, "capped")), (2, MANY_CALLS - 2));
     assert_eq!(ran_and_capped(&many_calls(&config, "inherits")), (5, MANY_CALLS - 5));
