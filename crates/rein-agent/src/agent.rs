@@ -5,7 +5,7 @@ use std::{
     sync::{Arc, Mutex, PoisonError},
 };
 
-use rein_context::{ContextBudget, Level, PrepareInput};
+use rein_context::{ContextBudget, Level, PrepareInput, READ_TOOL_RESULT};
 use rein_protocol::{
     AgentEvent, CancellationToken, Content, FailureCode, Message, Model, ModelErrorKind,
     ModelReply, ModelRequest, ReplyDelta, StopReason, ToolCall, ToolChoice, ToolOutput, TurnEnding,
@@ -570,7 +570,7 @@ impl Agent {
             } else {
                 vec![Message::system(self.config.system_prompt.clone())]
             };
-            let specs = if tools_on { self.tools.specs() } else { Vec::new() };
+            let mut specs = if tools_on { self.tools.specs() } else { Vec::new() };
             let prepared = self.budget.prepare(&PrepareInput {
                 system: &system,
                 history: &self.history,
@@ -579,6 +579,12 @@ impl Agent {
                 model: self.model.info(),
                 min_level: turn.min_level,
             });
+            if prepared.cut_results == 0 {
+                // `read_tool_result` helps only once a result in the prompt was cut; offered
+                // before, small models call it with made-up ids. (Counted in the budget above
+                // all the same: the prompt is a little smaller than estimated, never larger.)
+                specs.retain(|spec| spec.name != READ_TOOL_RESULT);
+            }
             let tools_offered = !specs.is_empty();
             let mut messages = prepared.messages;
             // Reasoning is shown and stored, never sent back to the model.

@@ -118,6 +118,9 @@ pub struct Prepared {
     pub dropped_messages: usize,
     /// Whether it fits the budget (false only when even `Minimal` does not).
     pub fits: bool,
+    /// How many tool results of `messages` were cut (each ends with a `read_tool_result`
+    /// pointer): the loop offers `read_tool_result` only when there is one.
+    pub cut_results: usize,
 }
 
 impl Prepared {
@@ -565,8 +568,10 @@ impl ContextBudget {
                     }
                     self.last_estimate = Some(raw);
                     let mut messages = Vec::with_capacity(shaped.len());
-                    normalize::materialize(&shaped, &sources, tool_chars, &mut messages);
+                    let cut_results =
+                        normalize::materialize(&shaped, &sources, tool_chars, &mut messages);
                     return Prepared {
+                        cut_results,
                         messages,
                         level,
                         estimated_tokens: estimated,

@@ -165,7 +165,7 @@ pub fn normalize(messages: &[Message], provider: Provider) -> Vec<Message> {
     planner.extend(Src::History, messages, &[]);
     let shaped = shape(planner.items, provider, &sources);
     let mut out = Vec::with_capacity(shaped.len());
-    materialize(&shaped, &sources, usize::MAX, &mut out);
+    let _uncut = materialize(&shaped, &sources, usize::MAX, &mut out);
     out
 }
 
@@ -408,9 +408,18 @@ pub(crate) fn materialize(
     sources: &Sources<'_>,
     tool_chars: usize,
     out: &mut Vec<Message>,
-) {
+) -> usize {
+    let mut cut_results = 0;
     for shaped in shaped {
         let mut message = build(&shaped.item, sources, tool_chars);
+        if let (Item::Result { src, idx, .. }, Message::Tool { content, .. }) =
+            (&shaped.item, &message)
+            && let Message::Tool { content: whole, .. } = sources.get(*src, *idx)
+            && content != whole
+        {
+            // `build` cut it (else it is the stored content, cloned).
+            cut_results += 1;
+        }
         if shaped.as_user
             && let Message::System { content } = message
         {
@@ -426,6 +435,7 @@ pub(crate) fn materialize(
         }
         out.push(message);
     }
+    cut_results
 }
 
 fn build(item: &Item, sources: &Sources<'_>, tool_chars: usize) -> Message {

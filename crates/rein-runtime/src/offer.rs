@@ -3,9 +3,12 @@
 //! call of one is answered with a policy error and audited.
 //!
 //! Offered, in this order: the capabilities its agent's policy allows; the task starters of the
-//! background-capable ones its policy offers as tasks (never in a persona's child); `current_view_context`;
-//! `read_tool_result`; the persona consults when the agent may consult (never in a child). Kept
-//! from the model: every capability the policy leaves out, and every task starter not offered.
+//! background-capable ones its policy offers as tasks (never in a persona's child);
+//! `current_view_context` when a view context is linked to the session (see [`ViewLink`]);
+//! `read_tool_result`, which the loop sends only with a prompt in which a result was cut
+//! (`rein-agent`); the persona consults when the agent may consult (never in a child). Kept
+//! from the model: every capability the policy leaves out, every task starter not offered, and
+//! `current_view_context` while nothing is linked.
 //! The capabilities are read once, when the offer is made (see `capability.rs`).
 
 use std::collections::HashSet;
@@ -21,6 +24,29 @@ use crate::{
     persona::consult_spec,
     view_context::view_context_spec,
 };
+
+/// Whether the offer is for a session with a view context linked.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum ViewLink {
+    /// A session with a view context linked (its own, or its parent's): `current_view_context`
+    /// is offered.
+    Linked,
+    /// A session without one: `current_view_context` is registered but kept from the model.
+    Unlinked,
+    /// No session (an agent's listing): every tool a session may be offered is listed.
+    AnySession,
+}
+
+impl ViewLink {
+    /// Whether `session` has a view context linked (its own, or its parent's).
+    pub(crate) fn of(core: &Core, session: &rein_store::Session) -> Self {
+        if crate::view_context::is_linked(core, session) {
+            ViewLink::Linked
+        } else {
+            ViewLink::Unlinked
+        }
+    }
+}
 
 /// One tool of a session.
 #[derive(Debug, Clone, Copy)]
@@ -94,7 +120,12 @@ pub(crate) struct Offer<'a> {
 
 impl<'a> Offer<'a> {
     /// The tools of a session of `definition` (`is_child`: a persona's hidden child).
-    pub(crate) fn new(core: &'a Core, definition: &AgentDefinition, is_child: bool) -> Self {
+    pub(crate) fn new(
+        core: &'a Core,
+        definition: &AgentDefinition,
+        is_child: bool,
+        view: ViewLink,
+    ) -> Self {
         let policy = &definition.policy;
         let caps = core.caps().snapshot();
         let tasks_offered = policy.allow_background_tasks && !is_child;
@@ -113,12 +144,17 @@ impl<'a> Offer<'a> {
                 .filter(|(_, cap)| offers_task(cap))
                 .map(|(i, _)| Entry::TaskStart(i)),
         );
-        offered.push(Entry::ViewContext);
+        if view != ViewLink::Unlinked {
+            offered.push(Entry::ViewContext);
+        }
         offered.push(Entry::ReadResult);
         if policy.consult_personas && !is_child {
             offered.extend(core.config().personas.iter().map(Entry::Consult));
         }
         let mut hidden = Vec::new();
+        if view == ViewLink::Unlinked {
+            hidden.push(Entry::ViewContext);
+        }
         for (index, cap) in caps.iter().enumerate() {
             let allowed = policy.allows(&cap.spec().name);
             if !allowed {

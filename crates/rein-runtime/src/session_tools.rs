@@ -30,7 +30,7 @@ use crate::{
     history::History,
     hooks::{self, Gate},
     memo,
-    offer::{Offer, SessionTool},
+    offer::{Offer, SessionTool, ViewLink},
     persona, policy,
     view_context::read_view_context,
 };
@@ -254,7 +254,8 @@ pub(crate) fn registry(
     definition: &AgentDefinition,
     history: &History,
 ) -> (ToolRegistry, HashSet<String>) {
-    let offer = Offer::new(core, definition, session.parent_id.is_some());
+    let view = ViewLink::of(core, session);
+    let offer = Offer::new(core, definition, session.parent_id.is_some(), view);
     let weak = Arc::downgrade(core);
     let memo = memo::session_memo(core);
     let mut registry = ToolRegistry::new();

@@ -32,11 +32,13 @@ use crate::{
     hooks,
     live_sessions::{LiveSession, SessionLock},
     model_filter::{HiddenToolFilter, UnofferedCallAudit},
+    offer::ViewLink,
     recovery,
     session_meta::SessionMeta,
     session_tools,
     sink::TurnSink,
     transcript::{self, kind},
+    view_context::CURRENT_VIEW_CONTEXT,
 };
 
 /// How a turn is asked for.
@@ -274,11 +276,17 @@ pub(crate) fn prepare(
         };
         session = core.store().update_session(&id, &patch).map_store_err()?;
     }
+    // `current_view_context` is kept from the model while no view context is linked: whether
+    // one is, as the session's tools were built.
+    let view_was_linked = !live.hidden.contains(CURRENT_VIEW_CONTEXT);
     if live.agent.is_none() {
         attach_agent(core, &mut live, &session, &definition, &model)?;
-    } else if live.tools_generation != core.caps().generation() && !live.is_suspended() {
-        // The live capabilities (a host's MCP servers) changed since the last turn; a paused
-        // turn keeps the tools it started with.
+    } else if (live.tools_generation != core.caps().generation()
+        || view_was_linked != (ViewLink::of(core, &session) == ViewLink::Linked))
+        && !live.is_suspended()
+    {
+        // The live capabilities (a host's MCP servers) changed since the last turn, or a view
+        // context was linked; a paused turn keeps the tools it started with.
         refresh_tools(core, &mut live, &session, &definition);
     }
     if let Some(end) = live.transcript_at {

@@ -29,13 +29,23 @@ pub(crate) fn view_context_spec() -> ToolSpec {
     .read_only(true)
 }
 
-/// TerraFin's three result shapes of `current_view_context`.
-pub(crate) fn read_view_context(core: &Core, session: &Session, requested: Option<&str>) -> Value {
-    let linked_id = session.view_context_id.clone().or_else(|| {
+/// The view context linked to `session`: its own, or (a persona child) its parent's.
+fn linked_id(core: &Core, session: &Session) -> Option<String> {
+    session.view_context_id.clone().or_else(|| {
         // Persona children read their parent's.
         let parent = session.parent_id.as_deref()?;
         core.store().get_session(parent).ok().flatten()?.view_context_id
-    });
+    })
+}
+
+/// Whether a view context is linked to `session`: only then is `current_view_context` offered.
+pub(crate) fn is_linked(core: &Core, session: &Session) -> bool {
+    linked_id(core, session).is_some()
+}
+
+/// TerraFin's three result shapes of `current_view_context`.
+pub(crate) fn read_view_context(core: &Core, session: &Session, requested: Option<&str>) -> Value {
+    let linked_id = linked_id(core, session);
     let linked = linked_id.is_some();
     // The model names a view context the way the page did; it is looked up in the session
     // owner's namespace only, never another principal's (a persona child has its parent's

@@ -1,11 +1,11 @@
 //! Rule 1: the tool-use loop, reasoning, embedded calls, parse retries.
 
 use rein_agent::AgentConfig;
-use rein_protocol::{AgentEvent, Message, ToolChoice};
-use rein_testkit::{ScriptedModel, reply};
+use rein_protocol::{AgentEvent, Message, ToolChoice, ToolOutput, ToolSpec};
+use rein_testkit::{ScriptedModel, ScriptedTool, reply};
 use serde_json::json;
 
-use crate::support::{agent, lookup, notices, registry, run};
+use crate::support::{agent, lookup, notices, obj, registry, run};
 
 #[tokio::test]
 async fn tool_use_loop_runs_calls_until_the_model_answers_in_text() {
@@ -155,4 +155,31 @@ async fn tool_use_loop_prompt_too_long_retries_at_tighter_levels_then_fails() {
     let ran = run(&mut second, "hi").await;
     assert!(matches!(ran.result, Err(rein_agent::AgentError::Model(_))));
     assert_eq!(model.served(), 4);
+}
+
+#[tokio::test]
+async fn read_tool_result_is_offered_only_once_a_result_in_the_prompt_was_cut() {
+    let offered = |request: &rein_protocol::ModelRequest| {
+        request.tools.iter().any(|tool| tool.name == rein_context::READ_TOOL_RESULT)
+    };
+    let reader = ScriptedTool::new(rein_context::read_tool_result_spec(), |_, _| {
+        Ok(ToolOutput::text("a slice"))
+    });
+    let long = ScriptedTool::new(
+        ToolSpec::new("log", "Reads the log.", obj(json!({"type": "object"}))),
+        |_, _| Ok(ToolOutput::text("x".repeat(20_000))),
+    );
+    let model = ScriptedModel::new([
+        reply::calls(&[("lookup", json!({"q": "a"}))]),
+        reply::calls_from(2, &[("log", json!({}))]),
+        reply::text("done"),
+    ]);
+    let lookup = lookup();
+    let mut agent = agent(&model, registry(&[&lookup, &long, &reader]), AgentConfig::default());
+    run(&mut agent, "read").await;
+    let requests = model.requests();
+    assert!(!offered(&requests[0]), "nothing cut yet");
+    assert!(!offered(&requests[1]), "a short result is whole");
+    assert!(offered(&requests[2]), "the log's result was cut (over 16,000 characters)");
+    assert!(requests[2].tools.iter().any(|tool| tool.name == "lookup"));
 }

@@ -6,7 +6,8 @@
 //! Two scripted OpenAI-compatible models, `a` (the default) and `b`, each on its own port: which
 //! one a turn reached is which one counted its requests. No MCP server is configured, so the
 //! scripted model's call of `echo` fails and it answers `The tool said: Error: …`: two requests
-//! a turn.
+//! a turn. The `clock` tool set is on so that tools are offered at all (the built-ins are
+//! offered only when they can help, and the scripted model calls only when offered tools).
 
 use std::{path::Path, process::Command, sync::atomic::Ordering};
 
@@ -27,6 +28,7 @@ fn config(a: &ScriptedModel, b: &ScriptedModel) -> Value {
             {"value": "b", "endpoint": b.endpoint(), "stream": false},
         ],
         "llm_model": "a",
+        "tools": ["clock"],
         "agents": [
             {"name": "first"},
             {"name": "on-b", "description": "Runs on model b.", "model": "b"},

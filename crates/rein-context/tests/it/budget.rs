@@ -132,6 +132,7 @@ fn long_tool_results_are_cut_with_a_pointer_at_every_level() {
         )
     );
     assert_eq!(history[2].text(), long, "the stored result is whole");
+    assert_eq!(prepared.cut_results, 1, "the loop offers read_tool_result");
 
     let prepared = prepare(&mut budget, &system(), &history, &model(1_000_000), Level::Compact);
     assert!(
@@ -155,6 +156,21 @@ fn long_tool_results_are_cut_with_a_pointer_at_every_level() {
             .text()
             .ends_with("[... 19900 more characters: read_tool_result(\"c1\", 100, 100)]")
     );
+}
+
+#[test]
+fn a_prompt_without_a_cut_result_says_so() {
+    let history = vec![
+        Message::user("read the log"),
+        call("c1"),
+        Message::tool("c1", "short", false),
+        Message::assistant("read"),
+    ];
+    let mut budget = ContextBudget::new(config());
+    for level in [Level::Full, Level::Minimal] {
+        let prepared = prepare(&mut budget, &system(), &history, &model(1_000_000), level);
+        assert_eq!(prepared.cut_results, 0, "{level:?}");
+    }
 }
 
 #[test]

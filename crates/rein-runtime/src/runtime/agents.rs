@@ -5,7 +5,7 @@ use rein_protocol::ToolSpec;
 use crate::{
     error::{Result, RuntimeError},
     names::AgentId,
-    offer::Offer,
+    offer::{Offer, ViewLink},
     types::{AgentInfo, ModelListing},
 };
 
@@ -17,7 +17,7 @@ impl super::Runtime {
             .agents
             .iter()
             .map(|agent| {
-                let offer = Offer::new(core, agent, false);
+                let offer = Offer::new(core, agent, false, ViewLink::AnySession);
                 AgentInfo {
                     name: agent.name.clone(),
                     description: agent.description.clone(),
@@ -53,6 +53,6 @@ impl super::Runtime {
         let definition =
             core.definition(agent).ok_or_else(|| RuntimeError::AgentNotFound(agent.to_owned()))?;
         let is_child = matches!(AgentId::parse(agent), AgentId::Persona(_));
-        Ok(Offer::new(core, &definition, is_child).specs())
+        Ok(Offer::new(core, &definition, is_child, ViewLink::AnySession).specs())
     }
 }

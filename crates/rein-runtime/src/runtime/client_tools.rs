@@ -10,7 +10,7 @@ use serde_json::Value;
 use crate::{
     client_tools::{Budgets, Claim},
     error::{Result, RuntimeError},
-    offer::Offer,
+    offer::{Offer, ViewLink},
 };
 
 /// The most tools one client may register for a session.
@@ -40,7 +40,9 @@ impl super::Runtime {
             )));
         }
         let definition = core.definition(&session.agent_id).unwrap_or_default();
-        let offer = Offer::new(core, &definition, session.parent_id.is_some());
+        // Every tool of the session, offered or kept from the model, takes its name.
+        let offer =
+            Offer::new(core, &definition, session.parent_id.is_some(), ViewLink::AnySession);
         let taken: HashSet<String> = offer.tools().map(|tool| tool.spec().name).collect();
         let mut seen = HashSet::new();
         let mut specs = Vec::with_capacity(tools.len());

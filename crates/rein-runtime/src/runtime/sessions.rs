@@ -6,7 +6,7 @@ use serde_json::json;
 use crate::{
     error::{Result, RuntimeError, StoreResult as _},
     events::TurnLines,
-    offer::Offer,
+    offer::{Offer, ViewLink},
     session_meta::SessionMeta,
     transcript::kind,
     types::{CreateSession, SessionSettings, SessionSummary, SessionView},
@@ -165,7 +165,7 @@ impl super::Runtime {
         let is_child = session.parent_id.is_some();
         Ok(SessionView {
             settings: core.settings(&session),
-            tools: Offer::new(core, &definition, is_child).specs(),
+            tools: Offer::new(core, &definition, is_child, ViewLink::of(core, &session)).specs(),
             own_system_prompt: SessionMeta::read(&session.metadata)
                 .system_prompt()
                 .map(str::to_owned),

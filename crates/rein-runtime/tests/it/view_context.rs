@@ -69,3 +69,24 @@ async fn current_view_context_reads_the_page_relinked_before_every_turn() {
     assert_eq!(r.tool_results[0].1.structured.clone().unwrap()["route"], json!("/stock/MSFT"));
     assert_eq!(h.rt.session("s").await.unwrap().view_context_id.as_deref(), Some("view-2"));
 }
+
+#[tokio::test]
+async fn current_view_context_is_offered_only_once_a_view_context_is_linked() {
+    let h = harness(vec![reply::text("no page").into(), reply::text("a page").into()]);
+    h.rt.create_session(CreateSession::agent("assistant").id("s")).await.unwrap();
+    let offered = |step: usize| {
+        h.model.requests()[step].tools.iter().any(|tool| tool.name == CURRENT_VIEW_CONTEXT)
+    };
+    h.rt.send_message("s", "hello", None).await.unwrap();
+    assert!(!offered(0), "nothing is linked: the model cannot use it");
+    let view = h.rt.session("s").await.unwrap().tools;
+    assert!(
+        view.iter().all(|tool| tool.name != CURRENT_VIEW_CONTEXT),
+        "the session's tools say so"
+    );
+
+    h.rt.send_message("s", "what is this?", Some("view-1")).await.unwrap();
+    assert!(offered(1), "linked before the turn: offered");
+    let view = h.rt.session("s").await.unwrap().tools;
+    assert!(view.iter().any(|tool| tool.name == CURRENT_VIEW_CONTEXT));
+}
