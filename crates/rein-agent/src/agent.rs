@@ -872,7 +872,19 @@ impl Agent {
                     None => continue,
                 }
             }
-            if recovered.attempted_unparsed && turn.parse_retries < self.config.max_parse_retries {
+            // An answer that is call-shaped JSON is never shown raw: a call of no offered tool
+            // or an echoed result is re-prompted like an unreadable call (and past the cap
+            // replaced), an answer written as a call is shown as its text.
+            let names = if tools_on { self.tools.names() } else { Vec::new() };
+            let shape = crate::answer_shape::answer_shape(&recovered.visible_text, &names);
+            drop(names);
+            let call_like = shape == crate::answer_shape::AnswerShape::CallLike;
+            if let crate::answer_shape::AnswerShape::Wrapped(text) = shape {
+                recovered.visible_text = text;
+            }
+            if (recovered.attempted_unparsed || call_like)
+                && turn.parse_retries < self.config.max_parse_retries
+            {
                 turn.parse_retries += 1;
                 let bad = assistant(recovered.visible_text, recovered.reasoning, Vec::new());
                 self.push(turn, bad);
@@ -883,6 +895,14 @@ impl Agent {
                 );
                 self.push(turn, Message::user(texts::PARSE_RETRY));
                 continue;
+            }
+            if call_like {
+                Self::notice(
+                    turn,
+                    code::CALL_SHAPED_ANSWER,
+                    "the answer was call-shaped JSON after the re-prompts; not shown",
+                );
+                return Ok(self.answer(turn, String::new(), recovered.reasoning, ending));
             }
             return Ok(self.answer(turn, recovered.visible_text, recovered.reasoning, ending));
         }
@@ -1059,7 +1079,15 @@ impl Agent {
                 if let Some(reasoning) = &recovered.reasoning {
                     turn.events.emit(AgentEvent::Reasoning { text: reasoning.clone() });
                 }
-                let summary = recovered.visible_text.trim().to_owned();
+                // A summary written as a call is its text; call-shaped JSON is never shown.
+                let summary = match crate::answer_shape::answer_shape(&recovered.visible_text, &[])
+                {
+                    crate::answer_shape::AnswerShape::Prose => {
+                        recovered.visible_text.trim().to_owned()
+                    }
+                    crate::answer_shape::AnswerShape::Wrapped(text) => text.trim().to_owned(),
+                    crate::answer_shape::AnswerShape::CallLike => String::new(),
+                };
                 let summary =
                     if summary.is_empty() { texts::checkpoint_fallback(rounds) } else { summary };
                 turn.events.emit(AgentEvent::Message { message: instruction });
@@ -1162,6 +1190,11 @@ impl Agent {
                 self.push(turn, assistant(text.clone(), reasoning, Vec::new()));
             }
             return Ok((TurnEnding::Interrupted, text));
+        }
+        if cut {
+            // A call cut at the output limit is never shown as a JSON fragment.
+            let kept = crate::answer_shape::without_cut_call(&text).len();
+            text.truncate(kept);
         }
         if text.trim().is_empty() {
             return Ok((

@@ -20,6 +20,7 @@
 #![warn(missing_docs, unreachable_pub)]
 
 mod agent;
+mod answer_shape;
 mod approval;
 mod batch;
 mod config;

@@ -82,6 +82,7 @@ pub(crate) const NOT_RUN_APPROVAL_STOP: &str = "Not run: the turn was stopped at
 /// [`rein_protocol::FailureCode`]s).
 pub(crate) mod code {
     pub(crate) const PARSE_RETRY: &str = "parse_retry";
+    pub(crate) const CALL_SHAPED_ANSWER: &str = "call_shaped_answer";
     pub(crate) const NUDGE: &str = "repeated_failure_nudge";
     pub(crate) const CONTINUE: &str = "output_limit_continue";
     pub(crate) const PROMPT_TOO_LONG: &str = "prompt_too_long_retry";

@@ -72,6 +72,18 @@ async fn turn_limits_checkpoint_after_max_tool_calls_remote_rounds() {
 }
 
 #[tokio::test]
+async fn turn_limits_a_checkpoint_summary_written_as_a_call_is_shown_as_its_text() {
+    let mut script = remote_rounds(15);
+    script.push(reply::text(r#"{"name": "summary", "content": "Ran 15 queries."}"#));
+    let model = ScriptedModel::new(script);
+    let mut agent = agent(&model, remote().await, AgentConfig::default());
+    let ran = run(&mut agent, "do many things").await;
+    assert_eq!(ran.outcome().ending.as_str(), "checkpoint");
+    assert_eq!(ran.outcome().text, "Ran 15 queries.");
+    assert_eq!(agent.checkpoint_summary(), Some("Ran 15 queries."));
+}
+
+#[tokio::test]
 async fn turn_limits_manual_mode_uses_max_tool_calls_manual() {
     let mut script = remote_rounds(3);
     script.push(reply::text("summary"));

@@ -81,3 +81,17 @@ async fn output_limit_still_cut_after_the_continuations_is_shown_with_a_note() {
         "one two three \n\n[This answer was cut off at the model's output limit.]"
     );
 }
+
+#[tokio::test]
+async fn output_limit_a_call_fragment_cut_at_the_limit_is_removed_and_the_note_stays() {
+    let fragment = "I will convert it.\n{\"name\": \"convert_time\", \"arguments\": {\"source_timezone\": \"Europe/Lon";
+    let model = ScriptedModel::new([reply::cut(fragment), reply::cut(""), reply::cut("")]);
+    let mut agent = agent(&model, registry(&[]), AgentConfig::default());
+    let ran = run(&mut agent, "convert").await;
+    let outcome = ran.outcome();
+    assert_eq!(outcome.ending.as_str(), "length");
+    assert_eq!(
+        outcome.text,
+        "I will convert it.\n\n[This answer was cut off at the model's output limit.]"
+    );
+}

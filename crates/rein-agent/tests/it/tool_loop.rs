@@ -183,3 +183,34 @@ async fn read_tool_result_is_offered_only_once_a_result_in_the_prompt_was_cut() 
     assert!(offered(&requests[2]), "the log's result was cut (over 16,000 characters)");
     assert!(requests[2].tools.iter().any(|tool| tool.name == "lookup"));
 }
+
+#[tokio::test]
+async fn an_answer_written_as_a_call_is_shown_as_its_text() {
+    let summary = r#"{"name": "summary", "content": "London 09:00 is New York 04:00."}"#;
+    let model = ScriptedModel::new([reply::text(summary)]);
+    let tool = lookup();
+    let mut agent = agent(&model, registry(&[&tool]), AgentConfig::default());
+    let ran = run(&mut agent, "convert").await;
+    assert_eq!(ran.outcome().text, "London 09:00 is New York 04:00.");
+    assert_eq!(model.served(), 1);
+}
+
+#[tokio::test]
+async fn a_call_of_no_tool_or_an_echoed_result_is_reprompted_and_never_shown() {
+    let echo = r#"{"error": "Not run: this exact call was already made twice"}"#;
+    let model = ScriptedModel::new([reply::text(echo), reply::text("It is 04:00 in New York.")]);
+    let tool = lookup();
+    let mut first = agent(&model, registry(&[&tool]), AgentConfig::default());
+    let ran = run(&mut first, "convert").await;
+    assert_eq!(notices(&ran.events), ["parse_retry"]);
+    assert_eq!(ran.outcome().text, "It is 04:00 in New York.");
+
+    let call = r#"{"name": "thank you", "arguments": {"limit": 3}}"#;
+    let model = ScriptedModel::new([reply::text(call), reply::text(call), reply::text(call)]);
+    let mut second = agent(&model, registry(&[&tool]), AgentConfig::default());
+    let ran = run(&mut second, "thanks").await;
+    assert_eq!(model.served(), 3, "two re-prompts, the cap of unreadable calls");
+    assert_eq!(notices(&ran.events), ["parse_retry", "parse_retry", "call_shaped_answer"]);
+    assert!(!ran.outcome().text.contains("thank you"), "{}", ran.outcome().text);
+    assert!(ran.outcome().text.starts_with("I received your question"), "{}", ran.outcome().text);
+}
