@@ -563,10 +563,20 @@ fn notes_model() -> String {
     })
 }
 
-#[test]
-fn with_server_tokens_each_principal_authorizes_and_calls_with_its_own_token() {
-    const ALICE: &str = "alice-token-0123456789";
-    const BOB: &str = "bob-token-0123456789ab";
+const ALICE: &str = "alice-token-0123456789";
+const BOB: &str = "bob-token-0123456789ab";
+
+/// `rein serve` with a token each for alice and bob, the notes model, and one MCP server behind
+/// OAuth, `secure`: the set-up of the tests of principals' own authorizations.
+struct AliceAndBob {
+    fake: OAuthServer,
+    _dir: tempfile::TempDir,
+    data: std::path::PathBuf,
+    served: crate::support::Served,
+    host: String,
+}
+
+fn serve_alice_and_bob() -> AliceAndBob {
     let fake = OAuthServer::start();
     let endpoint = notes_model();
     let dir = tempfile::tempdir().expect("temp dir");
@@ -580,6 +590,12 @@ fn with_server_tokens_each_principal_authorizes_and_calls_with_its_own_token() {
     let config = write_json(dir.path(), "config.json", &config);
     let data = dir.path().join("data");
     let (served, host) = serve(&["--config", &config], &data);
+    AliceAndBob { fake, _dir: dir, data, served, host }
+}
+
+#[test]
+fn with_server_tokens_each_principal_authorizes_and_calls_with_its_own_token() {
+    let AliceAndBob { fake: _fake, _dir, data, served, host } = serve_alice_and_bob();
     let status_for = |token: &str| server_status_as(&host, "secure", Some(token));
     let within = Duration::from_secs(20);
     // Connect as `token`'s principal, then the browser comes back with `code`: the URL
@@ -637,21 +653,7 @@ fn with_server_tokens_each_principal_authorizes_and_calls_with_its_own_token() {
 /// authorization), files nothing under Bob, and Bob's call keeps waiting for his own.
 #[test]
 fn another_principals_browser_cannot_complete_an_authorization() {
-    const ALICE: &str = "alice-token-0123456789";
-    const BOB: &str = "bob-token-0123456789ab";
-    let fake = OAuthServer::start();
-    let endpoint = notes_model();
-    let dir = tempfile::tempdir().expect("temp dir");
-    let config = json!({
-        "llm_models": [{"value": "scripted", "endpoint": endpoint, "stream": false}],
-        "llm_model": "scripted",
-        "auto_approve": true,
-        "server": {"tokens": {ALICE: "alice", BOB: "bob"}},
-        "mcpServers": {"secure": {"url": fake.url()}},
-    });
-    let config = write_json(dir.path(), "config.json", &config);
-    let data = dir.path().join("data");
-    let (served, host) = serve(&["--config", &config], &data);
+    let AliceAndBob { fake, _dir, data, served, host } = serve_alice_and_bob();
     let within = Duration::from_secs(20);
     let token_files = || std::fs::read_dir(data.join("mcp-tokens")).expect("dir").count();
 
