@@ -541,9 +541,7 @@ fn hook_redactor(config: &Config) -> Redactor {
         }
     }
     if let Some(url) = config.database_url()
-        && let Some((userinfo, _)) =
-            url.split_once("://").and_then(|(_, rest)| rest.split('/').next()?.rsplit_once('@'))
-        && let Some((_, password)) = userinfo.split_once(':')
+        && let Some(password) = rein_protocol::url_password(&url)
     {
         redactor.add_secret(password);
     }

@@ -253,18 +253,10 @@ fn model_redactor(api_key: Option<&str>, endpoint: &str) -> Redactor {
     if let Some(key) = api_key {
         redactor.add_secret(key);
     }
-    if let Some(password) = endpoint_password(endpoint) {
+    if let Some(password) = rein_protocol::url_password(endpoint) {
         redactor.add_secret(password);
     }
     redactor
-}
-
-/// The password in a URL's user info (`https://user:password@host/...`), if any.
-fn endpoint_password(endpoint: &str) -> Option<&str> {
-    let rest = endpoint.split_once("://")?.1;
-    let authority = rest.split(['/', '?', '#']).next()?;
-    let userinfo = authority.rsplit_once('@')?.0;
-    userinfo.split_once(':').map(|(_, password)| password).filter(|password| !password.is_empty())
 }
 
 /// The host of an http(s) URL, or why it is not one.
@@ -319,10 +311,11 @@ mod tests {
 
     #[test]
     fn endpoint_passwords() {
-        assert_eq!(endpoint_password("http://user:pw-secret@127.0.0.1:8080/v1"), Some("pw-secret"));
-        assert_eq!(endpoint_password("http://user@host/v1"), None);
-        assert_eq!(endpoint_password("http://host/v1?a=b@c:d"), None);
-        assert_eq!(endpoint_password("no scheme"), None);
+        use rein_protocol::url_password;
+        assert_eq!(url_password("http://user:pw-secret@127.0.0.1:8080/v1"), Some("pw-secret"));
+        assert_eq!(url_password("http://user@host/v1"), None);
+        assert_eq!(url_password("http://host/v1?a=b@c:d"), None);
+        assert_eq!(url_password("no scheme"), None);
         let redactor = model_redactor(Some("sk-configured-key"), "http://u:pw-secret-1@h/v1");
         assert_eq!(redactor.secret_count(), 2);
     }

@@ -38,7 +38,7 @@ pub use crate::{
         DeltaSink, Model, ModelError, ModelErrorKind, ModelInfo, ModelReply, ModelRequest,
         RawFunction, RawToolCall, ReplyDelta, Sampling, StopReason, ToolChoice, Usage,
     },
-    redact::{MIN_SECRET_LEN, REDACTED, Redactor, is_secret_name},
+    redact::{MIN_SECRET_LEN, REDACTED, Redactor, is_secret_name, url_password},
     tool::{
         FailureCode, Tool, ToolContext, ToolError, ToolFailure, ToolOutput, ToolSource, ToolSpec,
     },

@@ -232,6 +232,16 @@ pub fn is_secret_name(name: &str) -> bool {
         .any(|word| name.contains(word))
 }
 
+/// The password in a URL's user info (`https://user:password@host/...`, a database URL), if
+/// any: an exact secret for a [`Redactor`], which finds it also where the URL is not written
+/// whole (a `PGPASSWORD=…` on a command line).
+pub fn url_password(url: &str) -> Option<&str> {
+    let rest = url.split_once("://")?.1;
+    let authority = rest.split(['/', '?', '#']).next()?;
+    let userinfo = authority.rsplit_once('@')?.0;
+    userinfo.split_once(':').map(|(_, password)| password).filter(|password| !password.is_empty())
+}
+
 /// A JSON string value under a credential key: the scheme word is kept, the rest goes.
 fn redact_whole_credential(text: &mut String) {
     let bytes = text.as_bytes();
